@@ -1,0 +1,29 @@
+"""afa: exact differential-privacy accounting with symbolic characteristic functions.
+
+Mechanisms contribute the log characteristic function of their privacy loss
+(papers/002_658ea0213f8272c6.txt); an :class:`Accountant` adds them and
+inverts the sum into delta(epsilon) and epsilon(delta).  See README.md.
+"""
+
+from .accountant import Accountant
+from .mechanisms import (
+    ApproxDP,
+    DiscreteGaussian,
+    DiscreteLaplace,
+    DiscreteMechanism,
+    Gaussian,
+    KaryRandomizedResponse,
+    Laplace,
+    Mechanism,
+    MixtureOfGaussians,
+    RandomizedResponse,
+)
+from .privacy_loss import t
+from .results import AccuracyError, Result
+
+__all__ = [
+    "Accountant", "AccuracyError", "ApproxDP", "DiscreteGaussian", "DiscreteLaplace", "DiscreteMechanism",
+    "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians", "RandomizedResponse",
+    "Result", "t",
+]
+__version__ = "0.1.0"

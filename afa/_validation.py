@@ -1,0 +1,97 @@
+"""Argument checks shared by every public entry point.
+
+Each check raises ``ValueError`` (or ``TypeError`` for a value of the wrong
+kind) naming the parameter and the allowed range, so that bad input never
+reaches the numerics.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+def real_number(name: str, value) -> float:
+    """Return ``value`` as a finite float, or raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
+
+
+def positive(name: str, value) -> float:
+    """A finite real number > 0."""
+    value = real_number(name, value)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def non_negative(name: str, value) -> float:
+    """A finite real number >= 0."""
+    value = real_number(name, value)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def in_interval(name: str, value, low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> float:
+    """A finite real number in the interval between ``low`` and ``high``."""
+    value = real_number(name, value)
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if too_low or too_high:
+        left = "(" if low_open else "["
+        right = ")" if high_open else "]"
+        raise ValueError(f"{name} must be in {left}{low:g}, {high:g}{right}, got {value}")
+    return value
+
+
+def positive_integer(name: str, value, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (floats with an integral value are accepted)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, (numbers.Integral, np.integer)):
+        result = int(value)
+    elif isinstance(value, (numbers.Real, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        result = int(value)
+    else:
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if result < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {result}")
+    return result
+
+
+def real_array(name: str, values) -> np.ndarray:
+    """A numpy float array with no NaN or infinity."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be real numbers, got {values!r}") from error
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite (no NaN or infinity), got {values!r}")
+    return array
+
+
+def probability_vector(name: str, values) -> np.ndarray:
+    """A 1-d array of probabilities in [0, 1] summing to 1 (to 1e-9)."""
+    array = real_array(name, values)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d sequence of probabilities")
+    if np.any(array < 0) or np.any(array > 1):
+        raise ValueError(f"{name} must contain probabilities in [0, 1], got {values!r}")
+    total = float(array.sum())
+    if abs(total - 1.0) > 1e-9:
+        raise ValueError(f"{name} must sum to 1, sums to {total!r}")
+    return array
+
+
+def choice(name: str, value, allowed: tuple[str, ...]) -> str:
+    """One of the strings in ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    return value

@@ -1,0 +1,181 @@
+"""The accountant: a multiset of mechanisms and the queries on their composition.
+
+State is {mechanism: count} under one neighbouring relation
+(papers/002_658ea0213f8272c6.txt Algorithm 1).  Each of the two directions
+of the composed dominating pair has log-CF sum_i k_i log phi_i (Prop. 13);
+delta(eps) is the larger of the two directions' hockey-stick divergences
+(Lemma 37), and epsilon(delta) the larger of their inverses.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy
+
+from . import _validation as check
+from .composition import ComposedLoss
+from .discrete import CompositionTooLargeError
+from .engines import ExactEngine, QuadratureEngine, solve_epsilon
+from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .results import Result
+
+DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
+METHODS = ("auto", "exact", "quadrature")
+
+
+class Accountant:
+    """Compose mechanisms and query the tight (epsilon, delta) of the composition.
+
+    >>> acc = Accountant().compose(Gaussian(sigma=1.0), times=1000)
+    >>> round(acc.epsilon(1e-5), 4)   # doctest: +SKIP
+    """
+
+    def __init__(self, neighboring: str = "add_remove"):
+        self.neighboring = check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        self._counts: dict[Mechanism, int] = {}
+        self._engines: dict[str, list] = {}
+
+    # -- composition -----------------------------------------------------
+    def compose(self, mechanism: Mechanism, times: int = 1) -> "Accountant":
+        """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
+        if not isinstance(mechanism, Mechanism):
+            raise TypeError(f"mechanism must be an afa mechanism, got {type(mechanism).__name__}")
+        times = check.positive_integer("times", times)
+        mechanism.privacy_losses(self.neighboring)  # fail early if unsupported
+        self._counts[mechanism] = self._counts.get(mechanism, 0) + times
+        self._engines.clear()
+        return self
+
+    @property
+    def mechanisms(self) -> dict[Mechanism, int]:
+        """A copy of the state: each distinct mechanism with its count."""
+        return dict(self._counts)
+
+    @property
+    def directions(self) -> tuple[str, str]:
+        """Names of the two directions: ('remove', 'add') or ('forward', 'reverse')."""
+        return DIRECTION_NAMES[self.neighboring]
+
+    def _composed(self, index: int, keep=lambda mechanism: True) -> ComposedLoss:
+        terms: dict = {}
+        for mechanism, count in self._counts.items():
+            if keep(mechanism):
+                loss = mechanism.privacy_losses(self.neighboring)[index]
+                terms[loss] = terms.get(loss, 0) + count
+        return ComposedLoss(terms)
+
+    @property
+    def log_phi(self) -> dict[str, sympy.Expr]:
+        """The composed symbolic log-CF of each direction, sum_i k_i log phi_i(t)."""
+        return {name: self._composed(index).log_phi for index, name in enumerate(self.directions)}
+
+    @property
+    def inf_mass(self) -> dict[str, float]:
+        """Pr[composed loss = +infinity] of each direction (papers/002 Prop. 38)."""
+        return {name: self._composed(index).inf_mass for index, name in enumerate(self.directions)}
+
+    # -- engines ---------------------------------------------------------
+    def _distinct_directions(self) -> list[int]:
+        """Direction indices to evaluate: one if every mechanism is symmetric."""
+        same = all(m.privacy_losses(self.neighboring)[0] is m.privacy_losses(self.neighboring)[1]
+                   for m in self._counts)
+        return [0] if same else [0, 1]
+
+    def _exact_available(self) -> bool:
+        return all(isinstance(m, Gaussian) or not m.privacy_losses(self.neighboring)[0].continuous
+                   for m in self._counts)
+
+    def _resolve(self, method: str) -> str:
+        check.choice("method", method, METHODS)
+        if not self._counts:
+            raise ValueError("the accountant is empty: compose at least one mechanism first")
+        if method == "auto":
+            if self._exact_available():
+                try:
+                    self._engines_for("exact")
+                    return "exact"
+                except CompositionTooLargeError:
+                    pass
+            return "quadrature"
+        if method == "exact" and not self._exact_available():
+            raise ValueError("method='exact' needs a composition of Gaussian and finite-output mechanisms only; "
+                             "use method='quadrature' for this one")
+        return method
+
+    def _engines_for(self, method: str) -> list:
+        if method not in self._engines:
+            engines = []
+            for index in self._distinct_directions():
+                if method == "exact":
+                    mu = math.sqrt(sum(count * m.mu ** 2 for m, count in self._counts.items()
+                                       if isinstance(m, Gaussian)))
+                    engines.append(ExactEngine(mu, self._composed(index, lambda m: not isinstance(m, Gaussian))))
+                else:
+                    engines.append(QuadratureEngine(self._composed(index)))
+            self._engines[method] = engines
+        return self._engines[method]
+
+    # -- queries ---------------------------------------------------------
+    def delta_result(self, epsilon: float, method: str = "auto") -> Result:
+        """delta(epsilon) with its bounds and error estimate."""
+        epsilon = check.real_number("epsilon", epsilon)
+        value, lower, upper, error, name = self._profile(np.array([epsilon]), method)
+        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), name)
+
+    def delta(self, epsilon: float, method: str = "auto") -> float:
+        """The tight delta(epsilon) of the composition."""
+        return self.delta_result(epsilon, method).value
+
+    def privacy_profile(self, epsilons, method: str = "auto") -> np.ndarray:
+        """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes)."""
+        epsilons = check.real_array("epsilons", epsilons)
+        return self._profile(epsilons.ravel(), method)[0].reshape(epsilons.shape)
+
+    def _profile(self, epsilons: np.ndarray, method: str):
+        name = self._resolve(method)
+        values, errors = zip(*(engine.delta(epsilons) for engine in self._engines_for(name)))
+        values, errors = np.array(values), np.array(errors)
+        floor = -np.expm1(np.minimum(epsilons, 0.0))  # delta(eps) >= (1 - e^eps)_+
+        value = np.clip(values.max(axis=0), floor, 1.0)
+        lower = np.clip((values - errors).max(axis=0), floor, 1.0)
+        upper = np.clip((values + errors).max(axis=0), floor, 1.0)
+        error = errors.max(axis=0)
+        return value, lower, upper, error, name
+
+    def epsilon_result(self, delta: float, method: str = "auto") -> Result:
+        """The smallest epsilon >= 0 with delta(epsilon) <= delta, with bounds."""
+        delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        name = self._resolve(method)
+        solutions = [solve_epsilon(engine, delta) for engine in self._engines_for(name)]
+        value, lower, upper = (max(column) for column in zip(*solutions))
+        error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
+        return Result(value, lower, upper, error, name)
+
+    def epsilon(self, delta: float, method: str = "auto") -> float:
+        """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity)."""
+        return self.epsilon_result(delta, method).value
+
+    def epsilon_bounds(self, delta: float, method: str = "auto") -> tuple[float, float]:
+        """(lower, upper) on epsilon(delta) from the engine's error estimate."""
+        result = self.epsilon_result(delta, method)
+        return result.lower, result.upper
+
+    def cdf(self, x, direction: str | None = None) -> np.ndarray:
+        """Pr[L <= x] of the composed finite privacy loss of one direction (Levy inversion, Lemma 18).
+
+        ``direction`` defaults to the first of :attr:`directions`.  The mass at
+        +infinity is excluded, so the CDF tends to 1 - inf_mass.
+        """
+        direction = self.directions[0] if direction is None else check.choice("direction", direction, self.directions)
+        xs = check.real_array("x", x)
+        self._resolve("quadrature")
+        index = self.directions.index(direction)
+        engines = self._engines_for("quadrature")
+        engine = engines[min(index, len(engines) - 1)]
+        return engine.inversion.cdf(xs)[0]
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{m!r} x{count}" for m, count in self._counts.items())
+        return f"Accountant(neighboring={self.neighboring!r}, [{items}])"

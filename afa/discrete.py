@@ -1,0 +1,175 @@
+"""Finite privacy-loss distributions and their exact composition.
+
+A :class:`DiscretePLD` is a finite set of privacy-loss values with their
+probabilities (kept as logarithms), the finite part of a privacy loss whose
+remaining mass sits at +infinity.  Composition of independent mechanisms is
+convolution of their privacy-loss distributions (papers/003_83ef780bcc67edb1.txt
+Sec. 2, Observation 3); here it is done exactly, in log space, merging atoms
+whose loss values agree to rounding.  Compositions with no continuous part
+are answered from this representation without any numerical inversion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+#: Largest number of atoms a composed distribution may have.
+MAX_ATOMS = 2_000_000
+#: Largest number of atom pairs one convolution may form.
+MAX_PAIRS = 20_000_000
+#: Loss values closer than this (relative to the largest |loss| + 1) are merged.
+MERGE_RTOL = 1e-11
+
+
+class CompositionTooLargeError(ValueError):
+    """The exact discrete composition would exceed the size limits."""
+
+
+@dataclass(frozen=True, eq=False)
+class DiscretePLD:
+    """Atoms ``losses[i]`` with probability ``exp(log_masses[i])``, sorted by loss.
+
+    The masses may sum to less than one: the rest is the mass at +infinity
+    (papers/002_658ea0213f8272c6.txt App. D.2), which the caller tracks.
+    """
+
+    losses: np.ndarray
+    log_masses: np.ndarray
+
+    @classmethod
+    def from_atoms(cls, losses, log_masses) -> "DiscretePLD":
+        """Sort, drop zero-mass atoms and merge equal loss values."""
+        losses = np.asarray(losses, dtype=float).ravel()
+        log_masses = np.asarray(log_masses, dtype=float).ravel()
+        keep = log_masses > -np.inf
+        return cls(*_merge(losses[keep], log_masses[keep]))
+
+    @property
+    def size(self) -> int:
+        return int(self.losses.size)
+
+    @property
+    def log_mass(self) -> float:
+        """Log of the total (finite) mass."""
+        return float(logsumexp(self.log_masses)) if self.size else -np.inf
+
+    def log_phi(self, t: np.ndarray) -> np.ndarray:
+        """log E[exp(i t L)] over the atoms, vectorised over ``t`` (complex)."""
+        t = np.asarray(t, dtype=float)
+        if self.size == 0:
+            return np.full(t.shape, -np.inf, dtype=complex)
+        shift = float(self.log_masses.max())
+        weights = np.exp(self.log_masses - shift)
+        total = np.zeros(t.shape, dtype=complex)
+        if self.size <= 64:
+            for loss, weight in zip(self.losses, weights):
+                total += weight * np.exp(1j * loss * t)
+        else:
+            flat_t, flat_total = t.ravel(), total.reshape(-1)
+            chunk = max(1, 4_000_000 // self.size)
+            for start in range(0, flat_t.size, chunk):
+                flat_total[start:start + chunk] = np.exp(1j * np.multiply.outer(flat_t[start:start + chunk], self.losses)) @ weights
+        with np.errstate(divide="ignore"):
+            return np.log(total) + shift
+
+    def convolve(self, other: "DiscretePLD") -> "DiscretePLD":
+        """The distribution of the sum of independent losses (exact, merged)."""
+        if self.size == 0 or other.size == 0:
+            return DiscretePLD(np.empty(0), np.empty(0))
+        pairs = self.size * other.size
+        if pairs > MAX_PAIRS:
+            raise CompositionTooLargeError(
+                f"exact discrete composition needs {pairs:.3g} atom pairs (limit {MAX_PAIRS:.0e}); "
+                "compose fewer discrete mechanisms exactly, or add a continuous mechanism and use method='quadrature'")
+        losses = (self.losses[:, None] + other.losses[None, :]).ravel()
+        log_masses = (self.log_masses[:, None] + other.log_masses[None, :]).ravel()
+        return DiscretePLD.from_atoms(losses, log_masses)
+
+    def power(self, count: int) -> "DiscretePLD":
+        """The ``count``-fold self-convolution.
+
+        Two-atom distributions (randomized response, approximate DP) use the
+        binomial law directly; others use binary powering.
+        """
+        if count == 1:
+            return self
+        if self.size == 2:
+            return self._binomial_power(count)
+        result, base = None, self
+        while count:
+            if count & 1:
+                result = base if result is None else result.convolve(base)
+            count >>= 1
+            if count:
+                base = base.convolve(base)
+        return result
+
+    def _binomial_power(self, count: int) -> "DiscretePLD":
+        if count + 1 > MAX_ATOMS:
+            raise CompositionTooLargeError(
+                f"exact composition of {count} two-atom mechanisms has {count + 1} atoms (limit {MAX_ATOMS})")
+        j = np.arange(count + 1, dtype=float)
+        log_binomial = gammaln(count + 1.0) - gammaln(j + 1.0) - gammaln(count - j + 1.0)
+        (low, high), (log_low, log_high) = self.losses, self.log_masses
+        losses = j * high + (count - j) * low
+        log_masses = log_binomial + j * log_high + (count - j) * log_low
+        return DiscretePLD.from_atoms(losses, log_masses)
+
+
+def _merge(losses: np.ndarray, log_masses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort atoms and merge those whose losses agree to ``MERGE_RTOL``."""
+    if losses.size == 0:
+        return losses, log_masses
+    order = np.argsort(losses, kind="stable")
+    losses, log_masses = losses[order], log_masses[order]
+    tolerance = MERGE_RTOL * (1.0 + np.max(np.abs(losses)))
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(losses) > tolerance) + 1))
+    if starts.size > MAX_ATOMS:
+        raise CompositionTooLargeError(
+            f"exact discrete composition has {starts.size} distinct loss values (limit {MAX_ATOMS})")
+    # Each group's atoms differ by rounding only; keep the first loss value.
+    return losses[starts], np.logaddexp.reduceat(log_masses, starts)
+
+
+def hockey_stick(pld: DiscretePLD, epsilons) -> np.ndarray:
+    """sum_j w_j (1 - e^{eps - l_j})_+ over the atoms, for each eps (log space).
+
+    This is the finite part of delta(eps) (papers/002 Lemma 37); the caller
+    adds the mass at +infinity.
+    """
+    epsilons = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    out = np.zeros(epsilons.shape)
+    chunk = max(1, 4_000_000 // max(pld.size, 1))
+    for start in range(0, epsilons.size, chunk):
+        eps = epsilons[start:start + chunk, None]
+        gap = np.minimum(eps - pld.losses[None, :], 0.0)
+        with np.errstate(divide="ignore"):
+            log_terms = np.where(gap < 0, pld.log_masses + np.log(-np.expm1(gap)), -np.inf)
+        out[start:start + chunk] = np.exp(logsumexp(log_terms, axis=1))
+    return out
+
+
+def epsilon_for_delta(pld: DiscretePLD, inf_mass: float, delta: float) -> float:
+    """The smallest eps >= 0 with inf_mass + hockey_stick(eps) <= delta, exactly.
+
+    Between consecutive atoms delta(eps) = inf_mass + A - B e^eps, so the
+    crossing is solved in closed form.  Returns +inf when delta < inf_mass.
+    """
+    if delta < inf_mass:
+        return math.inf
+    target = delta - inf_mass
+    if hockey_stick(pld, 0.0)[0] <= target:
+        return 0.0
+    above = pld.losses > 0
+    losses, log_masses = pld.losses[above], pld.log_masses[above]
+    values = hockey_stick(pld, losses)  # non-increasing, last one is 0
+    j = int(np.searchsorted(-values, -target, side="right"))  # first atom with value <= target
+    # On (losses[j-1], losses[j]] only atoms j.. are active: delta = A - B e^eps.
+    tail_masses = np.exp(log_masses[j:])
+    a = float(tail_masses.sum())
+    b = float(np.dot(tail_masses, np.exp(-losses[j:])))
+    return max(0.0, math.log((a - target) / b))

@@ -1,0 +1,138 @@
+"""Per-direction engines behind the accountant, and the shared epsilon(delta) solver.
+
+An engine answers delta(eps) for one direction of the composition with an
+absolute error for each value.  Two exist so far:
+
+* :class:`ExactEngine` -- closed forms: composed Gaussians (papers/004
+  Thm 5) convolved with the exact composition of every finite-output
+  mechanism (papers/002 Exp 2 uses this for RR x Gaussian); only rounding
+  error remains.
+* :class:`QuadratureEngine` -- the real-line Levy inversion of the composed
+  CF (:mod:`afa.quadrature`); its error is the quadrature's estimate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import brentq
+
+from . import exact
+from .composition import ComposedLoss
+from .discrete import DiscretePLD, epsilon_for_delta, hockey_stick
+from .quadrature import LevyInversion
+from .results import AccuracyError
+
+#: Relative rounding error assumed for closed-form values.
+EXACT_RTOL = 1e-13
+#: epsilon(delta) needs delta to exceed the engine's absolute error by this factor.
+RESOLUTION_FACTOR = 100.0
+
+
+class ExactEngine:
+    """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms."""
+
+    method = "exact"
+
+    def __init__(self, mu: float, discrete: ComposedLoss):
+        self.mu = mu
+        self.inf_mass = discrete.inf_mass
+        self.atoms = discrete.atoms if discrete.terms else DiscretePLD(np.zeros(1), np.zeros(1))
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.mu == 0:
+            values = self.inf_mass + hockey_stick(self.atoms, epsilons)
+        else:
+            values = np.atleast_1d(exact.discrete_gaussian_mixture_delta(
+                epsilons, self.atoms.losses, np.exp(self.atoms.log_masses), self.inf_mass, self.mu))
+        return values, EXACT_RTOL * values
+
+    def epsilon(self, delta: float) -> float | None:
+        """Closed-form inverse where one exists (pure discrete, pure Gaussian), else None."""
+        if self.mu == 0:
+            return epsilon_for_delta(self.atoms, self.inf_mass, delta)
+        if self.atoms.size == 1 and self.atoms.losses[0] == 0 and self.inf_mass == 0:
+            return exact.gaussian_epsilon(delta, self.mu)
+        return None
+
+    @property
+    def epsilon_scale(self) -> float:
+        return max(1.0, self.mu ** 2 / 2 + 10 * self.mu, float(np.max(np.abs(self.atoms.losses))))
+
+
+class QuadratureEngine:
+    """Real-line Levy inversion (papers/002 Algorithm 1, Lemma 18-19) of one direction."""
+
+    method = "quadrature"
+
+    def __init__(self, loss: ComposedLoss):
+        self.inversion = LevyInversion(loss)
+        self.inf_mass = loss.inf_mass
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, error = self.inversion.delta(epsilons)
+        return values, np.full(values.shape, error)
+
+    def epsilon(self, delta: float) -> None:
+        """No closed form; refuses early a delta below the resolution (the error is absolute)."""
+        _check_resolution(self, delta, float(self.delta(np.array([0.0]))[1][0]))
+        return None
+
+    @property
+    def epsilon_scale(self) -> float:
+        return max(1.0, abs(self.inversion.mean) + 10 * self.inversion.scale)
+
+
+def smallest_epsilon(delta_of, target: float, scale: float) -> float:
+    """The smallest eps >= 0 with delta_of(eps) <= target, for non-increasing delta_of.
+
+    Brent's method on log delta (never an absolute delta tolerance); returns
+    +inf when delta_of stays above ``target`` for every eps (mass at infinity).
+    """
+    if delta_of(0.0) <= target:
+        return 0.0
+    high = scale
+    while delta_of(high) > target:
+        high *= 2
+        if high > 1e7:
+            return math.inf
+    log_target = math.log(target)
+
+    def gap(eps: float) -> float:
+        return math.log(max(delta_of(eps), 1e-320)) - log_target
+
+    return brentq(gap, 0.0, high, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200)
+
+
+def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
+    """(epsilon, lower, upper) for one direction: the root of delta(eps) = delta and of delta -/+ error."""
+    def value(eps):
+        return float(engine.delta(np.array([eps]))[0][0])
+
+    def shifted(sign):
+        def delta_of(eps):
+            values, errors = engine.delta(np.array([eps]))
+            return float(values[0] + sign * errors[0])
+        return delta_of
+
+    closed = engine.epsilon(delta)
+    if closed is None and delta <= engine.inf_mass:
+        closed = math.inf
+    epsilon = closed if closed is not None else smallest_epsilon(value, delta, engine.epsilon_scale)
+    if math.isinf(epsilon):
+        return epsilon, epsilon, epsilon
+    _check_resolution(engine, delta, float(engine.delta(np.array([epsilon]))[1][0]))
+    lower = smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale)
+    upper = smallest_epsilon(shifted(+1.0), delta, engine.epsilon_scale)
+    return epsilon, min(lower, epsilon), max(upper, epsilon)
+
+
+def _check_resolution(engine, delta: float, error: float) -> None:
+    """Refuse a target delta that the engine's absolute error cannot resolve."""
+    if error * RESOLUTION_FACTOR > delta:
+        raise AccuracyError(
+            f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
+            f"(absolute error about {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}). "
+            "Use method='exact' where the composition has a closed form; the contour-shifted "
+            "inversion (relative accuracy at any delta) is the method for smaller delta.")

@@ -1,0 +1,32 @@
+"""What every engine returns: a value with its bounds, its error and how it was obtained."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class AccuracyError(ArithmeticError):
+    """The requested quantity cannot be computed to a known accuracy by the chosen method.
+
+    The message says which range is reliable and which method to use instead.
+    """
+
+
+@dataclass(frozen=True)
+class Result:
+    """A numeric answer and what is known about its error.
+
+    ``lower <= truth <= upper`` holds up to ``error``'s own nature: when
+    ``certified`` is False the bounds come from an error *estimate* (e.g. the
+    difference of two quadrature rules), not from a proof.
+    """
+
+    value: float
+    lower: float
+    upper: float
+    error: float
+    method: str
+    certified: bool = False
+
+    def __float__(self) -> float:
+        return float(self.value)
