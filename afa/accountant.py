@@ -19,7 +19,7 @@ from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError
 from .engines import ExactEngine, QuadratureEngine, solve_epsilon
 from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
-from .results import Result
+from .results import AccuracyError, Result
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
 METHODS = ("auto", "exact", "quadrature")
@@ -137,6 +137,9 @@ class Accountant:
         name = self._resolve(method)
         values, errors = zip(*(engine.delta(epsilons) for engine in self._engines_for(name)))
         values, errors = np.array(values), np.array(errors)
+        if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):
+            raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
+                                "please report it with the composition")
         floor = -np.expm1(np.minimum(epsilons, 0.0))  # delta(eps) >= (1 - e^eps)_+
         value = np.clip(values.max(axis=0), floor, 1.0)
         lower = np.clip((values - errors).max(axis=0), floor, 1.0)

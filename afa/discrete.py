@@ -15,7 +15,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import logsumexp
+
+from . import _validation as check
+from ._accurate import binomial_log_pmf, log_characteristic
 
 #: Largest number of atoms a composed distribution may have.
 MAX_ATOMS = 2_000_000
@@ -58,23 +61,10 @@ class DiscretePLD:
         return float(logsumexp(self.log_masses)) if self.size else -np.inf
 
     def log_phi(self, t: np.ndarray) -> np.ndarray:
-        """log E[exp(i t L)] over the atoms, vectorised over ``t`` (complex)."""
-        t = np.asarray(t, dtype=float)
+        """log E[exp(i t L)] over the atoms, vectorised over ``t`` (complex, accurate near 0)."""
         if self.size == 0:
-            return np.full(t.shape, -np.inf, dtype=complex)
-        shift = float(self.log_masses.max())
-        weights = np.exp(self.log_masses - shift)
-        total = np.zeros(t.shape, dtype=complex)
-        if self.size <= 64:
-            for loss, weight in zip(self.losses, weights):
-                total += weight * np.exp(1j * loss * t)
-        else:
-            flat_t, flat_total = t.ravel(), total.reshape(-1)
-            chunk = max(1, 4_000_000 // self.size)
-            for start in range(0, flat_t.size, chunk):
-                flat_total[start:start + chunk] = np.exp(1j * np.multiply.outer(flat_t[start:start + chunk], self.losses)) @ weights
-        with np.errstate(divide="ignore"):
-            return np.log(total) + shift
+            return np.full(np.shape(t), -np.inf, dtype=complex)
+        return log_characteristic(t, [self.losses], [self.log_masses])[..., 0]
 
     def convolve(self, other: "DiscretePLD") -> "DiscretePLD":
         """The distribution of the sum of independent losses (exact, merged)."""
@@ -90,11 +80,12 @@ class DiscretePLD:
         return DiscretePLD.from_atoms(losses, log_masses)
 
     def power(self, count: int) -> "DiscretePLD":
-        """The ``count``-fold self-convolution.
+        """The ``count``-fold self-convolution (``count`` >= 1).
 
         Two-atom distributions (randomized response, approximate DP) use the
         binomial law directly; others use binary powering.
         """
+        count = check.positive_integer("count", count)
         if count == 1:
             return self
         if self.size == 2:
@@ -113,11 +104,14 @@ class DiscretePLD:
             raise CompositionTooLargeError(
                 f"exact composition of {count} two-atom mechanisms has {count + 1} atoms (limit {MAX_ATOMS})")
         j = np.arange(count + 1, dtype=float)
-        log_binomial = gammaln(count + 1.0) - gammaln(j + 1.0) - gammaln(count - j + 1.0)
         (low, high), (log_low, log_high) = self.losses, self.log_masses
-        losses = j * high + (count - j) * low
-        log_masses = log_binomial + j * log_high + (count - j) * log_low
-        return DiscretePLD.from_atoms(losses, log_masses)
+        # C(n, j) w_hi^j w_lo^(n-j) = W^n Binomial(n, w_hi / W)(j), W = w_hi + w_lo.
+        log_total = np.logaddexp(log_low, log_high)
+        if abs(log_total) < 1e-14:
+            log_total = 0.0  # a probability vector up to rounding; n * rounding would grow with the count
+        log_p, log_q = log_high - log_total, log_low - log_total
+        log_masses = count * log_total + binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
+        return DiscretePLD.from_atoms(j * high + (count - j) * low, log_masses)
 
 
 def _merge(losses: np.ndarray, log_masses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,22 +129,27 @@ def _merge(losses: np.ndarray, log_masses: np.ndarray) -> tuple[np.ndarray, np.n
     return losses[starts], np.logaddexp.reduceat(log_masses, starts)
 
 
-def hockey_stick(pld: DiscretePLD, epsilons) -> np.ndarray:
-    """sum_j w_j (1 - e^{eps - l_j})_+ over the atoms, for each eps (log space).
+def log_hockey_stick(losses: np.ndarray, log_masses: np.ndarray, epsilons) -> np.ndarray:
+    """log sum_j w_j (1 - e^{eps - l_j})_+ for each eps (log space, -inf where zero).
 
-    This is the finite part of delta(eps) (papers/002 Lemma 37); the caller
-    adds the mass at +infinity.
+    This is the finite part of delta(eps) (papers/002 Lemma 37) of atoms
+    ``losses`` with log-probabilities ``log_masses``.
     """
-    epsilons = np.atleast_1d(np.asarray(epsilons, dtype=float))
-    out = np.zeros(epsilons.shape)
-    chunk = max(1, 4_000_000 // max(pld.size, 1))
-    for start in range(0, epsilons.size, chunk):
-        eps = epsilons[start:start + chunk, None]
-        gap = np.minimum(eps - pld.losses[None, :], 0.0)
+    epsilons = np.asarray(epsilons, dtype=float)
+    flat = epsilons.ravel()
+    out = np.full(flat.shape, -np.inf)
+    chunk = max(1, 4_000_000 // max(losses.size, 1))
+    for start in range(0, flat.size, chunk):
+        gap = np.minimum(flat[start:start + chunk, None] - losses[None, :], 0.0)
         with np.errstate(divide="ignore"):
-            log_terms = np.where(gap < 0, pld.log_masses + np.log(-np.expm1(gap)), -np.inf)
-        out[start:start + chunk] = np.exp(logsumexp(log_terms, axis=1))
-    return out
+            log_terms = log_masses + np.log(-np.expm1(gap))
+        out[start:start + chunk] = logsumexp(log_terms, axis=1)
+    return out.reshape(epsilons.shape)
+
+
+def hockey_stick(pld: DiscretePLD, epsilons) -> np.ndarray:
+    """sum_j w_j (1 - e^{eps - l_j})_+ over the atoms of ``pld``, for each eps (1-d array)."""
+    return np.exp(log_hockey_stick(pld.losses, pld.log_masses, np.atleast_1d(np.asarray(epsilons, dtype=float))))
 
 
 def epsilon_for_delta(pld: DiscretePLD, inf_mass: float, delta: float) -> float:
@@ -167,7 +166,7 @@ def epsilon_for_delta(pld: DiscretePLD, inf_mass: float, delta: float) -> float:
     above = pld.losses > 0
     losses, log_masses = pld.losses[above], pld.log_masses[above]
     values = hockey_stick(pld, losses)  # non-increasing, last one is 0
-    j = int(np.searchsorted(-values, -target, side="right"))  # first atom with value <= target
+    j = int(np.searchsorted(-values, -target, side="left"))  # first atom with value <= target
     # On (losses[j-1], losses[j]] only atoms j.. are active: delta = A - B e^eps.
     tail_masses = np.exp(log_masses[j:])
     a = float(tail_masses.sum())

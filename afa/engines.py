@@ -20,7 +20,7 @@ from scipy.optimize import brentq
 
 from . import exact
 from .composition import ComposedLoss
-from .discrete import DiscretePLD, epsilon_for_delta, hockey_stick
+from .discrete import DiscretePLD, epsilon_for_delta
 from .quadrature import LevyInversion
 from .results import AccuracyError
 
@@ -41,11 +41,8 @@ class ExactEngine:
         self.atoms = discrete.atoms if discrete.terms else DiscretePLD(np.zeros(1), np.zeros(1))
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.mu == 0:
-            values = self.inf_mass + hockey_stick(self.atoms, epsilons)
-        else:
-            values = np.atleast_1d(exact.discrete_gaussian_mixture_delta(
-                epsilons, self.atoms.losses, np.exp(self.atoms.log_masses), self.inf_mass, self.mu))
+        finite = exact.mixture_log_delta(epsilons, self.atoms.losses, self.atoms.log_masses, self.mu)
+        values = self.inf_mass + np.exp(finite)
         return values, EXACT_RTOL * values
 
     def epsilon(self, delta: float) -> float | None:
@@ -84,25 +81,35 @@ class QuadratureEngine:
         return max(1.0, abs(self.inversion.mean) + 10 * self.inversion.scale)
 
 
-def smallest_epsilon(delta_of, target: float, scale: float) -> float:
+def smallest_epsilon(delta_of, target: float, scale: float, near: float | None = None) -> float:
     """The smallest eps >= 0 with delta_of(eps) <= target, for non-increasing delta_of.
 
     Brent's method on log delta (never an absolute delta tolerance); returns
     +inf when delta_of stays above ``target`` for every eps (mass at infinity).
+    ``near`` is a guess of the root: the bracket then grows outwards from it.
     """
     if delta_of(0.0) <= target:
         return 0.0
-    high = scale
-    while delta_of(high) > target:
-        high *= 2
-        if high > 1e7:
-            return math.inf
     log_target = math.log(target)
 
     def gap(eps: float) -> float:
         return math.log(max(delta_of(eps), 1e-320)) - log_target
 
-    return brentq(gap, 0.0, high, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200)
+    low, high = 0.0, scale
+    if near is not None:
+        step = 1e-9 * max(1.0, near)
+        while step < scale:
+            low, high = max(0.0, near - step), near + step
+            if gap(low) > 0 >= gap(high):
+                break
+            step *= 16
+        else:
+            low, high = 0.0, scale
+    while gap(high) > 0:
+        low, high = high, 2 * high
+        if high > 1e7:
+            return math.inf
+    return brentq(gap, low, high, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200)
 
 
 def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
@@ -123,8 +130,8 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
     if math.isinf(epsilon):
         return epsilon, epsilon, epsilon
     _check_resolution(engine, delta, float(engine.delta(np.array([epsilon]))[1][0]))
-    lower = smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale)
-    upper = smallest_epsilon(shifted(+1.0), delta, engine.epsilon_scale)
+    lower = smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale, near=epsilon)
+    upper = smallest_epsilon(shifted(+1.0), delta, engine.epsilon_scale, near=epsilon)
     return epsilon, min(lower, epsilon), max(upper, epsilon)
 
 

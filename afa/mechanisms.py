@@ -22,12 +22,39 @@ from dataclasses import dataclass
 
 import numpy as np
 import sympy
-from scipy.special import log_ndtr, logsumexp, roots_legendre
+from scipy.special import logsumexp, roots_legendre
+from sympy.codegen.cfunctions import expm1, log1p
 
 from . import _validation as check
-from .privacy_loss import PrivacyLoss, t
+from ._accurate import log_characteristic
+from .privacy_loss import PrivacyLoss, Template, t
+from .results import AccuracyError
 
 NEIGHBORING_RELATIONS = ("add_remove", "substitution")
+
+
+def _gaussian_template() -> Template:
+    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (papers/002 Lemma 35)."""
+    h = sympy.Symbol("h", positive=True)
+    return Template(-h * (t ** 2 - sympy.I * t), (h,))
+
+
+def _laplace_template() -> Template:
+    """log phi = log1p(phi - 1), phi of papers/002 Lemma 34 with a = sensitivity / scale.
+
+    phi - 1 is written through expm1 so that it keeps relative accuracy near
+    t = 0 whatever the count.
+    """
+    a = sympy.Symbol("a", positive=True)
+    up, down = expm1(sympy.I * a * t), expm1(-sympy.I * a * t)
+    decay = sympy.exp(-a)
+    excess = (up / 2 + decay * down / 2
+              + (up - decay * down + 2 * sympy.I * t * expm1(-a)) / (2 * (1 + 2 * sympy.I * t)))
+    return Template(log1p(excess), (a,))
+
+
+GAUSSIAN_LOG_PHI = _gaussian_template()
+LAPLACE_LOG_PHI = _laplace_template()
 #: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation).
 DISCRETE_GAUSSIAN_TAIL = 1e-30
 
@@ -77,6 +104,9 @@ class Gaussian(Mechanism):
     def __post_init__(self):
         _set(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive("sensitivity", self.sensitivity))
+        if not self.sensitivity / self.sigma <= 1e150:
+            raise ValueError(f"sensitivity / sigma must be <= 1e150, got sigma={self.sigma}, "
+                             f"sensitivity={self.sensitivity}")
 
     @property
     def mu(self) -> float:
@@ -84,8 +114,7 @@ class Gaussian(Mechanism):
         return self.sensitivity / self.sigma
 
     def _losses(self, neighboring):
-        half_mu2 = sympy.Float(self.mu ** 2 / 2, 17)
-        loss = PrivacyLoss.symbolic(-half_mu2 * (t ** 2 - sympy.I * t))
+        loss = PrivacyLoss.symbolic(GAUSSIAN_LOG_PHI, (self.mu ** 2 / 2,))
         return loss, loss
 
 
@@ -96,7 +125,7 @@ class Laplace(Mechanism):
     With a = sensitivity / scale the loss has atoms +a (mass 1/2) and -a
     (mass e^{-a}/2) and density e^{l/2 - a/2}/4 on (-a, a), so
     phi(t) = e^{iat}/2 + e^{-a-iat}/2 + (e^{iat} - e^{-a-iat}) / (2 (1 + 2it)),
-    the same in both directions.  (This is Lemma 34's first line with
+    the same in both directions (see ``LAPLACE_LOG_PHI``).  (This is Lemma 34's first line with
     lambda = scale / sensitivity; the last line of its proof has a sign slip.)
     """
 
@@ -113,13 +142,9 @@ class Laplace(Mechanism):
         return self.sensitivity / self.scale
 
     def _losses(self, neighboring):
-        a = sympy.Float(self.epsilon0, 17)
-        up = sympy.exp(sympy.I * a * t)
-        down = sympy.exp(-a - sympy.I * a * t)
-        log_phi = sympy.log(up / 2 + down / 2 + (up - down) / (2 * (1 + 2 * sympy.I * t)))
         atoms = PrivacyLoss.discrete([self.epsilon0, -self.epsilon0],
                                      [-math.log(2), -self.epsilon0 - math.log(2)]).atoms
-        loss = PrivacyLoss.symbolic(log_phi, atoms=atoms)
+        loss = PrivacyLoss.symbolic(LAPLACE_LOG_PHI, (self.epsilon0,), atoms=atoms)
         return loss, loss
 
 
@@ -160,22 +185,25 @@ class MixtureOfGaussians(Mechanism):
         keep = log_p > -np.inf
         integral = _OutputQuadrature(shifts[keep], log_p[keep])
         label = f"log_phi_MoG_sigma{self.sigma:g}"
-        return (PrivacyLoss.numeric(label + "_P", lambda nodes: integral.log_mgf(1 + 1j * nodes),
-                                    integral.cumulants(1.0)),
-                PrivacyLoss.numeric(label + "_Q", lambda nodes: integral.log_mgf(-1j * nodes, reverse=True),
-                                    integral.cumulants(0.0, reverse=True)))
+        return tuple(PrivacyLoss.numeric(f"{label}_{side}", functools.partial(integral.log_phi, side=side),
+                                         integral.cumulants(side))
+                     for side in ("P", "Q"))
 
 
 class _OutputQuadrature:
-    """log E_Q[exp(s l(o))] for Q = N(0, 1) and l(o) = log sum_i p_i e^{c_i o - c_i^2/2}.
+    """log E[exp(i t L)] of a Gaussian-mixture pair by quadrature over the output o.
 
-    Composite Gauss-Legendre over o, with panels narrow enough to resolve the
-    phase Im(s) l(o) (|l'(o)| <= max c_i) and wide enough to cover every
-    component's mass to e^{-14^2/2}.
+    Q = N(0, 1), P = sum_i p_i N(c_i, 1) and l(o) = log(p/q)(o) =
+    log sum_i p_i e^{c_i o - c_i^2/2}.  Side "P" is L = l(o), o ~ P; side "Q"
+    is L' = -l(o), o ~ Q.  Composite Gauss-Legendre over o, with panels narrow
+    enough to resolve the phase t l(o) (|l'(o)| <= max c_i) and a range
+    covering every component's mass to e^{-14^2/2}; the sum over nodes is
+    formed as log1p(sum w (e^{itL} - 1)), accurate near t = 0.
     """
 
     ORDER = 20
     REACH = 14.0
+    MAX_PANELS = 2_000
 
     def __init__(self, shifts: np.ndarray, log_weights: np.ndarray):
         self.shifts, self.log_weights = shifts, log_weights
@@ -183,49 +211,44 @@ class _OutputQuadrature:
         self.high = max(0.0, shifts.max()) + self.REACH
         self.slope = max(shifts.max(), 1e-300)
 
-    def _nodes(self, frequency: float) -> tuple[np.ndarray, np.ndarray]:
+    def _nodes(self, frequency: float, side: str) -> tuple[np.ndarray, np.ndarray]:
+        """Loss values and log-weights (log density of the side's distribution + log GL weight)."""
         width = min(1.0, 1.0 / (frequency * self.slope + 1e-300))
         panels = int(math.ceil((self.high - self.low) / width))
+        if panels > self.MAX_PANELS:
+            raise AccuracyError(
+                f"the mixture-of-Gaussians CF at t = {frequency:.3g} needs {panels} quadrature panels "
+                f"(limit {self.MAX_PANELS}): its privacy loss decays too slowly in t for the real-line "
+                "inversion (a component with sensitivity 0 piles the loss up near log p_0)")
         x, w = roots_legendre(self.ORDER)
         edges = np.linspace(self.low, self.high, panels + 1)
         half = np.diff(edges)[:, None] / 2
-        nodes = (edges[:-1, None] + half * (x + 1)).ravel()
-        return nodes, (half * w).ravel()
+        o = (edges[:-1, None] + half * (x + 1)).ravel()
+        log_ratio = logsumexp(self.log_weights + self.shifts * o[:, None] - self.shifts ** 2 / 2, axis=1)
+        log_q = -o ** 2 / 2 - 0.5 * math.log(2 * math.pi) + np.log((half * w).ravel())
+        return (log_ratio, log_q + log_ratio) if side == "P" else (-log_ratio, log_q)
 
-    def _log_ratio(self, o: np.ndarray) -> np.ndarray:
-        return logsumexp(self.log_weights + self.shifts * o[:, None] - self.shifts ** 2 / 2, axis=1)
-
-    def _log_integrand_base(self, o: np.ndarray) -> np.ndarray:
-        return -o ** 2 / 2 - 0.5 * math.log(2 * math.pi)
-
-    def log_mgf(self, s: np.ndarray, reverse: bool = False) -> np.ndarray:
-        s = np.asarray(s, dtype=complex)
-        out = np.empty(s.shape, dtype=complex)
-        flat_s, flat_out = s.ravel(), out.reshape(-1)
-        sign = -1.0 if reverse else 1.0
-        order = np.argsort(np.abs(flat_s.imag))
-        # Process nodes in blocks of similar frequency, each with its own panel width.
+    def log_phi(self, nodes: np.ndarray, side: str) -> np.ndarray:
+        nodes = np.asarray(nodes, dtype=float)
+        flat = nodes.ravel()
+        out = np.empty(flat.shape, dtype=complex)
+        order = np.argsort(np.abs(flat))
         start = 0
         while start < order.size:
-            # The block's largest frequency (its last node) sets the panel width.
+            # A block of nodes of similar |t|; its largest |t| sets the panel width.
             end = min(order.size, start + 256)
-            o, w = self._nodes(float(abs(flat_s[order[end - 1]].imag)))
-            end = min(end, start + max(1, 4_000_000 // o.size))
-            block = order[start:end]
-            log_base = self._log_integrand_base(o) + np.log(w)
-            exponent = log_base[None, :] + flat_s[block, None] * (sign * self._log_ratio(o))[None, :]
-            flat_out[block] = logsumexp(exponent, axis=1)
-            start = end
-        return out
+            losses, log_weights = self._nodes(float(abs(flat[order[end - 1]])), side)
+            block = order[start:min(end, start + max(1, 4_000_000 // losses.size))]
+            out[block] = log_characteristic(flat[block], [losses], [log_weights])[:, 0]
+            start += block.size
+        return out.reshape(nodes.shape)
 
-    def cumulants(self, s: float, reverse: bool = False) -> tuple[float, float]:
-        o, w = self._nodes(0.0)
-        sign = -1.0 if reverse else 1.0
-        loss = sign * self._log_ratio(o)
-        weights = w * np.exp(self._log_integrand_base(o) + s * self._log_ratio(o))
+    def cumulants(self, side: str) -> tuple[float, float]:
+        losses, log_weights = self._nodes(0.0, side)
+        weights = np.exp(log_weights - log_weights.max())
         weights /= weights.sum()
-        mean = float(np.dot(weights, loss))
-        return mean, float(np.dot(weights, (loss - mean) ** 2))
+        mean = float(np.dot(weights, losses))
+        return mean, float(np.dot(weights, (losses - mean) ** 2))
 
 
 # ---------------------------------------------------------------------------
@@ -236,14 +259,15 @@ def _pair_from_pmfs(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, 
     """Both directions of a finite dominating pair given by log-PMFs (papers/002 Def. 36).
 
     Outputs where the other distribution is zero send their mass to +infinity
-    (App. D.2).  A symmetric pair returns the same object twice.
+    (App. D.2); a single such output keeps its probability exactly
+    (e.g. ApproxDP's delta).  A symmetric pair returns the same object twice.
     """
     log_p, log_q = np.asarray(log_p, dtype=float), np.asarray(log_q, dtype=float)
 
     def direction(log_a, log_b):
         finite = (log_a > -np.inf) & (log_b > -np.inf)
         to_infinity = (log_a > -np.inf) & (log_b == -np.inf)
-        inf_mass = float(np.exp(logsumexp(log_a[to_infinity]))) if np.any(to_infinity) else 0.0
+        inf_mass = math.fsum(np.exp(log_a[to_infinity]))
         return PrivacyLoss.discrete(log_a[finite] - log_b[finite], log_a[finite], inf_mass=inf_mass)
 
     forward, backward = direction(log_p, log_q), direction(log_q, log_p)
@@ -281,7 +305,7 @@ class KaryRandomizedResponse(Mechanism):
 
     (papers/003_83ef780bcc67edb1.txt Sec. 3.6 writes the same mechanism with
     randomisation probability r = k (1 - p) / (k - 1).)  ``p`` must be in
-    [1/k, 1]; with k = 2 this is :class:`RandomizedResponse`.
+    [1/k, 1]; with k = 2 under substitution this is :class:`RandomizedResponse`.
 
     * substitution: the pair (R(x), R(x')) over the outputs {x, x', other};
     * add_remove: the *replace-special* relation of Sec. 3.6, the pair
@@ -323,9 +347,9 @@ class ApproxDP(Mechanism):
         log_rest = math.log1p(-self.delta) if self.delta < 1 else -np.inf
         log_high = log_rest + eps - np.logaddexp(0.0, eps)
         log_low = log_rest - np.logaddexp(0.0, eps)
-        log_delta = _log(self.delta)
-        return _pair_from_pmfs(np.array([log_delta, log_high, log_low, -np.inf]),
-                               np.array([-np.inf, log_low, log_high, log_delta]))
+        # Symmetric: the finite losses are +-eps, and delta (exactly) sits at +infinity.
+        loss = PrivacyLoss.discrete([eps, -eps], [log_high, log_low], inf_mass=self.delta)
+        return loss, loss
 
 
 @dataclass(frozen=True)
@@ -373,27 +397,19 @@ class DiscreteGaussian(Mechanism):
 
     def _losses(self, neighboring):
         sigma, shift = self.sigma, self.sensitivity
-        reach = int(math.ceil(40 * sigma)) + 1
-        x = np.arange(-reach, reach + 1)
-        log_unnormalised = -x.astype(float) ** 2 / (2 * sigma ** 2)
-        log_norm = logsumexp(log_unnormalised)
-        # Keep |x| <= tau, where the Gaussian tail bound puts less than the allowed mass beyond.
+        # Keep outputs |x| <= tau, beyond which the Gaussian tail bound leaves less than the allowed mass;
+        # the normaliser sums the series until its terms underflow.
         tau = int(math.ceil(sigma * math.sqrt(-2 * math.log(DISCRETE_GAUSSIAN_TAIL / 4))))
-        outputs = np.arange(-tau, tau + shift + 1)
-        log_p = np.where(np.abs(outputs) <= tau, -outputs.astype(float) ** 2 / (2 * sigma ** 2) - log_norm, -np.inf)
-        shifted = outputs - shift
-        log_q = np.where(np.abs(shifted) <= tau, -shifted.astype(float) ** 2 / (2 * sigma ** 2) - log_norm, -np.inf)
-        forward, backward = _pair_from_pmfs(log_p, log_q)
-        dropped = float(-np.expm1(logsumexp(log_p)))
-        if dropped <= 0:
-            return forward, backward
-
-        def widened(loss: PrivacyLoss) -> PrivacyLoss:
-            # Mass dropped by truncation goes to +infinity as well (pessimistic).
-            return PrivacyLoss.discrete(loss.atoms.losses, loss.atoms.log_masses, inf_mass=loss.inf_mass + dropped)
-
-        first = widened(forward)
-        return (first, first) if forward is backward else (first, widened(backward))
+        reach = max(int(math.ceil(40 * sigma)), tau) + 1
+        log_weight = -np.arange(0, reach + 1, dtype=float) ** 2 / (2 * sigma ** 2)
+        log_norm = np.logaddexp(log_weight[0], math.log(2) + logsumexp(log_weight[1:]))
+        x = np.arange(-tau, tau + 1, dtype=float)
+        log_p = -x ** 2 / (2 * sigma ** 2) - log_norm
+        losses = shift * (shift - 2 * x) / (2 * sigma ** 2)  # log p(x) - log q(x), q untruncated
+        dropped = float(np.exp(math.log(2) + logsumexp(log_weight[tau + 1:]) - log_norm))
+        # The noise is symmetric, so L' under Q has the law of L under P (x -> shift - x).
+        loss = PrivacyLoss.discrete(losses, log_p, inf_mass=dropped)
+        return loss, loss
 
 
 @dataclass(frozen=True)

@@ -17,27 +17,48 @@ holds
 from __future__ import annotations
 
 import functools
+import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import sympy
+from sympy.codegen.cfunctions import expm1, log1p
 
+from ._accurate import complex_log1p, log_characteristic
 from .discrete import DiscretePLD
 
 #: The real variable of every characteristic function.
 t = sympy.Symbol("t", real=True)
 
 
-@functools.lru_cache(maxsize=1024)
-def compile_log_phi(expression: sympy.Expr) -> Callable[[np.ndarray], np.ndarray]:
-    """Compile a symbolic log-CF in :data:`t` to a vectorised complex function (cached)."""
-    function = sympy.lambdify(t, expression, modules="numpy")
+@dataclass(frozen=True)
+class Template:
+    """A family of log-CFs: an expression in :data:`t` and parameter symbols.
 
-    def evaluate(nodes: np.ndarray) -> np.ndarray:
-        nodes = np.asarray(nodes, dtype=float)
-        return np.broadcast_to(np.asarray(function(nodes.astype(complex)), dtype=complex), nodes.shape)
+    Every member of a family (e.g. all Gaussian mechanisms) shares one compiled
+    function, evaluated for all members and all nodes in one vectorised call.
+    """
 
-    return evaluate
+    expression: sympy.Expr
+    parameters: tuple[sympy.Symbol, ...]
+
+    def instantiate(self, values: tuple[float, ...]) -> sympy.Expr:
+        """The member's own log-CF, with the parameters substituted."""
+        return self.expression.subs({symbol: sympy.Float(value, 17) for symbol, value in zip(self.parameters, values)})
+
+    def evaluate(self, nodes: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """log phi at ``nodes`` (1-d) for members with parameter rows ``values``: shape (nodes, members)."""
+        function = _compile(self.expression, self.parameters)
+        columns = [np.asarray(column, dtype=float)[None, :] for column in np.atleast_2d(values).T]
+        result = function(np.asarray(nodes, dtype=float)[:, None].astype(complex), *columns)
+        return np.broadcast_to(np.asarray(result, dtype=complex), (np.size(nodes), np.atleast_2d(values).shape[0]))
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(expression: sympy.Expr, parameters: tuple[sympy.Symbol, ...]):
+    # sympy's codegen log1p prints as ``log1p``: route it to the accurate complex version.
+    return sympy.lambdify((t, *parameters), expression, modules=[{"log1p": complex_log1p}, "numpy"])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -59,37 +80,40 @@ class PrivacyLoss:
     """
 
     def __init__(self, *, atoms: DiscretePLD, inf_mass: float, continuous: bool,
-                 log_phi: sympy.Expr | None, evaluator: Callable[[np.ndarray], np.ndarray],
-                 cumulants: tuple[float, float] | Callable[[], tuple[float, float]]):
+                 log_phi: sympy.Expr | None, batch: tuple,
+                 cumulants: tuple[float, float] | Callable[[], tuple[float, float]],
+                 evaluator: Callable[[np.ndarray], np.ndarray] | None = None):
         self._atoms = atoms
         self._inf_mass = float(inf_mass)
         self._continuous = bool(continuous)
         self._log_phi = log_phi
-        self._evaluator = evaluator
         self._cumulants = cumulants
+        self._evaluator = evaluator
+        self.batch = batch
 
     # -- constructors -----------------------------------------------------
     @classmethod
     def discrete(cls, losses, log_masses, inf_mass: float = 0.0) -> "PrivacyLoss":
         """A loss taking finitely many finite values (papers/002 Def. 36), plus +infinity."""
         atoms = DiscretePLD.from_atoms(losses, log_masses)
-        return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=None,
-                   evaluator=atoms.log_phi, cumulants=lambda: _atom_cumulants(atoms))
+        return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=None, batch=(ATOMS, atoms),
+                   cumulants=lambda: _atom_cumulants(atoms))
 
     @classmethod
-    def symbolic(cls, log_phi: sympy.Expr, *, atoms: DiscretePLD | None = None,
+    def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: DiscretePLD | None = None,
                  inf_mass: float = 0.0) -> "PrivacyLoss":
-        """A loss with a continuous part and a closed-form log-CF ``log_phi``."""
+        """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family."""
+        log_phi = template.instantiate(values)
         return cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
-                   log_phi=log_phi, evaluator=compile_log_phi(log_phi),
+                   log_phi=log_phi, batch=(template, tuple(map(float, values))),
                    cumulants=lambda: symbolic_cumulants(log_phi))
 
     @classmethod
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
                 cumulants: tuple[float, float], *, inf_mass: float = 0.0) -> "PrivacyLoss":
         """A continuous loss whose log-CF is computed numerically; shown as ``name(t)``."""
-        return cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True,
-                   log_phi=sympy.Function(name)(t), evaluator=evaluator, cumulants=cumulants)
+        return cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
+                   batch=(NUMERIC, None), cumulants=cumulants, evaluator=evaluator)
 
     # -- properties -------------------------------------------------------
     @property
@@ -110,16 +134,19 @@ class PrivacyLoss:
     @property
     def log_phi(self) -> sympy.Expr:
         """Symbolic log-CF of the finite part, in :data:`afa.t`."""
+        if self._log_phi is None and self._atoms.size == 0:
+            self._log_phi = sympy.S.NegativeInfinity  # all mass at +infinity
         if self._log_phi is None:
-            masses = np.exp(self._atoms.log_masses)
-            self._log_phi = sympy.log(sympy.Add(*[
-                sympy.Float(w, 17) * sympy.exp(sympy.I * sympy.Float(loss, 17) * t)
-                for loss, w in zip(self._atoms.losses, masses)]))
+            log_mass = self._atoms.log_mass
+            weights = np.exp(self._atoms.log_masses - log_mass)
+            self._log_phi = sympy.Float(log_mass, 17) + log1p(sympy.Add(*[
+                sympy.Float(w, 17) * expm1(sympy.I * sympy.Float(loss, 17) * t)
+                for loss, w in zip(self._atoms.losses, weights)]))
         return self._log_phi
 
     def log_phi_numeric(self, nodes: np.ndarray) -> np.ndarray:
         """The log-CF at real ``nodes`` (vectorised, complex)."""
-        return self._evaluator(nodes)
+        return batched_log_phi(np.asarray(nodes, dtype=float).ravel(), [self]).reshape(np.shape(nodes))
 
     @functools.cached_property
     def cumulants(self) -> tuple[float, float]:
@@ -136,3 +163,44 @@ def _atom_cumulants(atoms: DiscretePLD) -> tuple[float, float]:
     weights = np.exp(atoms.log_masses - atoms.log_mass)
     mean = float(np.dot(weights, atoms.losses))
     return mean, float(np.dot(weights, (atoms.losses - mean) ** 2))
+
+
+#: Batch keys of losses evaluated from their atoms, and of numeric log-CFs.
+ATOMS, NUMERIC = "atoms", "numeric"
+
+
+def batched_log_phi(nodes: np.ndarray, losses: list[PrivacyLoss]) -> np.ndarray:
+    """log phi of every loss at 1-d ``nodes``: shape (nodes, losses), one call per family."""
+    out = np.empty((nodes.size, len(losses)), dtype=complex)
+    families: dict = {}
+    for index, loss in enumerate(losses):
+        key = loss.batch[0] if loss.batch[0] is not NUMERIC else (NUMERIC, index)
+        families.setdefault(key, []).append(index)
+    for key, members in families.items():
+        if key == ATOMS:
+            # Finite losses: the atoms carry all the finite mass, exactly 1 - inf_mass.
+            out[:, members] = atoms_log_phi(nodes, [losses[i].atoms for i in members],
+                                            [_log_finite_mass(losses[i]) for i in members])
+        elif isinstance(key, Template):
+            out[:, members] = key.evaluate(nodes, np.array([losses[i].batch[1] for i in members]))
+        else:
+            out[:, members[0]] = losses[members[0]]._evaluator(nodes)
+    return out
+
+
+def atoms_log_phi(nodes: np.ndarray, plds: list[DiscretePLD], log_masses: list[float] | None = None) -> np.ndarray:
+    """log-CF of several finite measures at 1-d ``nodes``: shape (nodes, measures); -inf for empty ones.
+
+    ``log_masses`` are the measures' exact log total masses, where known.
+    """
+    out = np.full((nodes.size, len(plds)), -np.inf, dtype=complex)
+    present = [i for i, pld in enumerate(plds) if pld.size]
+    if present:
+        out[:, present] = log_characteristic(nodes, [plds[i].losses for i in present],
+                                             [plds[i].log_masses for i in present],
+                                             None if log_masses is None else [log_masses[i] for i in present])
+    return out
+
+
+def _log_finite_mass(loss: PrivacyLoss) -> float:
+    return math.log1p(-loss.inf_mass) if loss.inf_mass < 1 else -math.inf

@@ -36,6 +36,7 @@ from scipy.special import roots_legendre
 
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError, hockey_stick
+from .results import AccuracyError
 
 GL_ORDER = 16
 #: Node budget of one grid; beyond it the error estimate is reported as it is.
@@ -60,7 +61,8 @@ class Grid:
         chunk = max(1, 8_000_000 // self.nodes.size)
         for start in range(0, xs.size, chunk):
             phase = np.outer(xs[start:start + chunk], self.nodes)
-            out[start:start + chunk] = np.cos(phase) @ self.weighted.imag - np.sin(phase) @ self.weighted.real
+            # Elementwise products and sums: BLAS matrix-vector calls are slower here.
+            out[start:start + chunk] = (np.cos(phase) * self.weighted.imag - np.sin(phase) * self.weighted.real).sum(axis=1)
         return out / math.pi
 
 
@@ -81,6 +83,8 @@ class LevyInversion:
                              "use the exact discrete composition (method='exact')")
         self.loss = loss
         self.atol = atol
+        if loss.log_finite_mass == -math.inf:
+            return  # every query is answered without inversion
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(max(variance, 0.0))
         if not self.scale > 0:
@@ -100,6 +104,8 @@ class LevyInversion:
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, float]:
         """delta(eps) of this direction and an absolute error estimate."""
         epsilons = np.asarray(epsilons, dtype=float)
+        if self.loss.log_finite_mass == -math.inf:  # all mass at +infinity: delta = 1
+            return np.ones(epsilons.shape), 0.0
         grid = self._grid("delta", epsilons)
         values = self.inf_mass + self.residual_mass / 2 + grid.integral(epsilons.ravel())
         if self.atoms is not None:
@@ -109,6 +115,8 @@ class LevyInversion:
     def cdf(self, xs: np.ndarray) -> tuple[np.ndarray, float]:
         """Pr[L <= x] of this direction (a sub-probability: +infinity excluded) and its error estimate."""
         xs = np.asarray(xs, dtype=float)
+        if self.loss.log_finite_mass == -math.inf:
+            return np.zeros(xs.shape), 0.0
         grid = self._grid("survival", xs)
         values = self.residual_mass / 2 - grid.integral(xs.ravel())
         if self.atoms is not None:
@@ -143,18 +151,21 @@ class LevyInversion:
         width = min(2.0 / self.scale, 6.0 / rate)
         upper, tail = self._upper_limit(kernel, width)
         probes = np.linspace(low, high, 5)
-        previous = None
+        previous, previous_change = None, math.inf
         for _ in range(MAX_HALVINGS):
             nodes, weights = _panels(upper, width)
             weighted = weights * self.residual_phi(nodes) * kernel(nodes)
-            grid = Grid(nodes, weighted, low, high, math.inf)
-            current = grid.integral(probes)
+            current = Grid(nodes, weighted, low, high, math.inf).integral(probes)
             if previous is not None:
                 change = float(np.max(np.abs(current - previous)))
                 rounding = 1e-16 * math.sqrt(nodes.size) * float(np.sum(np.abs(weighted))) / math.pi
                 error = change + tail + rounding
-                if change <= self.atol / 4 or 2 * nodes.size > MAX_NODES:
+                # Stop when converged (to atol, or to the tail error that refinement cannot reduce),
+                # out of budget, or at the noise floor (halving no longer helps).
+                if (change <= max(self.atol / 4, tail / 10, 2 * rounding) or 2 * nodes.size > MAX_NODES
+                        or change > previous_change / 4):
                     return Grid(nodes, weighted, low, high, error)
+                previous_change = change
             previous = current
             width /= 2
         return Grid(nodes, weighted, low, high, error)
@@ -172,10 +183,15 @@ class LevyInversion:
         # the target: numeric CFs are costly at large t.
         envelope = np.zeros(0)
         for chunk in np.array_split(scan, 20):
-            values = np.abs(self.residual_phi(chunk) * kernel(chunk)) * chunk / math.pi
+            try:
+                values = np.abs(self.residual_phi(chunk) * kernel(chunk)) * chunk / math.pi
+            except AccuracyError:
+                break  # a numeric CF too costly this far out: stop here, the tail estimate says so
             envelope = np.concatenate((envelope, values))
             if values.max() <= self.atol * 1e-4:
                 break
+        if envelope.size == 0:
+            raise AccuracyError("the composed CF cannot be evaluated at the scale of the privacy loss")
         scan = scan[:envelope.size]
         tail_after = np.maximum.accumulate(envelope[::-1])[::-1]
         good = np.flatnonzero(tail_after <= self.atol / 4)

@@ -1,0 +1,437 @@
+"""The ``afa`` command: epsilon(delta) or delta(epsilon) of a composition, from the shell.
+
+Usage
+-----
+One mechanism, repeated ``--compositions`` times (default 1)::
+
+    afa epsilon --delta 1e-5 --mechanism gaussian --sigma 1.0 --compositions 1000
+    afa delta --epsilon 1.0 --mechanism randomized-response --p 0.6 --compositions 20
+    afa epsilon --delta 1e-6 --mechanism approx-dp --dp-epsilon 0.1 --dp-delta 1e-8 --compositions 50
+
+Mechanisms and their flags (named after the constructor parameters; a flag
+without a default is required):
+
+    gaussian                  --sigma [--sensitivity]
+    laplace                   --scale [--sensitivity]
+    randomized-response       --p
+    kary-randomized-response  --k --p
+    discrete-laplace          --a [--sensitivity]
+    discrete-gaussian         --sigma [--sensitivity]
+    approx-dp                 --dp-epsilon --dp-delta   (ApproxDP(epsilon, delta))
+
+A heterogeneous composition comes from a spec file instead::
+
+    afa delta --epsilon 1.0 --spec composition.toml
+
+Common options: ``--neighboring {add_remove,substitution}`` (default
+add_remove; a spec file's own value is used unless the flag is given),
+``--method {auto,exact,quadrature}`` (default auto) and ``--json``.
+
+Output is one line, e.g.
+``epsilon = 0.84738 for delta = 1e-05 (method: exact, bounds [0.84738, 0.84738])``,
+or with ``--json`` an object with the keys query ("epsilon" or "delta"),
+value, lower, upper, error, method, certified, the input ("delta" or
+"epsilon") and neighboring.  Non-finite numbers (an infinite epsilon when
+delta is below the mass at infinity) appear as the strings "Infinity",
+"-Infinity" and "NaN", so that the output stays strict JSON.
+
+Bad input exits with status 2 and one line ``afa: error: ...`` on stderr.
+
+Spec file format
+----------------
+TOML (``.toml``) or JSON (``.json``), chosen by the file extension:
+
+    neighboring = "add_remove"      # optional: add_remove or substitution
+    [[mechanisms]]
+    type = "gaussian"
+    sigma = 5.0
+    times = 500                     # optional, default 1
+    [[mechanisms]]
+    type = "randomized_response"
+    p = 0.52
+    times = 500
+
+    {"neighboring": "add_remove",
+     "mechanisms": [{"type": "gaussian", "sigma": 5.0, "times": 500},
+                    {"type": "randomized_response", "p": 0.52, "times": 500}]}
+
+Each mechanism's ``type`` is one of gaussian, laplace, randomized_response,
+kary_randomized_response, discrete_laplace, discrete_gaussian, approx_dp,
+mixture_of_gaussians, discrete_mechanism (hyphens or underscores).  Its other
+keys, besides ``times``, are the keyword arguments of the class:
+
+    gaussian                  sigma, sensitivity
+    laplace                   scale, sensitivity
+    randomized_response       p
+    kary_randomized_response  k, p
+    discrete_laplace          a, sensitivity
+    discrete_gaussian         sigma, sensitivity
+    approx_dp                 epsilon, delta
+    mixture_of_gaussians      sensitivities, probabilities, sigma  (lists, lists, number)
+    discrete_mechanism        p_pmf, q_pmf                         (two lists)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from . import __version__
+from .accountant import METHODS, Accountant
+from .mechanisms import (
+    NEIGHBORING_RELATIONS,
+    ApproxDP,
+    DiscreteGaussian,
+    DiscreteLaplace,
+    DiscreteMechanism,
+    Gaussian,
+    KaryRandomizedResponse,
+    Laplace,
+    Mechanism,
+    MixtureOfGaussians,
+    RandomizedResponse,
+)
+from .results import AccuracyError, Result
+
+__all__ = ["MECHANISM_TYPES", "SpecError", "accountant_from_spec", "build_parser", "load_spec", "main"]
+
+#: Spec-file type names (underscore form) and their classes.
+MECHANISM_TYPES: dict[str, type[Mechanism]] = {
+    "gaussian": Gaussian,
+    "laplace": Laplace,
+    "randomized_response": RandomizedResponse,
+    "kary_randomized_response": KaryRandomizedResponse,
+    "discrete_laplace": DiscreteLaplace,
+    "discrete_gaussian": DiscreteGaussian,
+    "approx_dp": ApproxDP,
+    "mixture_of_gaussians": MixtureOfGaussians,
+    "discrete_mechanism": DiscreteMechanism,
+}
+#: Types available through ``--mechanism`` (the others take lists: use ``--spec``).
+FLAG_MECHANISMS = ("gaussian", "laplace", "randomized_response", "kary_randomized_response",
+                   "discrete_laplace", "discrete_gaussian", "approx_dp")
+#: Command-line flags whose name differs from the constructor parameter.
+_RENAMED_FLAGS: dict[type[Mechanism], dict[str, str]] = {
+    ApproxDP: {"epsilon": "--dp-epsilon", "delta": "--dp-delta"},
+}
+_SPEC_KEYS = ("neighboring", "mechanisms")
+_EPILOG = __doc__[__doc__.index("Spec file format"):] if __doc__ else None  # None under python -OO
+
+
+class SpecError(ValueError):
+    """A spec file that cannot be read or does not describe a composition; the message names the file."""
+
+
+class _UsageError(Exception):
+    """Bad command-line input: reported as one line on stderr with exit status 2."""
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+def _type_key(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def _cli_name(type_key: str) -> str:
+    return type_key.replace("_", "-")
+
+
+def _parameters(cls: type[Mechanism]) -> list[tuple[str, bool]]:
+    """(name, required) of each constructor parameter, from the dataclass fields."""
+    return [(field.name, field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING)
+            for field in dataclasses.fields(cls) if field.init]
+
+
+def _flag(cls: type[Mechanism], parameter: str) -> str:
+    return _RENAMED_FLAGS.get(cls, {}).get(parameter, "--" + parameter.replace("_", "-"))
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def _rename(message: str, names: Mapping[str, str]) -> str:
+    """Replace the parameter name a library message starts with by its flag, and method='x' by --method x."""
+    message = _one_line(message)
+    match = re.match(r"[A-Za-z_]\w*(?=[ =])", message)
+    if match and match.group(0) in names:
+        message = names[match.group(0)] + message[match.end():]
+    return re.sub(r"\bmethod='(\w+)'", r"--method \1", message)
+
+
+def _number(text: str):
+    """An int when the text is one (keeps integer parameters exact), else a float; the library checks ranges."""
+    try:
+        value = int(text)
+    except ValueError:
+        pass
+    else:
+        if abs(value) < 2 ** 1000:  # larger ints become float('inf'), which the library rejects by name
+            return value
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _real(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _mechanism_choice(text: str) -> str:
+    return _cli_name(_type_key(text))
+
+
+def _json_number(value: float):
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+# ---------------------------------------------------------------------------
+# Spec files
+# ---------------------------------------------------------------------------
+
+def load_spec(path: str | Path) -> dict:
+    """Read a spec file (TOML or JSON by extension) into a dict; raise :class:`SpecError` naming the file."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise SpecError(f"spec file {str(path)!r}: unsupported extension {path.suffix!r} (use .toml or .json)")
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise SpecError(f"spec file {str(path)!r}: cannot read: {error.strerror or error}") from None
+    try:
+        if suffix == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python < 3.11
+                import tomli as tomllib
+            data = tomllib.loads(raw.decode("utf-8"))
+        else:
+            data = json.loads(raw.decode("utf-8"))
+    except ValueError as error:  # TOMLDecodeError, JSONDecodeError and UnicodeDecodeError are ValueErrors
+        kind = "TOML" if suffix == ".toml" else "JSON"
+        raise SpecError(f"spec file {str(path)!r}: invalid {kind}: {_one_line(error)}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"spec file {str(path)!r}: the top level must be a table/object with a 'mechanisms' list, "
+                        f"got {type(data).__name__}")
+    return data
+
+
+def _mechanism_from_table(table, where: str) -> tuple[Mechanism, object]:
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: must be a table/object, got {table!r}")
+    if "type" not in table:
+        raise SpecError(f"{where}: missing key 'type' (one of {', '.join(MECHANISM_TYPES)})")
+    name = table["type"]
+    if not isinstance(name, str) or _type_key(name) not in MECHANISM_TYPES:
+        raise SpecError(f"{where}: unknown mechanism type {name!r} (expected one of {', '.join(MECHANISM_TYPES)})")
+    cls = MECHANISM_TYPES[_type_key(name)]
+    parameters = _parameters(cls)
+    allowed = [parameter for parameter, _ in parameters] + ["times"]
+    for key in table:
+        if key != "type" and key not in allowed:
+            raise SpecError(f"{where}: unknown key {key!r} for mechanism {name!r} (allowed: {', '.join(allowed)})")
+    for parameter, required in parameters:
+        if required and parameter not in table:
+            raise SpecError(f"{where}: mechanism {name!r} needs key {parameter!r}")
+    kwargs = {key: value for key, value in table.items() if key not in ("type", "times")}
+    try:
+        mechanism = cls(**kwargs)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise SpecError(f"{where} ({name}): {_one_line(error)}") from None
+    return mechanism, table.get("times", 1)
+
+
+def accountant_from_spec(spec: Mapping, neighboring: str | None = None, source: str = "spec") -> Accountant:
+    """An :class:`Accountant` holding the composition a spec describes.
+
+    ``neighboring`` overrides the spec's own ``neighboring`` (default
+    add_remove).  ``source`` (the file name) prefixes every error message.
+    """
+    for key in spec:
+        if key not in _SPEC_KEYS:
+            raise SpecError(f"{source}: unknown top-level key {key!r} (allowed: {', '.join(_SPEC_KEYS)})")
+    if neighboring is None:
+        neighboring = spec.get("neighboring", "add_remove")
+        if isinstance(neighboring, str):
+            neighboring = _type_key(neighboring)
+    try:
+        accountant = Accountant(neighboring)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise SpecError(f"{source}: {_one_line(error)}") from None
+    tables = spec.get("mechanisms")
+    if not isinstance(tables, list) or not tables:
+        raise SpecError(f"{source}: needs a non-empty list 'mechanisms' ([[mechanisms]] tables in TOML)")
+    for index, table in enumerate(tables):
+        where = f"{source}: mechanisms[{index}]"
+        mechanism, times = _mechanism_from_table(table, where)
+        try:
+            accountant.compose(mechanism, times)
+        except (ValueError, TypeError, OverflowError) as error:
+            raise SpecError(f"{where} ({table['type']}): {_one_line(error)}") from None
+    return accountant
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(message)
+
+
+def _parameter_flags() -> dict[str, tuple[str, str]]:
+    """flag -> (argparse dest, help text naming the --mechanism values that use it), for every mechanism flag."""
+    users: dict[str, list[str]] = {}
+    defaults: dict[str, set] = {}
+    for key in FLAG_MECHANISMS:
+        cls = MECHANISM_TYPES[key]
+        for field in dataclasses.fields(cls):
+            flag = _flag(cls, field.name)
+            users.setdefault(flag, []).append(_cli_name(key))
+            if field.default is not dataclasses.MISSING:
+                defaults.setdefault(flag, set()).add(field.default)
+    flags = {}
+    for flag, names in users.items():
+        text = "for " + ", ".join(names)
+        if len(defaults.get(flag, ())) == 1:
+            text += f" (optional, default {next(iter(defaults[flag]))})"
+        flags[flag] = (flag[2:].replace("-", "_"), text)
+    return flags
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``afa`` command."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="afa", formatter_class=formatter, epilog=_EPILOG,
+                     description="Tight (epsilon, delta) of a composition of differentially private mechanisms.")
+    parser.add_argument("--version", action="version", version=f"afa {__version__}")
+    commands = parser.add_subparsers(dest="query", required=True, metavar="{epsilon,delta}")
+    for query, target, text in (("epsilon", "--delta", "the smallest epsilon with delta(epsilon) <= DELTA"),
+                                ("delta", "--epsilon", "the tight delta(EPSILON)")):
+        command = commands.add_parser(query, help=text, description=f"Compute {text}.", epilog=_EPILOG,
+                                      formatter_class=formatter)
+        command.add_argument(target, type=_real, required=True, help=f"the given {target[2:]}")
+        source = command.add_argument_group("composition (one of --mechanism or --spec)")
+        exclusive = source.add_mutually_exclusive_group(required=True)
+        names = [_cli_name(key) for key in FLAG_MECHANISMS]
+        exclusive.add_argument("--mechanism", type=_mechanism_choice, choices=names, metavar="NAME",
+                               help="one mechanism, repeated --compositions times: " + ", ".join(names))
+        exclusive.add_argument("--spec", metavar="FILE", help="a heterogeneous composition (.toml or .json, see below)")
+        source.add_argument("--compositions", type=_number, default=None, metavar="K",
+                            help="how many times --mechanism is used (default 1)")
+        parameters = command.add_argument_group("mechanism parameters (with --mechanism)")
+        for flag, (dest, text) in _parameter_flags().items():
+            parameters.add_argument(flag, dest=dest, type=_number, default=None, metavar=dest.upper(), help=text)
+        options = command.add_argument_group("query options")
+        options.add_argument("--neighboring", choices=NEIGHBORING_RELATIONS, default=None,
+                             help="neighbouring relation (default: the spec file's, else add_remove)")
+        options.add_argument("--method", choices=METHODS, default="auto", help="engine (default auto)")
+        options.add_argument("--json", action="store_true", help="print a JSON object instead of a line of text")
+    return parser
+
+
+def _accountant_from_flags(args) -> Accountant:
+    key = _type_key(args.mechanism)
+    cls = MECHANISM_TYPES[key]
+    own = {_flag(cls, parameter): parameter for parameter, _ in _parameters(cls)}
+    for flag, (dest, _) in _parameter_flags().items():
+        if getattr(args, dest) is not None and flag not in own:
+            accepted = " ".join(own) or "no parameters"
+            raise _UsageError(f"{flag} does not apply to --mechanism {args.mechanism} (it takes {accepted})")
+    missing = [_flag(cls, parameter) for parameter, required in _parameters(cls)
+               if required and getattr(args, _flag(cls, parameter)[2:].replace("-", "_")) is None]
+    if missing:
+        raise _UsageError(f"--mechanism {args.mechanism} requires {', '.join(missing)}")
+    kwargs = {parameter: getattr(args, flag[2:].replace("-", "_")) for flag, parameter in own.items()}
+    kwargs = {parameter: value for parameter, value in kwargs.items() if value is not None}
+    try:
+        mechanism = cls(**kwargs)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise _UsageError(_rename(str(error), {parameter: flag for flag, parameter in own.items()})) from None
+    accountant = Accountant(args.neighboring or "add_remove")
+    times = 1 if args.compositions is None else args.compositions
+    try:
+        accountant.compose(mechanism, times)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise _UsageError(_rename(str(error), {"times": "--compositions", "neighboring": "--neighboring"})) from None
+    return accountant
+
+
+def _accountant(args) -> Accountant:
+    if args.mechanism is not None:
+        return _accountant_from_flags(args)
+    for flag, (dest, _) in _parameter_flags().items():
+        if getattr(args, dest) is not None:
+            raise _UsageError(f"{flag} cannot be combined with --spec (give the mechanism's keys in the spec file)")
+    if args.compositions is not None:
+        raise _UsageError("--compositions cannot be combined with --spec (use 'times' in the spec file)")
+    try:
+        return accountant_from_spec(load_spec(args.spec), args.neighboring, source=f"spec file {args.spec!r}")
+    except SpecError as error:
+        raise _UsageError(str(error)) from None
+
+
+def _query(args, accountant: Accountant) -> Result:
+    given = "delta" if args.query == "epsilon" else "epsilon"
+    try:
+        if args.query == "epsilon":
+            return accountant.epsilon_result(args.delta, method=args.method)
+        return accountant.delta_result(args.epsilon, method=args.method)
+    except (ValueError, TypeError, OverflowError, AccuracyError) as error:
+        raise _UsageError(_rename(str(error), {given: "--" + given})) from None
+
+
+def _report(args, accountant: Accountant, result: Result) -> str:
+    given = "delta" if args.query == "epsilon" else "epsilon"
+    value = float(getattr(args, given))
+    if args.json:
+        return json.dumps({
+            "query": args.query,
+            "value": _json_number(result.value),
+            "lower": _json_number(result.lower),
+            "upper": _json_number(result.upper),
+            "error": _json_number(result.error),
+            "method": result.method,
+            "certified": bool(result.certified),
+            given: _json_number(value),
+            "neighboring": accountant.neighboring,
+        })
+    return (f"{args.query} = {result.value:.10g} for {given} = {value:.10g} "
+            f"(method: {result.method}, bounds [{result.lower:.10g}, {result.upper:.10g}])")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``afa`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exit_:  # --help and --version
+            return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        accountant = _accountant(args)
+        result = _query(args, accountant)
+    except _UsageError as error:
+        print(f"afa: error: {_one_line(error)}", file=sys.stderr)
+        return 2
+    print(_report(args, accountant, result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
