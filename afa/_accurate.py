@@ -104,30 +104,29 @@ def complex_log1p(z: NDArray) -> NDArray:
     return modulus + 1j * np.arctan2(y, 1 + x)
 
 
-def log_characteristic(t: NDArray, values: list[NDArray], log_weights: list[NDArray],
-                       log_totals: list[float] | None = None) -> NDArray:
-    """log sum_j w_j e^{i t v_j} of several finite measures at once, for real ``t``.
+def normalize(log_weights: NDArray) -> tuple[float, NDArray]:
+    """(log W, w / W) for positive weights given by their logs, W their sum."""
+    shift = float(np.max(log_weights))
+    weights = np.exp(log_weights - shift)
+    total = float(np.sum(weights))
+    return shift + math.log(total), weights / total
 
-    ``values[m]``, ``log_weights[m]`` are the atoms of measure m; the result has
-    shape ``t.shape + (len(values),)``.  Each is written as
-    log W + log1p(sum_j (w_j / W) expm1(i t v_j)), so that a log-CF multiplied by
-    a huge count keeps its relative accuracy near t = 0; all measures share one
-    matrix of exponentials.  ``log_totals`` gives log W exactly where the caller
-    knows it (a probability vector has W = 1 - mass at infinity): the log of a
-    summed W carries a rounding error that a count of 10^9 would multiply.
+
+def log_characteristic(t: NDArray, values: list[NDArray], weights: list[NDArray],
+                       log_totals: list[float]) -> NDArray:
+    """log sum_j W w_j e^{i t v_j} of several finite measures at once, for real ``t``.
+
+    Measure m has atoms ``values[m]`` with normalised weights ``weights[m]``
+    (summing to one) and total mass exp(``log_totals[m]``); the result has shape
+    ``t.shape + (len(values),)``.  Each is formed as
+    log W + log1p(sum_j w_j expm1(i t v_j)), so that a log-CF multiplied by a
+    huge count keeps its relative accuracy near t = 0 (which is also why log W
+    should be exact where the caller knows it: a probability vector has
+    W = 1 - mass at infinity); all measures share one matrix of exponentials.
     """
     t = np.asarray(t, dtype=float)
     sizes = np.array([v.size for v in values])
-    all_values = np.concatenate(values)
-    computed_totals, all_weights = [], []
-    for log_w in log_weights:
-        shift = float(np.max(log_w))
-        weights = np.exp(log_w - shift)
-        total = float(np.sum(weights))
-        computed_totals.append(shift + math.log(total))
-        all_weights.append(weights / total)
-    log_totals = computed_totals if log_totals is None else log_totals
-    all_weights = np.concatenate(all_weights)
+    all_values, all_weights = np.concatenate(values), np.concatenate(weights)
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     flat = t.ravel()
     deviation = np.empty((flat.size, len(values)), dtype=complex)
@@ -137,3 +136,16 @@ def log_characteristic(t: NDArray, values: list[NDArray], log_weights: list[NDAr
         deviation[start:start + chunk] = np.add.reduceat(terms, starts, axis=1)
     result = np.asarray(log_totals) + complex_log1p(deviation)
     return result.reshape(t.shape + (len(values),))
+
+
+def expm1_minus_identity(z: NDArray) -> NDArray:
+    """e^z - 1 - z for complex z, accurate for small |z| (Taylor series below |z| = 1/2)."""
+    z = np.asarray(z, dtype=complex)
+    small = np.abs(z) < 0.5
+    zs = np.where(small, z, 0)
+    term, series = zs * zs / 2, np.zeros_like(zs)
+    for n in range(3, 23):  # |z|^22 / 22! < 1e-27: beyond double precision of the sum
+        series = series + term
+        term = term * zs / n
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(small, series, np.expm1(z) - z)

@@ -11,6 +11,7 @@ are answered from this representation without any numerical inversion.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from . import _validation as check
-from ._accurate import binomial_log_pmf, log_characteristic
+from ._accurate import binomial_log_pmf, log_characteristic, normalize
 
 #: Largest number of atoms a composed distribution may have.
 MAX_ATOMS = 2_000_000
@@ -64,7 +65,13 @@ class DiscretePLD:
         """log E[exp(i t L)] over the atoms, vectorised over ``t`` (complex, accurate near 0)."""
         if self.size == 0:
             return np.full(np.shape(t), -np.inf, dtype=complex)
-        return log_characteristic(t, [self.losses], [self.log_masses])[..., 0]
+        log_total, weights = self.normalized
+        return log_characteristic(t, [self.losses], [weights], [log_total])[..., 0]
+
+    @functools.cached_property
+    def normalized(self) -> tuple[float, np.ndarray]:
+        """(log of the total mass, masses divided by it)."""
+        return normalize(self.log_masses)
 
     def convolve(self, other: "DiscretePLD") -> "DiscretePLD":
         """The distribution of the sum of independent losses (exact, merged)."""

@@ -141,5 +141,6 @@ def _check_resolution(engine, delta: float, error: float) -> None:
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
             f"(absolute error about {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}). "
-            "Use method='exact' where the composition has a closed form; the contour-shifted "
-            "inversion (relative accuracy at any delta) is the method for smaller delta.")
+            "For smaller delta use method='exact' if the composition has only Gaussian and "
+            "finite-output mechanisms; otherwise no method of this version reaches it (a "
+            "contour-shifted inversion with relative accuracy at any delta is planned).")

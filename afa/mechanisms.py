@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 from scipy.special import logsumexp, roots_legendre
-from sympy.codegen.cfunctions import expm1, log1p
+from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
-from ._accurate import log_characteristic
-from .privacy_loss import PrivacyLoss, Template, t
+from ._accurate import log_characteristic, normalize
+from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError
 
 NEIGHBORING_RELATIONS = ("add_remove", "substitution")
@@ -40,20 +40,31 @@ def _gaussian_template() -> Template:
 
 
 def _laplace_template() -> Template:
-    """log phi = log1p(phi - 1), phi of papers/002 Lemma 34 with a = sensitivity / scale.
+    """log phi for papers/002 Lemma 34 with a = sensitivity / scale.
 
-    phi - 1 is written through expm1 so that it keeps relative accuracy near
-    t = 0 whatever the count.
+    Over a common denominator, phi = [e^{iat}(1 + it) + it e^{-a-iat}] / (1 + 2it), so
+    phi - 1 = [(1 + it) g(iat) + it g(-a(1 + it))] / (1 + 2it) with g(z) = e^z - 1 - z
+    (the first-order terms cancel exactly).  Stored as log1p(phi - 1): relative
+    accuracy near t = 0 for any a, whatever the count.
     """
     a = sympy.Symbol("a", positive=True)
-    up, down = expm1(sympy.I * a * t), expm1(-sympy.I * a * t)
-    decay = sympy.exp(-a)
-    excess = (up / 2 + decay * down / 2
-              + (up - decay * down + 2 * sympy.I * t * expm1(-a)) / (2 * (1 + 2 * sympy.I * t)))
+    i_t = sympy.I * t
+    excess = ((1 + i_t) * expm1x(a * i_t) + i_t * expm1x(-a * (1 + i_t))) / (1 + 2 * i_t)
     return Template(log1p(excess), (a,))
 
 
+def _randomized_response_template() -> Template:
+    """log phi for papers/002 Lemma 33: phi = cos(xi t) + i (2p - 1) sin(xi t), xi = log(p / (1 - p)).
+
+    Stored as log1p(-2 sin^2(xi t / 2) + i (2p - 1) sin(xi t)): no cancellation
+    between the two atoms' nearly equal weights when p is close to 1/2.
+    """
+    xi, bias = sympy.Symbol("xi", positive=True), sympy.Symbol("b", positive=True)
+    return Template(log1p(-2 * sympy.sin(xi * t / 2) ** 2 + sympy.I * bias * sympy.sin(xi * t)), (xi, bias))
+
+
 GAUSSIAN_LOG_PHI = _gaussian_template()
+RANDOMIZED_RESPONSE_LOG_PHI = _randomized_response_template()
 LAPLACE_LOG_PHI = _laplace_template()
 #: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation).
 DISCRETE_GAUSSIAN_TAIL = 1e-30
@@ -239,7 +250,8 @@ class _OutputQuadrature:
             end = min(order.size, start + 256)
             losses, log_weights = self._nodes(float(abs(flat[order[end - 1]])), side)
             block = order[start:min(end, start + max(1, 4_000_000 // losses.size))]
-            out[block] = log_characteristic(flat[block], [losses], [log_weights])[:, 0]
+            log_total, weights = normalize(log_weights)
+            out[block] = log_characteristic(flat[block], [losses], [weights], [log_total])[:, 0]
             start += block.size
         return out.reshape(nodes.shape)
 
@@ -296,7 +308,14 @@ class RandomizedResponse(Mechanism):
         _set(self, p=check.in_interval("p", self.p, 0.5, 1.0))
 
     def _losses(self, neighboring):
-        return _pair_from_pmfs(_log([self.p, 1 - self.p]), _log([1 - self.p, self.p]))
+        p = self.p
+        if p == 1:
+            return _pair_from_pmfs(_log([1.0, 0.0]), _log([0.0, 1.0]))
+        bias = 2 * p - 1  # exact in floating point for p in [1/2, 1]
+        xi = math.log1p(bias / (1 - p))
+        loss = PrivacyLoss.discrete([xi, -xi], [math.log(p), math.log1p(-p)],
+                                    template=(RANDOMIZED_RESPONSE_LOG_PHI, (xi, bias)))
+        return loss, loss
 
 
 @dataclass(frozen=True)

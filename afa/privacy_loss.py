@@ -21,11 +21,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import mpmath
 import numpy as np
 import sympy
 from sympy.codegen.cfunctions import expm1, log1p
 
-from ._accurate import complex_log1p, log_characteristic
+from ._accurate import complex_log1p, expm1_minus_identity, log_characteristic
 from .discrete import DiscretePLD
 
 #: The real variable of every characteristic function.
@@ -47,6 +48,17 @@ class Template:
         """The member's own log-CF, with the parameters substituted."""
         return self.expression.subs({symbol: sympy.Float(value, 17) for symbol, value in zip(self.parameters, values)})
 
+    def cumulants(self, values: tuple[float, ...]) -> tuple[float, float]:
+        """Mean and variance of a member's normalised loss, -i K'(0) and -K''(0).
+
+        The derivatives are taken symbolically once per family and evaluated with
+        60 significant digits, since their terms cancel for small parameters.
+        """
+        mean, variance = _cumulant_functions(self.expression, self.parameters)
+        with mpmath.workdps(60):
+            arguments = [mpmath.mpf(value) for value in values]
+            return float(mpmath.re(mean(*arguments))), float(mpmath.re(variance(*arguments)))
+
     def evaluate(self, nodes: np.ndarray, values: np.ndarray) -> np.ndarray:
         """log phi at ``nodes`` (1-d) for members with parameter rows ``values``: shape (nodes, members)."""
         function = _compile(self.expression, self.parameters)
@@ -55,20 +67,54 @@ class Template:
         return np.broadcast_to(np.asarray(result, dtype=complex), (np.size(nodes), np.atleast_2d(values).shape[0]))
 
 
+def _expm1x_value(z):
+    """Numeric e^z - 1 - z for lambdify: mpmath numbers stay mpmath, the rest goes to numpy."""
+    if isinstance(z, (mpmath.mpf, mpmath.mpc)):
+        return mpmath.expm1(z) - z
+    return expm1_minus_identity(z)
+
+
+class expm1x(sympy.Function):
+    """e^x - 1 - x, kept symbolic so that templates avoid cancelling first-order terms.
+
+    It differentiates, evaluates (``evalf``), rewrites to exp and lambdifies
+    (numpy or mpmath) like a built-in function.
+    """
+
+    _imp_ = staticmethod(_expm1x_value)
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return sympy.S.Zero
+
+    def fdiff(self, argindex=1):
+        return expm1(self.args[0])
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return sympy.exp(x) - 1 - x
+
+    def _eval_evalf(self, prec):
+        # Extra working precision covers the cancellation for small arguments.
+        x = self.args[0]
+        return (sympy.exp(x) - 1 - x).evalf(prec + 128).evalf(prec)
+
+
+
 @functools.lru_cache(maxsize=256)
 def _compile(expression: sympy.Expr, parameters: tuple[sympy.Symbol, ...]):
     # sympy's codegen log1p prints as ``log1p``: route it to the accurate complex version.
-    return sympy.lambdify((t, *parameters), expression, modules=[{"log1p": complex_log1p}, "numpy"])
+    return sympy.lambdify((t, *parameters), expression,
+                          modules=[{"log1p": complex_log1p}, "numpy"])
 
 
-@functools.lru_cache(maxsize=1024)
-def symbolic_cumulants(expression: sympy.Expr) -> tuple[float, float]:
-    """Mean and variance of the normalised loss: -i K'(0) and -K''(0) for K = log phi."""
+@functools.lru_cache(maxsize=256)
+def _cumulant_functions(expression: sympy.Expr, parameters: tuple[sympy.Symbol, ...]):
+    """-i K'(0) and -K''(0) of K = ``expression`` as mpmath functions of the parameters."""
     first = sympy.diff(expression, t)
     second = sympy.diff(first, t)
-    mean = complex(sympy.N((-sympy.I * first).subs(t, 0), 20))
-    variance = complex(sympy.N((-second).subs(t, 0), 20))
-    return mean.real, variance.real
+    return (sympy.lambdify(parameters, (-sympy.I * first).subs(t, 0), modules="mpmath"),
+            sympy.lambdify(parameters, (-second).subs(t, 0), modules="mpmath"))
 
 
 class PrivacyLoss:
@@ -93,10 +139,17 @@ class PrivacyLoss:
 
     # -- constructors -----------------------------------------------------
     @classmethod
-    def discrete(cls, losses, log_masses, inf_mass: float = 0.0) -> "PrivacyLoss":
-        """A loss taking finitely many finite values (papers/002 Def. 36), plus +infinity."""
+    def discrete(cls, losses, log_masses, inf_mass: float = 0.0, *,
+                 template: tuple[Template, tuple[float, ...]] | None = None) -> "PrivacyLoss":
+        """A loss taking finitely many finite values (papers/002 Def. 36), plus +infinity.
+
+        Its log-CF is computed from the atoms, or from ``template`` (a family and
+        the member's parameters) where a closed form is more accurate.
+        """
         atoms = DiscretePLD.from_atoms(losses, log_masses)
-        return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=None, batch=(ATOMS, atoms),
+        log_phi = None if template is None else template[0].instantiate(template[1])
+        return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=log_phi,
+                   batch=(ATOMS, atoms) if template is None else template,
                    cumulants=lambda: _atom_cumulants(atoms))
 
     @classmethod
@@ -106,7 +159,7 @@ class PrivacyLoss:
         log_phi = template.instantiate(values)
         return cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
                    log_phi=log_phi, batch=(template, tuple(map(float, values))),
-                   cumulants=lambda: symbolic_cumulants(log_phi))
+                   cumulants=lambda: template.cumulants(values))
 
     @classmethod
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
@@ -196,9 +249,9 @@ def atoms_log_phi(nodes: np.ndarray, plds: list[DiscretePLD], log_masses: list[f
     out = np.full((nodes.size, len(plds)), -np.inf, dtype=complex)
     present = [i for i, pld in enumerate(plds) if pld.size]
     if present:
+        totals = [plds[i].normalized[0] if log_masses is None else log_masses[i] for i in present]
         out[:, present] = log_characteristic(nodes, [plds[i].losses for i in present],
-                                             [plds[i].log_masses for i in present],
-                                             None if log_masses is None else [log_masses[i] for i in present])
+                                             [plds[i].normalized[1] for i in present], totals)
     return out
 
 

@@ -170,6 +170,24 @@ class LevyInversion:
             width /= 2
         return Grid(nodes, weighted, low, high, error)
 
+    def _envelope(self, kernel, nodes: np.ndarray) -> np.ndarray:
+        """|phi K| t / pi at increasing ``nodes``, as far as the CF can be evaluated.
+
+        A numeric CF refuses (AccuracyError) beyond its cost limit; the envelope
+        then stops at the last node it could evaluate, and the tail estimate
+        built from it reports what was left out.
+        """
+        try:
+            return np.abs(self.residual_phi(nodes) * kernel(nodes)) * nodes / math.pi
+        except AccuracyError:
+            if nodes.size == 1:
+                return np.zeros(0)
+            half = nodes.size // 2
+            first = self._envelope(kernel, nodes[:half])
+            if first.size < half:
+                return first
+            return np.concatenate((first, self._envelope(kernel, nodes[half:])))
+
     def _upper_limit(self, kernel, width: float) -> tuple[float, float]:
         """T with estimated tail (1/pi) int_T^inf |phi K| dt below atol/4, and that estimate.
 
@@ -182,13 +200,10 @@ class LevyInversion:
         # Evaluate in increasing chunks and stop once |phi K| t has dropped far below
         # the target: numeric CFs are costly at large t.
         envelope = np.zeros(0)
-        for chunk in np.array_split(scan, 20):
-            try:
-                values = np.abs(self.residual_phi(chunk) * kernel(chunk)) * chunk / math.pi
-            except AccuracyError:
-                break  # a numeric CF too costly this far out: stop here, the tail estimate says so
+        for chunk in np.array_split(scan, 5):
+            values = self._envelope(kernel, chunk)
             envelope = np.concatenate((envelope, values))
-            if values.max() <= self.atol * 1e-4:
+            if values.size < chunk.size or values.max() <= self.atol * 1e-4:
                 break
         if envelope.size == 0:
             raise AccuracyError("the composed CF cannot be evaluated at the scale of the privacy loss")
