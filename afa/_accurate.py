@@ -142,10 +142,18 @@ def expm1_minus_identity(z: NDArray) -> NDArray:
     """e^z - 1 - z for complex z, accurate for small |z| (Taylor series below |z| = 1/2)."""
     z = np.asarray(z, dtype=complex)
     small = np.abs(z) < 0.5
-    zs = np.where(small, z, 0)
-    term, series = zs * zs / 2, np.zeros_like(zs)
-    for n in range(3, 23):  # |z|^22 / 22! < 1e-27: beyond double precision of the sum
-        series = series + term
-        term = term * zs / n
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.where(small, series, np.expm1(z) - z)
+        out = np.expm1(z) - z
+    if np.any(small):
+        zs = z[small]
+        radius = float(np.max(np.abs(zs)))
+        # Horner on z^2 (1/2! + z/3! + ...), to the order where the next term is below 1e-18 relative.
+        order, term = 2, 1.0
+        while term > 1e-18 and order < 24:
+            order += 1
+            term *= radius / order
+        series = np.full(zs.shape, 1.0 / math.factorial(order), dtype=complex)
+        for n in range(order - 1, 1, -1):
+            series = series * zs + 1.0 / math.factorial(n)
+        out[small] = series * zs * zs
+    return out
