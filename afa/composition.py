@@ -29,12 +29,7 @@ class ComposedLoss:
     @functools.cached_property
     def log_finite_mass(self) -> float:
         """log Pr[composed loss < infinity] = sum_i k_i log(1 - m_i)."""
-        total = 0.0
-        for loss, count in self.terms.items():
-            if loss.inf_mass >= 1.0:
-                return -math.inf
-            total += count * math.log1p(-loss.inf_mass)
-        return total
+        return math.fsum(count * loss.log_finite_mass for loss, count in self.terms.items())
 
     @property
     def inf_mass(self) -> float:

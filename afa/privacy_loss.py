@@ -180,6 +180,11 @@ class PrivacyLoss:
         return self._inf_mass
 
     @property
+    def log_finite_mass(self) -> float:
+        """log Pr[L < infinity] = log(1 - inf_mass) (-inf when all mass is at infinity)."""
+        return math.log1p(-self._inf_mass) if self._inf_mass < 1 else -math.inf
+
+    @property
     def continuous(self) -> bool:
         """Whether the finite loss has a continuous (non-atomic) part."""
         return self._continuous
@@ -233,7 +238,7 @@ def batched_log_phi(nodes: np.ndarray, losses: list[PrivacyLoss]) -> np.ndarray:
         if key == ATOMS:
             # Finite losses: the atoms carry all the finite mass, exactly 1 - inf_mass.
             out[:, members] = atoms_log_phi(nodes, [losses[i].atoms for i in members],
-                                            [_log_finite_mass(losses[i]) for i in members])
+                                            [losses[i].log_finite_mass for i in members])
         elif isinstance(key, Template):
             out[:, members] = key.evaluate(nodes, np.array([losses[i].batch[1] for i in members]))
         else:
@@ -253,7 +258,3 @@ def atoms_log_phi(nodes: np.ndarray, plds: list[DiscretePLD], log_masses: list[f
         out[:, present] = log_characteristic(nodes, [plds[i].losses for i in present],
                                              [plds[i].normalized[1] for i in present], totals)
     return out
-
-
-def _log_finite_mass(loss: PrivacyLoss) -> float:
-    return math.log1p(-loss.inf_mass) if loss.inf_mass < 1 else -math.inf
