@@ -140,7 +140,7 @@ class Accountant:
         if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):
             raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
                                 "please report it with the composition")
-        floor = -np.expm1(np.minimum(epsilons, 0.0))  # delta(eps) >= (1 - e^eps)_+
+        floor = -np.expm1(np.minimum(epsilons, 0.0)) + 0.0  # delta(eps) >= (1 - e^eps)_+ (and no -0.0)
         value = np.clip(values.max(axis=0), floor, 1.0)
         lower = np.clip((values - errors).max(axis=0), floor, 1.0)
         upper = np.clip((values + errors).max(axis=0), floor, 1.0)

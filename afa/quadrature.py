@@ -150,6 +150,11 @@ class LevyInversion:
         rate = max(abs(low - self.mean), abs(high - self.mean)) + self.scale
         width = min(2.0 / self.scale, 6.0 / rate)
         upper, tail = self._upper_limit(kernel, width)
+        if upper / width * GL_ORDER > MAX_NODES:
+            raise AccuracyError(
+                f"x in [{low:.4g}, {high:.4g}] is too far from the privacy loss's bulk (mean {self.mean:.4g}, "
+                f"standard deviation {self.scale:.4g}) for the real-line quadrature: it would need "
+                f"{upper / width * GL_ORDER:.2g} nodes (limit {MAX_NODES:.0e}); use method='exact' where available")
         probes = np.linspace(low, high, 5)
         previous, previous_change = None, math.inf
         for _ in range(MAX_HALVINGS):

@@ -78,3 +78,11 @@ def test_tiny_delta_is_refused_by_the_real_line_method_with_advice():
         acc.epsilon(1e-20, method="quadrature")
     # ... and the exact method answers it.
     assert acc.epsilon(1e-20) == pytest.approx(exact.gaussian_epsilon(1e-20, 1.0), rel=1e-12)
+
+
+def test_epsilon_far_outside_the_loss_is_refused_not_guessed():
+    acc = afa.Accountant().compose(afa.Gaussian(1.0)).compose(afa.Laplace(3.0))
+    with pytest.raises(afa.AccuracyError, match="too far"):
+        acc.delta(1e6, method="quadrature")
+    far = acc.delta_result(50.0, method="quadrature")
+    assert far.value == 0.0 and far.upper >= exact.gaussian_delta(50.0 - 1 / 3.0, 1.0)  # Laplace shifts loss by <= 1/3

@@ -243,7 +243,7 @@ def _check_honest(results, reference, epsilons, label):
 
 LAPLACE_CASES = [
     pytest.param(1.0, 1.0, 1, id="a=1-k=1"),
-    pytest.param(1.0, 1.0, 2, id="a=1-k=2", marks=pytest.mark.slow),
+    pytest.param(1.0, 1.0, 2, id="a=1-k=2"),
     pytest.param(1.0, 1.0, 10, id="a=1-k=10"),
     pytest.param(1.0, 1.0, 50, id="a=1-k=50"),
     pytest.param(2.0, 1.0, 10, id="a=0.5-k=10", marks=pytest.mark.slow),
