@@ -114,7 +114,7 @@ def normalize(log_weights: NDArray) -> tuple[float, NDArray]:
 
 def log_characteristic(t: NDArray, values: list[NDArray], weights: list[NDArray],
                        log_totals: list[float]) -> NDArray:
-    """log sum_j W w_j e^{i t v_j} of several finite measures at once, for real ``t``.
+    """log sum_j W w_j e^{i t v_j} of several finite measures at once, for real or complex ``t``.
 
     Measure m has atoms ``values[m]`` with normalised weights ``weights[m]``
     (summing to one) and total mass exp(``log_totals[m]``); the result has shape
@@ -124,7 +124,8 @@ def log_characteristic(t: NDArray, values: list[NDArray], weights: list[NDArray]
     should be exact where the caller knows it: a probability vector has
     W = 1 - mass at infinity); all measures share one matrix of exponentials.
     """
-    t = np.asarray(t, dtype=float)
+    t = np.asarray(t)
+    t = t if np.iscomplexobj(t) else t.astype(float)  # complex t: the MGF along a contour
     sizes = np.array([v.size for v in values])
     all_values, all_weights = np.concatenate(values), np.concatenate(weights)
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))

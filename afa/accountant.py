@@ -17,12 +17,12 @@ import sympy
 from . import _validation as check
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError
-from .engines import ExactEngine, QuadratureEngine, solve_epsilon
+from .engines import ContourEngine, ExactEngine, QuadratureEngine, solve_epsilon
 from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .results import AccuracyError, Result
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
-METHODS = ("auto", "exact", "quadrature")
+METHODS = ("auto", "exact", "quadrature", "contour")
 
 
 class Accountant:
@@ -112,6 +112,8 @@ class Accountant:
                     mu = math.sqrt(sum(count * m.mu ** 2 for m, count in self._counts.items()
                                        if isinstance(m, Gaussian)))
                     engines.append(ExactEngine(mu, self._composed(index, lambda m: not isinstance(m, Gaussian))))
+                elif method == "contour":
+                    engines.append(ContourEngine(self._composed(index)))
                 else:
                     engines.append(QuadratureEngine(self._composed(index)))
             self._engines[method] = engines

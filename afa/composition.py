@@ -17,7 +17,7 @@ import numpy as np
 import sympy
 
 from .discrete import DiscretePLD
-from .privacy_loss import PrivacyLoss, atoms_log_phi, batched_log_phi
+from .privacy_loss import NUMERIC, PrivacyLoss, atoms_log_phi, batched_log_phi
 
 
 class ComposedLoss:
@@ -61,9 +61,16 @@ class ComposedLoss:
         """sum_i k_i log phi_i at 1-d ``nodes``; exact for integer k_i whatever the branch.
 
         Every family of terms (all Gaussians, all Laplaces, all finite ones, ...)
-        is evaluated in one vectorised call.
+        is evaluated in one vectorised call.  Complex nodes t - ic (closed forms
+        only) give the moment-generating function log M(c + it).
         """
-        return batched_log_phi(np.asarray(nodes, dtype=float), list(self.terms)) @ self._counts
+        nodes = np.asarray(nodes)
+        return batched_log_phi(nodes if np.iscomplexobj(nodes) else nodes.astype(float), list(self.terms)) @ self._counts
+
+    @property
+    def analytic(self) -> bool:
+        """Whether every term's log-CF is a closed form that continues to complex arguments."""
+        return all(loss.batch[0] != NUMERIC for loss in self.terms)
 
     # -- the atomic part ----------------------------------------------------
     @functools.cached_property

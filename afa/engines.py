@@ -9,6 +9,8 @@ absolute error for each value.  Two exist so far:
   error remains.
 * :class:`QuadratureEngine` -- the real-line Levy inversion of the composed
   CF (:mod:`afa.quadrature`); its error is the quadrature's estimate.
+* :class:`ContourEngine` -- the saddle-point contour inversion of the MGF
+  (:mod:`afa.contour`); its error is relative to delta.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from scipy.optimize import brentq
 
 from . import exact
 from .composition import ComposedLoss
+from .contour import ContourInversion
 from .discrete import DiscretePLD, epsilon_for_delta
 from .quadrature import LevyInversion
 from .results import AccuracyError
@@ -74,6 +77,26 @@ class QuadratureEngine:
     def epsilon(self, delta: float) -> None:
         """No closed form; refuses early a delta below the resolution (the error is absolute)."""
         _check_resolution(self, delta, float(self.delta(np.array([0.0]))[1][0]))
+        return None
+
+    @property
+    def epsilon_scale(self) -> float:
+        return max(1.0, abs(self.inversion.mean) + 10 * self.inversion.scale)
+
+
+class ContourEngine:
+    """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy."""
+
+    method = "contour"
+
+    def __init__(self, loss: ComposedLoss):
+        self.inversion = ContourInversion(loss)
+        self.inf_mass = loss.inf_mass
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.inversion.delta(epsilons)
+
+    def epsilon(self, delta: float) -> None:
         return None
 
     @property
@@ -141,6 +164,6 @@ def _check_resolution(engine, delta: float, error: float) -> None:
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
             f"(absolute error about {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}). "
-            "For smaller delta use method='exact' if the composition has only Gaussian and "
-            "finite-output mechanisms; otherwise no method of this version reaches it (a "
-            "contour-shifted inversion with relative accuracy at any delta is planned).")
+            "For smaller delta use method='contour' (relative accuracy; closed-form mechanisms "
+            "whose composition has no atoms of non-negligible mass) or method='exact' (Gaussian "
+            "and finite-output mechanisms only).")

@@ -60,10 +60,14 @@ class Template:
             return float(mpmath.re(mean(*arguments))), float(mpmath.re(variance(*arguments)))
 
     def evaluate(self, nodes: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """log phi at ``nodes`` (1-d) for members with parameter rows ``values``: shape (nodes, members)."""
+        """log phi at real or complex ``nodes`` (1-d) for members with parameter rows ``values``.
+
+        The result has shape (nodes, members); complex nodes t - ic give the
+        moment-generating function, log M(c + it) = log phi(t - ic).
+        """
         function = _compile(self.expression, self.parameters)
         columns = [np.asarray(column, dtype=float)[None, :] for column in np.atleast_2d(values).T]
-        result = function(np.asarray(nodes, dtype=float)[:, None].astype(complex), *columns)
+        result = function(np.asarray(nodes)[:, None].astype(complex), *columns)
         return np.broadcast_to(np.asarray(result, dtype=complex), (np.size(nodes), np.atleast_2d(values).shape[0]))
 
 
