@@ -57,28 +57,33 @@ class ContourInversion:
         """log M(s) = log phi(-is) of the composed finite part (complex s)."""
         return self.loss.log_phi_numeric(-1j * np.asarray(s, dtype=complex))
 
-    def _psi(self, c: float, epsilon: float) -> float:
-        return float(self.log_mgf(np.array([c]))[0].real) - c * epsilon - math.log(c) - math.log1p(c)
+    def _psi(self, c, epsilon: float) -> np.ndarray:
+        """Psi at real c > 0 (vectorised); +inf outside the MGF's strip.
+
+        log M is real on the real axis wherever M exists; a closed form continued
+        past the strip's edge returns a non-real value, which marks it.
+        """
+        c = np.atleast_1d(np.asarray(c, dtype=float))
+        log_m = self.log_mgf(c)
+        psi = log_m.real - c * epsilon - np.log(c) - np.log1p(c)
+        outside = ~np.isfinite(psi) | (np.abs(log_m.imag) > 1e-8 * (1 + np.abs(log_m.real)))
+        return np.where(outside, np.inf, psi)
 
     def saddle(self, epsilon: float) -> tuple[float, float, float]:
-        """(c*, Psi(c*), Psi''(c*)) for ``epsilon`` (Brent on the convex Psi, in log c)."""
-        def objective(u):
-            return self._psi(math.exp(u), epsilon)
-        # Psi is convex in c, so unimodal in u = log c: walk up from small c until it rises.
-        u, value = -30.0, objective(-30.0)
-        while True:
-            following = objective(u + 1.0)
-            if following > value:
-                break
-            u, value = u + 1.0, following
-            if u > 60:
-                raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi keeps decreasing "
-                                    "(eps beyond the loss's support?); use method='quadrature'")
-        found = minimize_scalar(objective, bounds=(u - 1.0, u + 1.0), method="bounded",
+        """(c*, Psi(c*), Psi''(c*)) for ``epsilon``: a scan in log c, then Brent on the convex Psi."""
+        grid = np.arange(-30.0, 60.0, 0.5)
+        values = self._psi(np.exp(grid), epsilon)
+        best = int(np.argmin(values))
+        if not np.isfinite(values[best]) or best == grid.size - 1:
+            raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi has no minimum for "
+                                "0 < c < e^60 (eps beyond the loss's support?); use method='quadrature'")
+        found = minimize_scalar(lambda u: float(self._psi(math.exp(u), epsilon)[0]),
+                                bounds=(grid[best] - 0.5, grid[best] + 0.5), method="bounded",
                                 options={"xatol": 1e-10, "maxiter": 500})
         c = math.exp(found.x)
         step = 1e-4 * c
-        curvature = (self._psi(c + step, epsilon) - 2 * found.fun + self._psi(c - step, epsilon)) / step ** 2
+        side = self._psi(np.array([c - step, c + step]), epsilon)
+        curvature = (side[0] - 2 * found.fun + side[1]) / step ** 2
         return c, float(found.fun), max(curvature, 1e-300)
 
     def log_finite_delta(self, epsilon: float) -> tuple[float, float]:
@@ -88,26 +93,27 @@ class ContourInversion:
         log_estimate = psi - 0.5 * math.log(2 * math.pi * curvature)
         step = min(0.5 / math.sqrt(curvature), 2 * math.pi * c / (max(-log_estimate, 0.0) + 45.0))
 
-        def trapezoid(h: float) -> float:
-            total, j, chunk = 0.0, 0, 64
+        def node_sum(h: float, first: int, stride: int) -> float:
+            """sum of Re f(j h) over j = first, first + stride, ..., until the terms are negligible."""
+            total, start, chunk = 0.0, first, 64
             while True:
-                t = h * np.arange(j, j + chunk)
+                t = h * (start + stride * np.arange(chunk))
                 s = c + 1j * t
                 log_f = self.log_mgf(s) - s * epsilon - np.log(s) - np.log1p(s) - psi
                 values = np.exp(log_f).real
-                if j == 0:
-                    values[0] /= 2
                 total += float(values.sum())
-                j += chunk
-                if np.max(np.abs(np.exp(log_f[-8:].real))) < 1e-18 * abs(total):
-                    return total * h / math.pi
-                if j > MAX_NODES:
+                start += stride * chunk
+                if np.max(np.exp(log_f[-8:].real)) < 1e-18 * max(abs(total), 1e-300):
+                    return total
+                if start > MAX_NODES:
                     raise AccuracyError(f"the contour integrand for eps = {epsilon:.6g} does not decay within "
                                         f"{MAX_NODES} nodes; use method='quadrature'")
                 chunk *= 2
 
-        coarse = trapezoid(step)
-        fine = trapezoid(step / 2)
+        # Trapezoid with step h (the t = 0 node weighs 1/2), then h/2 reusing those nodes.
+        even = node_sum(step, 1, 1) + 0.5
+        coarse = even * step / math.pi
+        fine = (even + node_sum(step / 2, 1, 2)) * step / (2 * math.pi)
         if not fine > 0:
             raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({fine:.3g}): "
                                 "cancellation beyond double precision; use method='quadrature'")
