@@ -92,12 +92,14 @@ class Accountant:
         if not self._counts:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
         if method == "auto":
-            if self._exact_available():
-                try:
-                    self._engines_for("exact")
-                    return "exact"
-                except CompositionTooLargeError:
-                    pass
+            # Closed forms first, then relative accuracy (contour), then the real line.
+            for candidate, available in (("exact", self._exact_available), ("contour", lambda: True)):
+                if available():
+                    try:
+                        self._engines_for(candidate)
+                        return candidate
+                    except (CompositionTooLargeError, ValueError):
+                        pass
             return "quadrature"
         if method == "exact" and not self._exact_available():
             raise ValueError("method='exact' needs a composition of Gaussian and finite-output mechanisms only; "
@@ -135,9 +137,19 @@ class Accountant:
         epsilons = check.real_array("epsilons", epsilons)
         return self._profile(epsilons.ravel(), method)[0].reshape(epsilons.shape)
 
-    def _profile(self, epsilons: np.ndarray, method: str):
+    def _run(self, method: str, query):
+        """(engine name, query(engines)); under 'auto' a contour refusal falls back to the real line."""
         name = self._resolve(method)
-        values, errors = zip(*(engine.delta(epsilons) for engine in self._engines_for(name)))
+        try:
+            return name, query(self._engines_for(name))
+        except AccuracyError:
+            if method != "auto" or name != "contour":
+                raise
+            return "quadrature", query(self._engines_for("quadrature"))
+
+    def _profile(self, epsilons: np.ndarray, method: str):
+        name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines])
+        values, errors = zip(*outputs)
         values, errors = np.array(values), np.array(errors)
         if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):
             raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
@@ -152,8 +164,7 @@ class Accountant:
     def epsilon_result(self, delta: float, method: str = "auto") -> Result:
         """The smallest epsilon >= 0 with delta(epsilon) <= delta, with bounds."""
         delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-        name = self._resolve(method)
-        solutions = [solve_epsilon(engine, delta) for engine in self._engines_for(name)]
+        name, solutions = self._run(method, lambda engines: [solve_epsilon(engine, delta) for engine in engines])
         value, lower, upper = (max(column) for column in zip(*solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
         return Result(value, lower, upper, error, name)

@@ -25,7 +25,7 @@ A heterogeneous composition comes from a spec file instead::
 
 Common options: ``--neighboring {add_remove,substitution}`` (default
 add_remove; a spec file's own value is used unless the flag is given),
-``--method {auto,exact,quadrature}`` (default auto) and ``--json``.
+``--method {auto,exact,quadrature,contour}`` (default auto) and ``--json``.
 
 Output is one line, e.g.
 ``epsilon = 0.84738 for delta = 1e-05 (method: exact, bounds [0.84738, 0.84738])``,

@@ -369,4 +369,8 @@ def test_accuracy_error_is_a_usage_error(capsys, tmp_path):
     path = tmp_path / "laplace_gauss.toml"
     path.write_text('[[mechanisms]]\ntype = "laplace"\nscale = 1.0\n[[mechanisms]]\ntype = "gaussian"\nsigma = 2.0\n'
                     "times = 3\n")
-    assert_usage_error(capsys, ["epsilon", "--delta", 1e-300, "--spec", path], "--delta", "--method")
+    assert_usage_error(capsys, ["epsilon", "--delta", 1e-300, "--spec", path, "--method", "quadrature"],
+                       "--delta", "--method")
+    # The default method answers it with the contour inversion (relative accuracy at any delta).
+    status, out, _ = run(capsys, "epsilon", "--delta", 1e-300, "--spec", path)
+    assert status == 0 and parse_line(out)["method"] == "contour"
