@@ -44,6 +44,13 @@ class Template:
     expression: sympy.Expr
     parameters: tuple[sympy.Symbol, ...]
 
+    @functools.cached_property
+    def linear(self) -> bool:
+        """Whether the log-CF is linear in the parameters (then sum_i k_i f(p_i) = f(sum_i k_i p_i))."""
+        at_zero = self.expression.subs({symbol: 0 for symbol in self.parameters})
+        return sympy.simplify(at_zero) == 0 and all(
+            not (sympy.diff(self.expression, symbol).free_symbols & set(self.parameters)) for symbol in self.parameters)
+
     def instantiate(self, values: tuple[float, ...]) -> sympy.Expr:
         """The member's own log-CF, with the parameters substituted."""
         return self.expression.subs({symbol: sympy.Float(value, 17) for symbol, value in zip(self.parameters, values)})
