@@ -64,8 +64,9 @@ class ContourInversion:
         past the strip's edge returns a non-real value, which marks it.
         """
         c = np.atleast_1d(np.asarray(c, dtype=float))
-        log_m = self.log_mgf(c)
-        psi = log_m.real - c * epsilon - np.log(c) - np.log1p(c)
+        with np.errstate(over="ignore", invalid="ignore"):  # far outside the strip: inf/nan, marked below
+            log_m = self.log_mgf(c)
+            psi = log_m.real - c * epsilon - np.log(c) - np.log1p(c)
         outside = ~np.isfinite(psi) | (np.abs(log_m.imag) > 1e-8 * (1 + np.abs(log_m.real)))
         return np.where(outside, np.inf, psi)
 
