@@ -152,10 +152,36 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
     epsilon = closed if closed is not None else smallest_epsilon(value, delta, engine.epsilon_scale)
     if math.isinf(epsilon):
         return epsilon, epsilon, epsilon
-    _check_resolution(engine, delta, float(engine.delta(np.array([epsilon]))[1][0]))
-    lower = smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale, near=epsilon)
-    upper = smallest_epsilon(shifted(+1.0), delta, engine.epsilon_scale, near=epsilon)
+    error = float(engine.delta(np.array([epsilon]))[1][0])
+    _check_resolution(engine, delta, error)
+    bracket = _bounds_from_slope(value, shifted, delta, epsilon, error)
+    if bracket is None:
+        bracket = (smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale, near=epsilon),
+                   smallest_epsilon(shifted(+1.0), delta, engine.epsilon_scale, near=epsilon))
+    lower, upper = bracket
     return epsilon, min(lower, epsilon), max(upper, epsilon)
+
+
+def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: float):
+    """Valid (lower, upper) from the local slope of delta, checked; None if a check fails.
+
+    With s = -delta'(eps), eps -/+ 2 error / s bracket the roots of delta -/+ error = target
+    when delta is locally linear; the bracket is used only if delta - error at the lower end
+    is still above the target and delta + error at the upper end below it (which makes both
+    valid bounds, since delta -/+ error are non-increasing).  Four evaluations instead of two
+    root solves.
+    """
+    step = 1e-7 * max(1.0, epsilon)
+    slope = (value(max(epsilon - step, 0.0)) - value(epsilon + step)) / (epsilon + step - max(epsilon - step, 0.0))
+    if not slope > 0:
+        return None
+    width = 2 * error / slope + 4 * np.finfo(float).eps * max(1.0, epsilon)
+    lower, upper = max(epsilon - width, 0.0), epsilon + width
+    if lower > 0 and not shifted(-1.0)(lower) > delta:
+        return None
+    if not shifted(+1.0)(upper) <= delta:
+        return None
+    return lower, upper
 
 
 def _check_resolution(engine, delta: float, error: float) -> None:
