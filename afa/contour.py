@@ -80,7 +80,7 @@ class ContourInversion:
                                 "0 < c < e^60 (eps beyond the loss's support?); use method='quadrature'")
         found = minimize_scalar(lambda u: float(self._psi(math.exp(u), epsilon)[0]),
                                 bounds=(grid[best] - 0.5, grid[best] + 0.5), method="bounded",
-                                options={"xatol": 1e-10, "maxiter": 500})
+                                options={"xatol": 1e-7, "maxiter": 500})
         c = math.exp(found.x)
         step = 1e-4 * c
         side = self._psi(np.array([c - step, c + step]), epsilon)
