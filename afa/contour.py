@@ -30,9 +30,10 @@ from scipy.optimize import minimize_scalar
 from .composition import ComposedLoss
 from .results import AccuracyError
 
-#: Relative accuracy the trapezoid sum is refined to.
+#: Relative accuracy the trapezoid sum is refined to (by halving its step).
 RTOL = 1e-13
-#: Most nodes one delta(eps) may use.
+MAX_HALVINGS = 6
+#: Most nodes one level of the trapezoid sum may use.
 MAX_NODES = 200_000
 
 
@@ -111,14 +112,21 @@ class ContourInversion:
                                         f"{MAX_NODES} nodes; use method='quadrature'")
                 chunk *= 2
 
-        # Trapezoid with step h (the t = 0 node weighs 1/2), then h/2 reusing those nodes.
-        even = node_sum(step, 1, 1) + 0.5
-        coarse = even * step / math.pi
-        fine = (even + node_sum(step / 2, 1, 2)) * step / (2 * math.pi)
-        if not fine > 0:
-            raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({fine:.3g}): "
-                                "cancellation beyond double precision; use method='quadrature'")
-        return psi + math.log(fine), abs(fine - coarse) / fine + 1e-15
+        # Trapezoid with step h (the t = 0 node weighs 1/2), halved until two levels agree to RTOL;
+        # each level adds only the odd multiples of its step.
+        total = node_sum(step, 1, 1) + 0.5
+        estimate, change = total * step / math.pi, math.inf
+        for _ in range(MAX_HALVINGS):
+            step /= 2
+            total += node_sum(step, 1, 2)
+            refined = total * step / math.pi
+            if not refined > 0:
+                raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({refined:.3g}): "
+                                    "cancellation beyond double precision; use method='quadrature'")
+            change, estimate = abs(refined - estimate) / refined, refined
+            if change <= RTOL:
+                break
+        return psi + math.log(estimate), change + 1e-15
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) = inf_mass + finite part, and absolute error estimates."""
