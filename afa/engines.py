@@ -61,36 +61,14 @@ class ExactEngine:
         return max(1.0, self.mu ** 2 / 2 + 10 * self.mu, float(np.max(np.abs(self.atoms.losses))))
 
 
-class QuadratureEngine:
-    """Real-line Levy inversion (papers/002 Algorithm 1, Lemma 18-19) of one direction."""
+class _InversionEngine:
+    """Shared plumbing of the engines that invert a composed CF/MGF numerically."""
 
-    method = "quadrature"
-
-    def __init__(self, loss: ComposedLoss):
-        self.inversion = LevyInversion(loss)
-        self.inf_mass = loss.inf_mass
-
-    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        values, error = self.inversion.delta(epsilons)
-        return values, np.full(values.shape, error)
-
-    def epsilon(self, delta: float) -> None:
-        """No closed form; refuses early a delta below the resolution (the error is absolute)."""
-        _check_resolution(self, delta, float(self.delta(np.array([0.0]))[1][0]))
-        return None
-
-    @property
-    def epsilon_scale(self) -> float:
-        return max(1.0, abs(self.inversion.mean) + 10 * self.inversion.scale)
-
-
-class ContourEngine:
-    """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy."""
-
-    method = "contour"
+    method: str
+    inversion_class: type  # LevyInversion or ContourInversion
 
     def __init__(self, loss: ComposedLoss):
-        self.inversion = ContourInversion(loss)
+        self.inversion = self.inversion_class(loss)
         self.inf_mass = loss.inf_mass
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +80,29 @@ class ContourEngine:
     @property
     def epsilon_scale(self) -> float:
         return max(1.0, abs(self.inversion.mean) + 10 * self.inversion.scale)
+
+
+class QuadratureEngine(_InversionEngine):
+    """Real-line Levy inversion (papers/002 Algorithm 1, Lemma 18-19) of one direction."""
+
+    method = "quadrature"
+    inversion_class = LevyInversion
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, error = self.inversion.delta(epsilons)
+        return values, np.full(values.shape, error)
+
+    def epsilon(self, delta: float) -> None:
+        """No closed form; refuses early a delta below the resolution (the error is absolute)."""
+        _check_resolution(self, delta, float(self.delta(np.array([0.0]))[1][0]))
+        return None
+
+
+class ContourEngine(_InversionEngine):
+    """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy."""
+
+    method = "contour"
+    inversion_class = ContourInversion
 
 
 def smallest_epsilon(delta_of, target: float, scale: float, near: float | None = None) -> float:

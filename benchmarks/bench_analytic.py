@@ -18,22 +18,12 @@ Run: python benchmarks/bench_analytic.py
 from __future__ import annotations
 
 import math
-import statistics
-import time
 
 import numpy as np
 
 import afa
 from afa import exact
-
-
-def median_time(function, repeats: int = 7) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+from timing import median_seconds
 
 
 def cold(acc: afa.Accountant, query):
@@ -59,10 +49,10 @@ def gaussian_table() -> None:
         try:
             eps = acc.epsilon(1e-5, method="quadrature")
             eps_error = f"{abs(eps / exact.gaussian_epsilon(1e-5, mu) - 1):.1e}"
-            eps_time = f"{1e3 * median_time(cold(acc, lambda a: a.epsilon(1e-5, method='quadrature'))):.1f}"
+            eps_time = f"{1e3 * median_seconds(cold(acc, lambda a: a.epsilon(1e-5, method='quadrature'))):.1f}"
         except afa.AccuracyError:
             eps_error, eps_time = "refused", "-"
-        delta_time = 1e3 * median_time(cold(acc, lambda a: a.delta(1.0, method="quadrature")))
+        delta_time = 1e3 * median_seconds(cold(acc, lambda a: a.delta(1.0, method="quadrature")))
         print(f"{sigma:>7g} {count:>9d} {mu:>6.3g} {delta_error:>10} {eps_error:>13} {delta_time:>9.1f} {eps_time:>8}")
 
 
@@ -74,7 +64,7 @@ def exp2_table() -> None:
                .compose(afa.RandomizedResponse(0.52), times=total // 2))
         result = acc.delta_result(2.0, method="quadrature")
         truth = acc.delta(2.0, method="exact")
-        elapsed = 1e3 * median_time(cold(acc, lambda a: a.delta(2.0, method="quadrature")))
+        elapsed = 1e3 * median_seconds(cold(acc, lambda a: a.delta(2.0, method="quadrature")))
         print(f"{total:>8d} {result.value:>20.15g} {truth:>20.15g} {abs(result.value - truth):>9.1e} "
               f"{result.error:>9.1e} {elapsed:>7.1f}")
 
@@ -97,7 +87,7 @@ def distinct_mechanisms_table() -> None:
         for mechanism, count in zip(mechanisms, counts):
             acc.compose(mechanism, times=int(count) * factor)
         eps = acc.epsilon(1e-5, method="quadrature")
-        elapsed = 1e3 * median_time(cold(acc, lambda a: a.epsilon(1e-5, method="quadrature")))
+        elapsed = 1e3 * median_seconds(cold(acc, lambda a: a.epsilon(1e-5, method="quadrature")))
         nodes = acc._engines["quadrature"][0].inversion._grids["delta"].nodes.size
         print(f"{factor:>12.0e} {eps:>14.6g} {elapsed:>10.1f} {nodes:>8d}")
 

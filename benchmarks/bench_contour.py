@@ -14,24 +14,14 @@ Run: python benchmarks/bench_contour.py
 from __future__ import annotations
 
 import math
-import statistics
-import time
 
 import numpy as np
 
 import afa
 from afa import exact
+from timing import median_seconds
 
 TARGETS = (1e-5, 1e-30, 1e-100, 1e-300)
-
-
-def median_ms(function, repeats: int = 5) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(samples)
 
 
 def gaussian_rows() -> None:
@@ -48,13 +38,13 @@ def gaussian_rows() -> None:
         mu = exact.gaussian_mu(sigmas, counts)
         epsilons = [exact.gaussian_epsilon(d, mu) for d in TARGETS]
         errors = [abs(acc.delta(e, method="contour") / exact.gaussian_delta(e, mu) - 1) for e in epsilons]
-        delta_ms = median_ms(lambda: acc.delta(epsilons[1], method="contour"))
+        delta_ms = 1e3 * median_seconds(lambda: acc.delta(epsilons[1], method="contour"))
 
         def cold_epsilon():
             acc._engines.clear()
             return acc.epsilon(1e-30, method="contour")
 
-        eps_ms = median_ms(cold_epsilon, repeats=3)
+        eps_ms = 1e3 * median_seconds(cold_epsilon, repeats=3)
         print(f"{distinct:>8d} {mu:>8.3g} {delta_ms:>9.2f} {eps_ms:>8.1f} " + " ".join(f"{e:>11.1e}" for e in errors))
 
 
@@ -66,7 +56,7 @@ def exp2_rows() -> None:
         eps = acc.epsilon(target, method="exact")
         truth = acc.delta(eps, method="exact")
         value = acc.delta(eps, method="contour")
-        elapsed = median_ms(lambda: acc.delta(eps, method="contour"))
+        elapsed = 1e3 * median_seconds(lambda: acc.delta(eps, method="contour"))
         print(f"{target:>8.0e} {eps:>10.5f} {abs(value / truth - 1):>10.1e} {elapsed:>9.2f}")
 
 
