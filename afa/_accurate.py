@@ -112,6 +112,13 @@ def normalize(log_weights: NDArray) -> tuple[float, NDArray]:
     return shift + math.log(total), weights / total
 
 
+def weighted_cumulants(values: NDArray, log_weights: NDArray) -> tuple[float, float]:
+    """Mean and variance of ``values`` under the weights exp(``log_weights``), normalised."""
+    weights = normalize(log_weights)[1]
+    mean = float(np.dot(weights, values))
+    return mean, float(np.dot(weights, (values - mean) ** 2))
+
+
 def log_characteristic(t: NDArray, values: list[NDArray], weights: list[NDArray],
                        log_totals: list[float]) -> NDArray:
     """log sum_j W w_j e^{i t v_j} of several finite measures at once, for real or complex ``t``.

@@ -26,7 +26,7 @@ from scipy.special import logsumexp, roots_legendre
 from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
-from ._accurate import log_characteristic, normalize
+from ._accurate import log_characteristic, normalize, weighted_cumulants
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError
 
@@ -256,11 +256,7 @@ class _OutputQuadrature:
         return out.reshape(nodes.shape)
 
     def cumulants(self, side: str) -> tuple[float, float]:
-        losses, log_weights = self._nodes(0.0, side)
-        weights = np.exp(log_weights - log_weights.max())
-        weights /= weights.sum()
-        mean = float(np.dot(weights, losses))
-        return mean, float(np.dot(weights, (losses - mean) ** 2))
+        return weighted_cumulants(*self._nodes(0.0, side))
 
 
 # ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 import sympy
 from sympy.codegen.cfunctions import expm1, log1p
 
-from ._accurate import complex_log1p, expm1_minus_identity, log_characteristic
+from ._accurate import complex_log1p, expm1_minus_identity, log_characteristic, weighted_cumulants
 from .discrete import DiscretePLD
 
 #: The real variable of every characteristic function.
@@ -111,7 +111,6 @@ class expm1x(sympy.Function):
         return (sympy.exp(x) - 1 - x).evalf(prec + 128).evalf(prec)
 
 
-
 @functools.lru_cache(maxsize=256)
 def _compile(expression: sympy.Expr, parameters: tuple[sympy.Symbol, ...]):
     # sympy's codegen log1p prints as ``log1p``: route it to the accurate complex version.
@@ -161,7 +160,7 @@ class PrivacyLoss:
         log_phi = None if template is None else template[0].instantiate(template[1])
         return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=log_phi,
                    batch=(ATOMS, atoms) if template is None else template,
-                   cumulants=lambda: _atom_cumulants(atoms))
+                   cumulants=lambda: weighted_cumulants(atoms.losses, atoms.log_masses))
 
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: DiscretePLD | None = None,
@@ -226,12 +225,6 @@ class PrivacyLoss:
 
 def _no_atoms() -> DiscretePLD:
     return DiscretePLD(np.empty(0), np.empty(0))
-
-
-def _atom_cumulants(atoms: DiscretePLD) -> tuple[float, float]:
-    weights = np.exp(atoms.log_masses - atoms.log_mass)
-    mean = float(np.dot(weights, atoms.losses))
-    return mean, float(np.dot(weights, (atoms.losses - mean) ** 2))
 
 
 #: Batch keys of losses evaluated from their atoms, and of numeric log-CFs.
