@@ -157,7 +157,7 @@ class PrivacyLoss:
         the member's parameters) where a closed form is more accurate.
         """
         atoms = DiscretePLD.from_atoms(losses, log_masses)
-        log_phi = None if template is None else template[0].instantiate(template[1])
+        log_phi = None if template is None else _with_finite_mass(template[0].instantiate(template[1]), inf_mass)
         return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=log_phi,
                    batch=(ATOMS, atoms) if template is None else template,
                    cumulants=lambda: weighted_cumulants(atoms.losses, atoms.log_masses))
@@ -165,8 +165,13 @@ class PrivacyLoss:
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: DiscretePLD | None = None,
                  inf_mass: float = 0.0) -> "PrivacyLoss":
-        """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family."""
-        log_phi = template.instantiate(values)
+        """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family.
+
+        The template is the normalised CF of the finite part; with ``inf_mass`` > 0
+        the loss's log-CF is log(1 - inf_mass) plus the template (and ``atoms``
+        must carry their share of the finite mass).
+        """
+        log_phi = _with_finite_mass(template.instantiate(values), inf_mass)
         return cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
                    log_phi=log_phi, batch=(template, tuple(map(float, values))),
                    cumulants=lambda: template.cumulants(values))
@@ -223,6 +228,13 @@ class PrivacyLoss:
         return float(value[0]), float(value[1])
 
 
+def _with_finite_mass(normalised_log_phi: sympy.Expr, inf_mass: float) -> sympy.Expr:
+    """log(1 - inf_mass) + a normalised log-CF: the log-CF of the finite part."""
+    if not inf_mass:
+        return normalised_log_phi
+    return sympy.Float(math.log1p(-inf_mass), 17) + normalised_log_phi
+
+
 def _no_atoms() -> DiscretePLD:
     return DiscretePLD(np.empty(0), np.empty(0))
 
@@ -245,6 +257,7 @@ def batched_log_phi(nodes: np.ndarray, losses: list[PrivacyLoss]) -> np.ndarray:
                                             [losses[i].log_finite_mass for i in members])
         elif isinstance(key, Template):
             out[:, members] = key.evaluate(nodes, np.array([losses[i].batch[1] for i in members]))
+            out[:, members] += [losses[i].log_finite_mass for i in members]  # templates are normalised
         else:
             out[:, members[0]] = losses[members[0]]._evaluator(nodes)
     return out
