@@ -8,6 +8,7 @@ inverts the sum into delta(epsilon) and epsilon(delta).  See README.md.
 from .accountant import Accountant
 from .mechanisms import (
     ApproxDP,
+    DataDependentGaussian,
     DiscreteGaussian,
     DiscreteLaplace,
     DiscreteMechanism,
@@ -16,14 +17,16 @@ from .mechanisms import (
     Laplace,
     Mechanism,
     MixtureOfGaussians,
+    ProposeTestRelease,
     RandomizedResponse,
 )
 from .privacy_loss import t
+from .rdp import renyi_divergence
 from .results import AccuracyError, Result
 
 __all__ = [
-    "Accountant", "AccuracyError", "ApproxDP", "DiscreteGaussian", "DiscreteLaplace", "DiscreteMechanism",
-    "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians", "RandomizedResponse",
-    "Result", "t",
+    "Accountant", "AccuracyError", "ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
+    "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians",
+    "ProposeTestRelease", "RandomizedResponse", "Result", "renyi_divergence", "t",
 ]
 __version__ = "0.1.0"

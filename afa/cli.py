@@ -18,6 +18,8 @@ without a default is required):
     discrete-laplace          --a [--sensitivity]
     discrete-gaussian         --sigma [--sensitivity]
     approx-dp                 --dp-epsilon --dp-delta   (ApproxDP(epsilon, delta))
+    propose-test-release      --ptr-epsilon --ptr-delta (ProposeTestRelease(epsilon, delta))
+    data-dependent-gaussian   --sigma1 --sigma2 [--sensitivity]
 
 A heterogeneous composition comes from a spec file instead::
 
@@ -57,7 +59,8 @@ TOML (``.toml``) or JSON (``.json``), chosen by the file extension:
 
 Each mechanism's ``type`` is one of gaussian, laplace, randomized_response,
 kary_randomized_response, discrete_laplace, discrete_gaussian, approx_dp,
-mixture_of_gaussians, discrete_mechanism (hyphens or underscores).  Its other
+propose_test_release, data_dependent_gaussian, mixture_of_gaussians,
+discrete_mechanism (hyphens or underscores).  Its other
 keys, besides ``times``, are the keyword arguments of the class:
 
     gaussian                  sigma, sensitivity
@@ -67,6 +70,8 @@ keys, besides ``times``, are the keyword arguments of the class:
     discrete_laplace          a, sensitivity
     discrete_gaussian         sigma, sensitivity
     approx_dp                 epsilon, delta
+    propose_test_release      epsilon, delta
+    data_dependent_gaussian   sigma1, sigma2, sensitivity
     mixture_of_gaussians      sensitivities, probabilities, sigma  (lists, lists, number)
     discrete_mechanism        p_pmf, q_pmf                         (two lists)
 """
@@ -87,6 +92,7 @@ from .accountant import METHODS, Accountant
 from .mechanisms import (
     NEIGHBORING_RELATIONS,
     ApproxDP,
+    DataDependentGaussian,
     DiscreteGaussian,
     DiscreteLaplace,
     DiscreteMechanism,
@@ -95,6 +101,7 @@ from .mechanisms import (
     Laplace,
     Mechanism,
     MixtureOfGaussians,
+    ProposeTestRelease,
     RandomizedResponse,
 )
 from .results import AccuracyError, Result
@@ -110,15 +117,19 @@ MECHANISM_TYPES: dict[str, type[Mechanism]] = {
     "discrete_laplace": DiscreteLaplace,
     "discrete_gaussian": DiscreteGaussian,
     "approx_dp": ApproxDP,
+    "propose_test_release": ProposeTestRelease,
+    "data_dependent_gaussian": DataDependentGaussian,
     "mixture_of_gaussians": MixtureOfGaussians,
     "discrete_mechanism": DiscreteMechanism,
 }
 #: Types available through ``--mechanism`` (the others take lists: use ``--spec``).
 FLAG_MECHANISMS = ("gaussian", "laplace", "randomized_response", "kary_randomized_response",
-                   "discrete_laplace", "discrete_gaussian", "approx_dp")
+                   "discrete_laplace", "discrete_gaussian", "approx_dp", "propose_test_release",
+                   "data_dependent_gaussian")
 #: Command-line flags whose name differs from the constructor parameter.
 _RENAMED_FLAGS: dict[type[Mechanism], dict[str, str]] = {
     ApproxDP: {"epsilon": "--dp-epsilon", "delta": "--dp-delta"},
+    ProposeTestRelease: {"epsilon": "--ptr-epsilon", "delta": "--ptr-delta"},
 }
 _SPEC_KEYS = ("neighboring", "mechanisms")
 _EPILOG = __doc__[__doc__.index("Spec file format"):] if __doc__ else None  # None under python -OO

@@ -64,17 +64,19 @@ class ComposedLoss:
         (All Gaussians become a single Gaussian with h = sum_i k_i h_i, so 10 000
         distinct Gaussians cost what one does.)
         """
-        merged: dict[Template, np.ndarray] = {}
+        merged: dict[Template, tuple[list, list]] = {}
         losses, counts = [], []
         for loss, count in self.terms.items():
             family, values = loss.batch
             if isinstance(family, Template) and family.linear and loss.atoms.size == 0 and loss.inf_mass == 0:
-                merged[family] = merged.get(family, 0.0) + count * np.asarray(values, dtype=float)
+                weights, rows = merged.setdefault(family, ([], []))
+                weights.append(float(count))
+                rows.append(values)
             else:
                 losses.append(loss)
                 counts.append(float(count))
-        for family, values in merged.items():
-            losses.append(PrivacyLoss.symbolic(family, tuple(values)))
+        for family, (weights, rows) in merged.items():
+            losses.append(PrivacyLoss.symbolic(family, tuple(np.array(weights) @ np.array(rows, dtype=float))))
             counts.append(1.0)
         return losses, np.array(counts)
 

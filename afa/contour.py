@@ -18,6 +18,13 @@ saddle, and h <= 2 pi c / (log(1/delta) + margin) so that the alias
 e^{2 pi c / h} delta(eps - 2 pi / h) stays below rtol * delta.  Halving the
 step gives the error estimate.  See the contour-shifted inversion issue and
 DESIGN.md ("Numerics that matter").
+
+Atoms make the integrand decay only like 1/t^2 on a vertical line.  For
+compositions of Laplace-type losses (Laplace, propose-test-release) and
+finite-output mechanisms, :class:`LatticeContourInversion` splits the MGF into
+lattice groups e^{s l} R(s) with R rational (each group a signed measure
+supported on (-inf, l]); only groups with l > eps contribute, and for them the
+contour can bend to the left, where e^{s (l - eps)} decays exponentially.
 """
 
 from __future__ import annotations
@@ -26,19 +33,202 @@ import math
 
 import numpy as np
 from scipy.optimize import minimize_scalar
+from scipy.special import gammaln, logsumexp
 
 from .composition import ComposedLoss
+from .discrete import CompositionTooLargeError
+from .mechanisms import LAPLACE_LOG_PHI
 from .results import AccuracyError
 
 #: Relative accuracy the trapezoid sum is refined to (by halving its step).
 RTOL = 1e-13
 MAX_HALVINGS = 6
+#: Newton iterations for the saddle point; it stops once Psi'' step^2 is below SADDLE_TOL.
+MAX_NEWTON = 12
+SADDLE_TOL = 1e-4
 #: Most nodes one level of the trapezoid sum may use.
 MAX_NODES = 200_000
+#: |Im log f| on the real axis above which c counts as outside the MGF's strip.  Inside, closed forms
+#: give an imaginary part of rounding size; past a branch point it is a multiple of pi / 2.
+STRIP_IMAG_TOL = 1e-6
+#: log of a probability below every positive double.
+LOG_TINY = -750.0
 
 
-class ContourInversion:
-    """delta(eps) of one composed direction by saddle-point contour integration."""
+def _inside_strip(log_f):
+    """Whether log-integrand values at real points are finite and real, i.e. inside the MGF's strip."""
+    return np.isfinite(log_f) & (np.abs(np.imag(log_f)) <= STRIP_IMAG_TOL)
+
+
+class _SaddlePointContour:
+    """delta(eps) of one composed direction by a trapezoid sum along a contour through the saddle point.
+
+    Subclasses give the log of the integrand e^{-s eps} M(s) / (s (s + 1)) and
+    how far the contour may bend to the left: s(u) = c + iu + b(u) with
+    b(u) = -bend (sqrt(u^2 + Y^2) - Y)^2, analytic in |Im u| < Y, nearly
+    vertical for |u| << Y (b(u) = 0 gives the vertical line).
+    """
+
+    def __init__(self, loss: ComposedLoss):
+        self.loss = loss
+        self.inf_mass = loss.inf_mass
+        self.mean, variance = loss.cumulants
+        self.scale = math.sqrt(variance)
+        self._last_saddle: float | None = None
+
+    def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def _bend(self, epsilon: float) -> tuple[float, float]:
+        """(bend, Y) of the contour for ``epsilon``; bend 0 is the vertical line."""
+        return 0.0, 1.0
+
+    def _psi(self, c, epsilon: float) -> np.ndarray:
+        """Psi(c) = log of the integrand at real c > 0 (vectorised); +inf outside the MGF's strip.
+
+        The log-integrand is real on the real axis wherever M exists; a closed
+        form continued past the strip's edge returns a non-real value, which marks it.
+        """
+        c = np.atleast_1d(np.asarray(c, dtype=float))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # outside the strip: marked below
+            log_f = self._log_integrand(c.astype(complex), epsilon)
+        psi = log_f.real
+        return np.where(_inside_strip(log_f), psi, np.inf)
+
+    def saddle(self, epsilon: float) -> tuple[float, float, float] | None:
+        """(c*, Psi(c*), Psi''(c*)) for ``epsilon`` by Newton's method on Psi'; None if the finite part is 0.
+
+        None means Psi decreases all the way to c = e^60 and the Chernoff bound there puts
+        P(L > eps) below the smallest double (eps at or beyond a bounded loss's maximum).
+
+        Psi' and Psi'' come from one complex evaluation: Psi(c + iu) = Psi + iu Psi'
+        - u^2 Psi'' / 2 + O(u^3), since Psi is real-analytic.  Newton starts from
+        the previous query's saddle (root finding asks for nearby eps), each step
+        kept within a factor 8 in c and inside the strip; if it fails (Psi not
+        convex there, no convergence), a scan in log c and Brent's method take over.
+        """
+        c = self._last_saddle
+        if c is not None:
+            found = self._newton_saddle(c, epsilon)
+            if found is not None:
+                return found
+        grid = np.arange(-30.0, 60.0, 0.5)
+        values = self._psi(np.exp(grid), epsilon)
+        best = int(np.argmin(values))
+        if best == grid.size - 1 and values[best] + 2 * grid[best] < LOG_TINY:
+            return None  # Chernoff: P(L > eps) <= M(c) e^{-c eps} = e^{Psi(c)} c (1 + c) < 1e-320
+        if not np.isfinite(values[best]) or best == grid.size - 1:
+            raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi has no minimum for "
+                                "0 < c < e^60; use method='quadrature'")
+        found = self._newton_saddle(math.exp(grid[best]), epsilon)
+        if found is not None:
+            return found
+        minimum = minimize_scalar(lambda x: float(self._psi(math.exp(x), epsilon)[0]),
+                                  bounds=(grid[best] - 0.5, grid[best] + 0.5), method="bounded",
+                                  options={"xatol": 1e-7, "maxiter": 500})
+        c = math.exp(minimum.x)
+        step = 1e-4 * c
+        side = self._psi(np.array([c - step, c + step]), epsilon)
+        curvature = (side[0] - 2 * minimum.fun + side[1]) / step ** 2
+        return c, float(minimum.fun), max(curvature, 1e-300)
+
+    def _newton_saddle(self, c: float, epsilon: float) -> tuple[float, float, float] | None:
+        """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge."""
+        probe, previous = 0.01 * c, None
+        for _ in range(MAX_NEWTON):
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                log_f = self._log_integrand(np.array([c, c + 1j * probe]), epsilon)
+            psi = log_f[0].real
+            if not _inside_strip(log_f[0]):
+                if previous is None:
+                    return None
+                c = 0.5 * (c + previous)  # stepped out of the strip: back off
+                continue
+            slope = log_f[1].imag / probe
+            curvature = 2 * (psi - log_f[1].real) / probe ** 2
+            if not curvature > 0:
+                return None
+            step = -slope / curvature
+            # Close enough: Psi(c) - Psi(c*) = Psi'' step^2 / 2 costs a factor e^{that} in cancellation only.
+            if curvature * step * step <= SADDLE_TOL:
+                self._last_saddle = c
+                return c, float(psi), float(curvature)
+            previous, c = c, min(max(c + step, c / 8), 8 * c)
+            # Probe at about a tenth of the saddle's width, so that Psi'' is accurate.
+            probe = min(0.01 * c, 0.1 / math.sqrt(curvature))
+        return None
+
+    def contour_integral(self, epsilon: float) -> tuple[float, float, float]:
+        """(log I, relative error of I, S / I) for I the contour integral and S = -dI/d eps.
+
+        I is the finite part of delta (or, for the lattice, the groups above eps
+        with a large gap); S, the same integral with an extra factor s, comes from
+        the same nodes and gives Newton's method its derivative.
+        """
+        found = self.saddle(epsilon)
+        if found is None:
+            return -math.inf, 0.0, 0.0
+        c, psi, curvature = found
+        bend, width = self._bend(epsilon)
+        # Saddle-point estimate of log delta, used to set the alias limit on the step.
+        log_estimate = psi - 0.5 * math.log(2 * math.pi * curvature)
+        step = min(0.5 / math.sqrt(curvature), 2 * math.pi * c / (max(-log_estimate, 0.0) + 45.0))
+        # The integrand is about exp(-Psi'' u^2 / 2) near the saddle: one call usually covers it.
+        first_chunk = int(min(4096, max(64, 12.0 / (step * math.sqrt(curvature)))))
+
+        def node_sum(h: float, first: int, stride: int) -> np.ndarray:
+            """sums of Re[f s'/i] and Re[s f s'/i] over u = j h, j = first, first + stride, ..., until negligible."""
+            total, start, chunk = np.zeros(2), first, first_chunk
+            while True:
+                u = h * (start + stride * np.arange(chunk))
+                root = np.sqrt(u * u + width * width)
+                s = c + 1j * u - bend * (root - width) ** 2
+                log_f = self._log_integrand(s, epsilon) - psi
+                terms = np.exp(log_f) * (1 + 2j * bend * (root - width) * u / root)
+                total += [terms.real.sum(), (s * terms).real.sum()]
+                start += stride * chunk
+                if np.max(np.exp(log_f[-8:].real)) < 1e-18 * max(abs(total[0]), 1e-300):
+                    return total
+                if start > MAX_NODES:
+                    raise AccuracyError(f"the contour integrand for eps = {epsilon:.6g} does not decay within "
+                                        f"{MAX_NODES} nodes; use method='quadrature'")
+                chunk *= 2
+
+        # Trapezoid with step h (the u = 0 node weighs 1/2), halved until two levels agree to RTOL;
+        # each level adds only the odd multiples of its step.
+        total = node_sum(step, 1, 1) + [0.5, 0.5 * c]
+        estimate, change = total[0] * step / math.pi, math.inf
+        for _ in range(MAX_HALVINGS):
+            step /= 2
+            total += node_sum(step, 1, 2)
+            refined = total[0] * step / math.pi
+            if not refined > 0:
+                raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({refined:.3g}): "
+                                    "cancellation beyond double precision; use method='quadrature'")
+            change, estimate = abs(refined - estimate) / refined, refined
+            if change <= RTOL:
+                break
+        # Rounding: the log-integrand's terms (c eps, log M(c), ...) carry absolute errors of a few ulps.
+        rounding = 1e-15 + 4 * np.finfo(float).eps * (abs(c * epsilon) + abs(psi + c * epsilon))
+        return psi + math.log(estimate), change + rounding, float(total[1] / total[0])
+
+    def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
+        """(delta, absolute error, -d delta / d eps) at one ``epsilon``."""
+        log_value, relative, ratio = self.contour_integral(epsilon)
+        finite = math.exp(log_value)
+        return self.inf_mass + finite, relative * finite, ratio * finite
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) = inf_mass + finite part, and absolute error estimates."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        values, errors = np.empty(epsilons.size), np.empty(epsilons.size)
+        for index, epsilon in enumerate(epsilons.ravel()):
+            values[index], errors[index], _ = self.delta_and_slope(float(epsilon))
+        return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
+
+
+class ContourInversion(_SaddlePointContour):
+    """The vertical contour Re s = c* for compositions whose atoms carry negligible mass."""
 
     def __init__(self, loss: ComposedLoss):
         if not loss.analytic:
@@ -47,94 +237,156 @@ class ContourInversion:
         if not loss.continuous:
             raise ValueError("the composition has no continuous part; use method='exact'")
         if loss.log_atomic_mass > math.log(RTOL) - 30:
-            raise ValueError("the composition has atoms of non-negligible mass (e.g. Laplace with no Gaussian); "
-                             "the contour integrand then decays only like 1/t^2: use method='quadrature'")
-        self.loss = loss
-        self.inf_mass = loss.inf_mass
-        self.mean, variance = loss.cumulants
-        self.scale = math.sqrt(variance)
+            raise ValueError("the composition has atoms of non-negligible mass: use LatticeContourInversion")
+        super().__init__(loss)
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) = log phi(-is) of the composed finite part (complex s)."""
         return self.loss.log_phi_numeric(-1j * np.asarray(s, dtype=complex))
 
-    def _psi(self, c, epsilon: float) -> np.ndarray:
-        """Psi at real c > 0 (vectorised); +inf outside the MGF's strip.
+    def _log_integrand(self, s, epsilon):
+        return self.log_mgf(s) - s * epsilon - np.log(s) - np.log1p(s)
 
-        log M is real on the real axis wherever M exists; a closed form continued
-        past the strip's edge returns a non-real value, which marks it.
+
+#: Most lattice groups (distinct (l, J) pairs) the lattice contour handles.
+MAX_GROUPS = 20_000
+#: Terms of the small-gap series of a lattice group.
+SERIES_TERMS = 40
+
+
+class LatticeContourInversion(_SaddlePointContour):
+    """Compositions of Laplace-type losses and finite-output mechanisms, atoms and all.
+
+    One Laplace loss with a = sensitivity / scale (papers/002 Lemma 34) has
+    M(s) = U(s) [e^{as} + e^{-a} e^{-as} r(s)],  U = (s + 1)/(2s + 1),  r = s/(s + 1):
+    U is the MGF of (1/2) delta_0 + (1/4) e^{y/2} dy on y < 0, and r that of
+    delta_0 - e^{y} dy on y < 0.  A composition of K Laplace losses (any a_i,
+    each with its finite mass 1 - m_i) and finite losses with atoms (lambda_n, p_n) is
+
+        M(s) = U(s)^K sum_g W_g e^{s l_g} r(s)^{J_g},
+
+    a sum over lattice groups g: J_g of the K Laplace terms took their
+    e^{-a(1+s)} r part, l_g the resulting shift, W_g > 0 the weight.  Group g
+    is a signed measure supported on (-inf, l_g], so only groups with
+    x_g = l_g - eps > 0 contribute to delta(eps), and their integrand
+    e^{s x_g} U^K r^{J_g} / (s (s + 1)) decays exponentially to the left:
+    the contour bends left once |Im s| clears the poles at -1/2 and -1.
+    Groups with a small gap x_g < 2 / (K + 2) are summed from the Laurent
+    series of their integrand at infinity instead (inverse Laplace transform
+    term by term), which converges fast there.
+    """
+
+    def __init__(self, loss: ComposedLoss):
+        if not loss.continuous:
+            raise ValueError("the composition has no continuous part; use method='exact'")
+        groups = lattice_groups(loss)
+        if groups is None:
+            raise ValueError("the composition has atoms of non-negligible mass and terms other than "
+                             "Laplace-type and finite-output mechanisms; the contour integrand then decays only "
+                             "like 1/t^2: use method='quadrature'")
+        super().__init__(loss)
+        self.shifts, self.counts, self.log_weights, self.laplace_count = groups
+        self.near_gap = 2.0 / (self.laplace_count + 2)
+        # Far enough up the contour that |U|^K and |r|^J are within a factor e of their limits.
+        self.width = 3.0 * math.sqrt(self.laplace_count + float(np.max(self.counts)) + 1.0)
+
+    def _above(self, epsilon: float, near: bool) -> np.ndarray:
+        gaps = self.shifts - epsilon
+        return (gaps > 0) & (gaps < self.near_gap) if near else gaps >= self.near_gap
+
+    def _log_integrand(self, s, epsilon):
+        far = self._above(epsilon, near=False)
+        with np.errstate(divide="ignore"):
+            log_r = np.log(s) - np.log1p(s)
+            log_u = np.log1p(s) - np.log1p(2 * s)
+        terms = (self.log_weights[far][None, :] + s[:, None] * (self.shifts[far] - epsilon)[None, :]
+                 + self.counts[far][None, :] * log_r[:, None])
+        top = np.max(terms.real, axis=1, keepdims=True)
+        log_sum = top[:, 0] + np.log(np.exp(terms - top).sum(axis=1))
+        return log_sum + self.laplace_count * log_u - np.log(s) - np.log1p(s)
+
+    def _bend(self, epsilon):
+        gaps = self.shifts - epsilon
+        smallest = float(np.min(gaps[gaps >= self.near_gap]))
+        # e^{x b(u)} falls below e^-45 by u - Y of about 4 Y for the smallest far gap x.
+        return max(1.0, 45.0 / (smallest * (4 * self.width) ** 2)), self.width
+
+    def _near_delta(self, epsilon: float) -> tuple[float, float]:
+        """The groups with 0 < x_g < near_gap, from their series, and minus its eps-derivative.
+
+        In u = 1/s the integrand is W u^2 (1 + u)^{K - J - 1} (2 + u)^{-K} = W 2^-K sum_n a_n u^{n+2},
+        and u^{n+2} inverts to x^{n+1} / (n+1)!: the group gives W 2^-K sum_n a_n x^{n+1} / (n+1)!.
         """
-        c = np.atleast_1d(np.asarray(c, dtype=float))
-        with np.errstate(over="ignore", invalid="ignore"):  # far outside the strip: inf/nan, marked below
-            log_m = self.log_mgf(c)
-            psi = log_m.real - c * epsilon - np.log(c) - np.log1p(c)
-        outside = ~np.isfinite(psi) | (np.abs(log_m.imag) > 1e-8 * (1 + np.abs(log_m.real)))
-        return np.where(outside, np.inf, psi)
+        near = self._above(epsilon, near=True)
+        value = slope = 0.0
+        order = np.arange(SERIES_TERMS)
+        for gap, count, log_weight in zip(self.shifts[near] - epsilon, self.counts[near], self.log_weights[near]):
+            power = self.laplace_count - count - 1
+            binomial = np.cumprod(np.concatenate(([1.0], (power - order[:-1]) / (order[:-1] + 1))))
+            halves = np.cumprod(np.concatenate(([1.0], (-self.laplace_count - order[:-1]) / (2 * (order[:-1] + 1)))))
+            coefficients = np.convolve(binomial, halves)[:SERIES_TERMS]
+            powers = np.exp(order * math.log(gap) - gammaln(order + 1))  # x^n / n!
+            weight = math.exp(log_weight - self.laplace_count * math.log(2))
+            value += weight * math.fsum(coefficients * powers * gap / (order + 1))
+            slope += weight * math.fsum(coefficients * powers)
+        return value, slope
 
-    def saddle(self, epsilon: float) -> tuple[float, float, float]:
-        """(c*, Psi(c*), Psi''(c*)) for ``epsilon``: a scan in log c, then Brent on the convex Psi."""
-        grid = np.arange(-30.0, 60.0, 0.5)
-        values = self._psi(np.exp(grid), epsilon)
-        best = int(np.argmin(values))
-        if not np.isfinite(values[best]) or best == grid.size - 1:
-            raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi has no minimum for "
-                                "0 < c < e^60 (eps beyond the loss's support?); use method='quadrature'")
-        found = minimize_scalar(lambda u: float(self._psi(math.exp(u), epsilon)[0]),
-                                bounds=(grid[best] - 0.5, grid[best] + 0.5), method="bounded",
-                                options={"xatol": 1e-7, "maxiter": 500})
-        c = math.exp(found.x)
-        step = 1e-4 * c
-        side = self._psi(np.array([c - step, c + step]), epsilon)
-        curvature = (side[0] - 2 * found.fun + side[1]) / step ** 2
-        return c, float(found.fun), max(curvature, 1e-300)
+    def delta_and_slope(self, epsilon):
+        near, near_slope = self._near_delta(epsilon)
+        if not np.any(self._above(epsilon, near=False)):
+            return self.inf_mass + near, 1e-15 * near, near_slope
+        value, error, slope = super().delta_and_slope(epsilon)
+        return value + near, error + 1e-15 * near, slope + near_slope
 
-    def log_finite_delta(self, epsilon: float) -> tuple[float, float]:
-        """log E[(1 - e^{eps - L})_+] over the finite part, and its relative error estimate."""
-        c, psi, curvature = self.saddle(epsilon)
-        # Saddle-point estimate of log delta, used to set the alias limit on the step.
-        log_estimate = psi - 0.5 * math.log(2 * math.pi * curvature)
-        step = min(0.5 / math.sqrt(curvature), 2 * math.pi * c / (max(-log_estimate, 0.0) + 45.0))
 
-        def node_sum(h: float, first: int, stride: int) -> float:
-            """sum of Re f(j h) over j = first, first + stride, ..., until the terms are negligible."""
-            total, start, chunk = 0.0, first, 64
-            while True:
-                t = h * (start + stride * np.arange(chunk))
-                s = c + 1j * t
-                log_f = self.log_mgf(s) - s * epsilon - np.log(s) - np.log1p(s) - psi
-                values = np.exp(log_f).real
-                total += float(values.sum())
-                start += stride * chunk
-                if np.max(np.exp(log_f[-8:].real)) < 1e-18 * max(abs(total), 1e-300):
-                    return total
-                if start > MAX_NODES:
-                    raise AccuracyError(f"the contour integrand for eps = {epsilon:.6g} does not decay within "
-                                        f"{MAX_NODES} nodes; use method='quadrature'")
-                chunk *= 2
+def lattice_groups(loss: ComposedLoss):
+    """(l_g, J_g, log W_g, K) of a composition of Laplace-type and finite losses, or None if it is not one.
 
-        # Trapezoid with step h (the t = 0 node weighs 1/2), halved until two levels agree to RTOL;
-        # each level adds only the odd multiples of its step.
-        total = node_sum(step, 1, 1) + 0.5
-        estimate, change = total * step / math.pi, math.inf
-        for _ in range(MAX_HALVINGS):
-            step /= 2
-            total += node_sum(step, 1, 2)
-            refined = total * step / math.pi
-            if not refined > 0:
-                raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({refined:.3g}): "
-                                    "cancellation beyond double precision; use method='quadrature'")
-            change, estimate = abs(refined - estimate) / refined, refined
-            if change <= RTOL:
-                break
-        return psi + math.log(estimate), change + 1e-15
+    Raises CompositionTooLargeError beyond MAX_GROUPS groups.
+    """
+    shifts, counts, log_weights = np.zeros(1), np.zeros(1), np.zeros(1)
+    laplace_count, atoms = 0, None
+    for term, times in loss.terms.items():
+        family, values = term.batch
+        if family is LAPLACE_LOG_PHI:
+            a = values[0]
+            j = np.arange(times + 1)
+            log_binomial = gammaln(times + 1) - gammaln(j + 1) - gammaln(times - j + 1)
+            shifts = (shifts[:, None] + a * (times - 2 * j)[None, :]).ravel()
+            counts = (counts[:, None] + j[None, :]).ravel()
+            log_weights = (log_weights[:, None] + (times * term.log_finite_mass + log_binomial - a * j)[None, :]).ravel()
+            laplace_count += times
+        elif not term.continuous:
+            power = term.atoms.power(times)
+            atoms = power if atoms is None else atoms.convolve(power)
+        else:
+            return None
+        if shifts.size > MAX_GROUPS:
+            raise CompositionTooLargeError(f"the lattice contour would need more than {MAX_GROUPS} groups")
+    if laplace_count == 0:
+        return None
+    if atoms is not None:
+        if atoms.size * shifts.size > MAX_GROUPS:
+            raise CompositionTooLargeError(f"the lattice contour would need more than {MAX_GROUPS} groups")
+        shifts = (shifts[:, None] + atoms.losses[None, :]).ravel()
+        counts = np.repeat(counts, atoms.size)
+        log_weights = (log_weights[:, None] + atoms.log_masses[None, :]).ravel()
+    return _merge_groups(shifts, counts, log_weights) + (laplace_count,)
 
-    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """delta(eps) = inf_mass + finite part, and absolute error estimates."""
-        epsilons = np.asarray(epsilons, dtype=float)
-        values, errors = np.empty(epsilons.size), np.empty(epsilons.size)
-        for index, epsilon in enumerate(epsilons.ravel()):
-            log_value, relative = self.log_finite_delta(float(epsilon))
-            finite = math.exp(log_value)
-            values[index] = self.inf_mass + finite
-            errors[index] = relative * finite
-        return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
+
+def _merge_groups(shifts, counts, log_weights):
+    """Merge groups with the same J and shifts equal to rounding."""
+    order = np.lexsort((shifts, counts))
+    shifts, counts, log_weights = shifts[order], counts[order], log_weights[order]
+    scale = max(1.0, float(np.max(np.abs(shifts))))
+    new = np.concatenate(([True], (np.diff(counts) != 0) | (np.diff(shifts) > 1e-12 * scale)))
+    starts = np.flatnonzero(new)
+    merged = np.array([logsumexp(chunk) for chunk in np.split(log_weights, starts[1:])])
+    return shifts[starts], counts[starts], merged
+
+
+def contour_inversion(loss: ComposedLoss) -> _SaddlePointContour:
+    """The lattice contour where atoms carry non-negligible mass, else the vertical one."""
+    if loss.log_atomic_mass > math.log(RTOL) - 30:
+        return LatticeContourInversion(loss)
+    return ContourInversion(loss)

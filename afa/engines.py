@@ -16,13 +16,14 @@ absolute error for each value.  Two exist so far:
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import brentq
 
 from . import exact
 from .composition import ComposedLoss
-from .contour import ContourInversion
+from .contour import contour_inversion
 from .discrete import DiscretePLD, epsilon_for_delta
 from .quadrature import LevyInversion
 from .results import AccuracyError
@@ -31,6 +32,8 @@ from .results import AccuracyError
 EXACT_RTOL = 1e-13
 #: epsilon(delta) needs delta to exceed the engine's absolute error by this factor.
 RESOLUTION_FACTOR = 100.0
+#: Iterations of the eps(delta) Newton solver (bisection steps included).
+MAX_NEWTON_EPSILON = 100
 
 
 class ExactEngine:
@@ -61,11 +64,32 @@ class ExactEngine:
         return max(1.0, self.mu ** 2 / 2 + 10 * self.mu, float(np.max(np.abs(self.atoms.losses))))
 
 
+class ClosedFormEngine:
+    """delta(eps) of one direction from a closed-form function of eps (no mass at infinity).
+
+    Used for one use of :class:`afa.DataDependentGaussian`
+    (:func:`afa.exact.data_dependent_gaussian_delta`, papers/002 App. A Example 15).
+    """
+
+    method = "exact"
+    inf_mass = 0.0
+
+    def __init__(self, delta_function: Callable[[np.ndarray], np.ndarray], rtol: float, epsilon_scale: float):
+        self.delta_function, self.rtol, self.epsilon_scale = delta_function, rtol, epsilon_scale
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values = np.asarray(self.delta_function(epsilons), dtype=float)
+        return values, self.rtol * values
+
+    def epsilon(self, delta: float) -> None:
+        return None
+
+
 class _InversionEngine:
     """Shared plumbing of the engines that invert a composed CF/MGF numerically."""
 
     method: str
-    inversion_class: type  # LevyInversion or ContourInversion
+    inversion_class: Callable  # builds the inversion from the composed loss
 
     def __init__(self, loss: ComposedLoss):
         self.inversion = self.inversion_class(loss)
@@ -80,6 +104,11 @@ class _InversionEngine:
     @property
     def epsilon_scale(self) -> float:
         return max(1.0, abs(self.inversion.mean) + 10 * self.inversion.scale)
+
+    def epsilon_guess(self, delta: float) -> float:
+        """A first guess of eps(delta): the Gaussian loss with the composition's variance (papers/004 Thm 5)."""
+        variance = self.inversion.scale ** 2
+        return exact.gaussian_epsilon(delta, math.sqrt(variance)) if variance > 0 else 0.0
 
 
 class QuadratureEngine(_InversionEngine):
@@ -102,7 +131,50 @@ class ContourEngine(_InversionEngine):
     """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy."""
 
     method = "contour"
-    inversion_class = ContourInversion
+    inversion_class = staticmethod(contour_inversion)
+
+    def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
+        """(delta, absolute error, -d delta / d eps) from one contour sum."""
+        return self.inversion.delta_and_slope(epsilon)
+
+
+def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -> tuple[float, tuple]:
+    """The smallest eps >= 0 with delta(eps) <= ``target``, and delta_and_slope there.
+
+    Newton's method on log delta, kept in a bracket: ``delta_and_slope(eps)``
+    returns (delta, error, -delta'(eps)) of a non-increasing delta.  A step that
+    leaves the bracket [low, high] known so far (delta(low) > target >= delta(high))
+    is replaced by bisection, or by doubling while no upper end is known; a step
+    below 0 checks eps = 0 first.  Stops when the step is below 4 ulps of eps.
+    """
+    log_target = math.log(target)
+    low, high, epsilon = 0.0, math.inf, max(start, 0.0)
+    zero_checked = False
+    for _ in range(MAX_NEWTON_EPSILON):
+        result = delta_and_slope(epsilon)
+        value, _, slope = result
+        gap = math.log(value) - log_target if value > 0 else -math.inf
+        if epsilon == 0.0 and gap <= 0:
+            return 0.0, result
+        if gap > 0:
+            low = epsilon
+        else:
+            high = epsilon
+        step = gap * value / slope if slope > 0 and math.isfinite(gap) else math.nan
+        if gap == 0 or abs(step) <= 4 * np.finfo(float).eps * max(1.0, epsilon):
+            return epsilon, result
+        proposal = epsilon + step
+        if proposal <= 0 and not zero_checked:
+            proposal, zero_checked = 0.0, True
+        elif not low < proposal < high:
+            proposal = 0.5 * (low + high) if math.isfinite(high) else max(2 * low, low + scale)
+        if proposal > 1e7:
+            return math.inf, result
+        if math.isfinite(high) and high - low <= 4 * np.finfo(float).eps * max(1.0, high):
+            return high, delta_and_slope(high)
+        epsilon = proposal
+    raise AccuracyError(f"Newton's method for eps(delta = {target:.3g}) did not converge "
+                        f"in {MAX_NEWTON_EPSILON} steps (bracket [{low:.17g}, {high:.17g}])")
 
 
 def smallest_epsilon(delta_of, target: float, scale: float, near: float | None = None) -> float:
@@ -150,12 +222,20 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
     closed = engine.epsilon(delta)
     if closed is None and delta <= engine.inf_mass:
         closed = math.inf
-    epsilon = closed if closed is not None else smallest_epsilon(value, delta, engine.epsilon_scale)
+    newton = getattr(engine, "delta_and_slope", None)
+    slope = None
+    if closed is not None:
+        epsilon = closed
+    elif newton is not None:
+        epsilon, (_, error, slope) = newton_epsilon(newton, delta, engine.epsilon_guess(delta), engine.epsilon_scale)
+    else:
+        epsilon = smallest_epsilon(value, delta, engine.epsilon_scale)
     if math.isinf(epsilon):
         return epsilon, epsilon, epsilon
-    error = float(engine.delta(np.array([epsilon]))[1][0])
+    if slope is None:
+        error = float(engine.delta(np.array([epsilon]))[1][0])
     _check_resolution(engine, delta, error)
-    bracket = _bounds_from_slope(value, shifted, delta, epsilon, error)
+    bracket = _bounds_from_slope(value, shifted, delta, epsilon, error, slope)
     if bracket is None:
         bracket = (smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale, near=epsilon),
                    smallest_epsilon(shifted(+1.0), delta, engine.epsilon_scale, near=epsilon))
@@ -163,8 +243,8 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
     return epsilon, min(lower, epsilon), max(upper, epsilon)
 
 
-def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: float):
-    """Valid (lower, upper) from the local slope of delta, checked; None if a check fails.
+def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: float, slope: float | None = None):
+    """Valid (lower, upper) from the local slope of delta (given, or by differences), checked; None if a check fails.
 
     With s = -delta'(eps), eps -/+ 2 error / s bracket the roots of delta -/+ error = target
     when delta is locally linear; the bracket is used only if delta - error at the lower end
@@ -172,8 +252,9 @@ def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: floa
     valid bounds, since delta -/+ error are non-increasing).  Four evaluations instead of two
     root solves.
     """
-    step = 1e-7 * max(1.0, epsilon)
-    slope = (value(max(epsilon - step, 0.0)) - value(epsilon + step)) / (epsilon + step - max(epsilon - step, 0.0))
+    if slope is None:
+        step = 1e-7 * max(1.0, epsilon)
+        slope = (value(max(epsilon - step, 0.0)) - value(epsilon + step)) / (epsilon + step - max(epsilon - step, 0.0))
     if not slope > 0:
         return None
     width = 2 * error / slope + 4 * np.finfo(float).eps * max(1.0, epsilon)
@@ -192,5 +273,5 @@ def _check_resolution(engine, delta: float, error: float) -> None:
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
             f"(absolute error about {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}). "
             "For smaller delta use method='contour' (relative accuracy; closed-form mechanisms "
-            "whose composition has no atoms of non-negligible mass) or method='exact' (Gaussian "
-            "and finite-output mechanisms only).")
+            "only, no numerically computed CFs) or method='exact' (Gaussian and finite-output "
+            "mechanisms only).")

@@ -6,6 +6,8 @@
   papers/004, Example 1 and Appendix A.1.
 * Finite discrete privacy losses convolved with a Gaussian one, e.g. Gaussian ×
   randomized response compositions: papers/002_658ea0213f8272c6.txt, Sec. 5, Exp 2.
+* One use of Gaussian noise with a data-dependent variance, N(0, σ1²) vs N(Δ, σ2²):
+  papers/002 App. A, Example 15 (a quadratic privacy loss).
 
 Everything is evaluated in log space and keeps relative accuracy close to machine
 precision far into the tails (δ ≈ 1e-300 and below, ε in the thousands).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
@@ -26,6 +29,8 @@ from ._accurate import LOG_SQRT_2PI, binomial_log_pmf, two_prod, two_sum
 
 __all__ = [
     "approximate_rr_delta",
+    "data_dependent_gaussian_delta",
+    "data_dependent_gaussian_log_delta",
     "discrete_gaussian_mixture_delta",
     "gaussian_delta",
     "gaussian_epsilon",
@@ -349,3 +354,210 @@ def discrete_gaussian_mixture_delta(
         log_w = np.log(w)
     finite = np.exp(mixture_log_delta(eps, ell, log_w, mu))
     return _result(np.minimum(inf_mass + finite, 1.0), scalar)
+
+
+# --------------------------------------------------------------------------
+# Gaussian noise with a data-dependent variance (papers/002 App. A, Example 15)
+
+_DDG_DIRECTIONS = ("remove", "add")
+# Fallback quadrature of one piece: composite Gauss-Legendre, panels doubling in width
+# from the scale of the factor 1 - e^{-g} and then uniform, on the range where the
+# Gaussian weight is above e^-_DDG_TAIL of its peak.
+_DDG_GEOMETRIC, _DDG_UNIFORM = 12, 8
+_DDG_NODES, _DDG_WEIGHTS = np.polynomial.legendre.leggauss(24)
+_DDG_TAIL = 50.0
+# Keep a piece's closed form while its estimated relative error is below this many
+# rounding units; beyond, integrate the (positive) hockey-stick integrand instead.
+_DDG_MAX_AMPLIFICATION = 16.0
+
+
+def _log_normal_mass(low: NDArray, high: NDArray) -> tuple[NDArray, NDArray]:
+    """log(Φ(high) − Φ(low)) for low <= high (±inf allowed) and the error its difference adds.
+
+    The second value counts rounding units of the result's relative error beyond those of
+    log Φ itself: the difference of two tails amplifies their absolute errors (about one
+    unit of |log Φ|) by e^d / (1 − e^d), d the log ratio of the two.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        upper = low > 0  # both ends in the upper half: work with upper tails
+        lower = high < 0
+        big = np.where(upper, log_ndtr(-low), log_ndtr(high))
+        small = np.where(upper, log_ndtr(-high), log_ndtr(low))
+        d = np.minimum(small - big, 0.0)
+        ratio = np.exp(d)
+        one_minus = -np.expm1(d) + 0.0
+        tail_value = big + np.log(one_minus)
+        tail_cond = np.where(ratio > 0, (1.0 + np.abs(big) + np.abs(small)) * ratio / one_minus, 0.0)
+        left, right = log_ndtr(low), log_ndtr(-high)
+        outside = np.logaddexp(left, right)  # log(Φ(low) + Φ(−high)) < 0 when low < 0 < high
+        mid_value = np.log(-np.expm1(outside))
+        weight = np.exp(outside)
+        mid_cond = (1.0 + np.where(np.isfinite(left), np.abs(left), 0.0)
+                          + np.where(np.isfinite(right), np.abs(right), 0.0)) * weight / (1.0 - weight)
+        tail = upper | lower
+        return np.where(tail, tail_value, mid_value), np.where(tail, tail_cond, mid_cond)
+
+
+def _ddg_piece_quadrature(root: NDArray, direction: NDArray, length: NDArray, gamma: float,
+                          half_width: NDArray) -> NDArray:
+    """log ∫ φ(z)(1 − e^{−g(z)}) dz over one piece of A = {g > 0}, g = L − ε, by quadrature.
+
+    The piece runs from the root z = ``root`` over z = root + direction·u, 0 <= u <= ``length``;
+    there g = γu² + 2|γ|·half_width·u >= 0 (a tail beyond a root for γ > 0, the half of the
+    interval between a root and the vertex for γ < 0).  The integrand is positive: no
+    cancellation, so the result is accurate relative to the piece.  Integrated over the range
+    where the Gaussian weight φ(root + direction·u) is above e^{−_DDG_TAIL} of its peak (the
+    factor 1 − e^{−g} increases with u, so nothing below the peak's side is lost).
+    """
+    kappa = -direction * root  # log φ(root + direction u) = log φ(root) + κu − u²/2
+    peak = np.clip(kappa, 0.0, length)
+    spread = np.sqrt((peak - kappa) ** 2 + 2.0 * _DDG_TAIL)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        high = np.where(kappa < 0, 2.0 * _DDG_TAIL / (spread - kappa), kappa + spread)
+        beyond = np.maximum(kappa - length, 0.0)
+        low = np.where(kappa > length, length - 2.0 * _DDG_TAIL / (spread + beyond), kappa - spread)
+    low, high = np.maximum(low, 0.0), np.minimum(high, length)
+    # g reaches 1 within about `scale` of the root: panels double in width from there on
+    # (zero-width panels past `high` add nothing), then uniform panels cover the rest.
+    scale = 1.0 / (2.0 * abs(gamma) * half_width + math.sqrt(abs(gamma)))
+    span = high - low
+    geometric = np.minimum(span[:, None], scale[:, None] * (2.0 ** np.arange(_DDG_GEOMETRIC + 1) - 1.0))
+    uniform = geometric[:, -1:] + (span - geometric[:, -1])[:, None] * np.arange(1, _DDG_UNIFORM + 1) / _DDG_UNIFORM
+    edges = low[:, None] + np.concatenate((geometric, uniform), axis=1)
+    half = 0.5 * np.diff(edges, axis=1)
+    u = (edges[:, :-1, None] + half[:, :, None] * (_DDG_NODES + 1.0)).reshape(root.size, -1)
+    weights = (half[:, :, None] * _DDG_WEIGHTS).reshape(root.size, -1)
+    log_weight = -0.5 * (u - peak[:, None]) * (u + peak[:, None] - 2.0 * kappa[:, None])
+    factor = -np.expm1(-(gamma * u + 2.0 * abs(gamma) * half_width[:, None]) * u)
+    total = np.sum(weights * np.exp(log_weight) * factor, axis=1)
+    z_peak = root + direction * peak
+    with np.errstate(divide="ignore"):
+        return -0.5 * z_peak * z_peak - LOG_SQRT_2PI + np.log(total)
+
+
+def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_quadrature: bool = False) -> NDArray:
+    """log δ(ε) of the pair P = N(0, own²), Q = N(shift, other²) (the remove direction's pair).
+
+    In z = x/own, P = N(0, 1) and Q = N(μ, ρ²) with μ = shift/own, ρ = other/own; the loss
+    L(z) = log(p/q) = α + βz + γz² = γ(z − z*)² + L*, with z* = μ/(1 − ρ²) and the extreme value
+    L* = log ρ − μ²/(2(1 − ρ²)).  A = {L > ε} is everything (γ > 0, ε <= L*: δ = 1 − e^ε), empty
+    (γ < 0, ε >= L*), the complement of (z1, z2) (γ > 0) or (z1, z2) (γ < 0), z1,2 = z* ∓ h,
+    h = sqrt((ε − L*)/γ); the root nearer 0 is formed as g(0)/(γ · the other), without cancellation.
+    δ is a sum of pieces P(piece) − e^ε Q(piece) >= 0: the two tails (γ > 0) or the two halves of
+    (z1, z2) split at z* (γ < 0); each is log P(piece) + log(1 − e^{ε + log Q(piece) − log P(piece)})
+    from log Φ, or, where that cancels, the quadrature of its positive integrand.
+    """
+    mu = shift / own
+    if not math.isfinite(mu):
+        raise ValueError(f"sensitivity / sigma overflows (sensitivity={shift}, sigma={own})")
+    if own == other:  # a Gaussian shift (γ = 0): papers/004 Thm 5
+        if mu == 0.0:
+            with np.errstate(divide="ignore"):
+                return np.log(-np.expm1(np.minimum(eps, 0.0)))
+        hi, lo = _gaussian_log_delta_parts(eps, mu)
+        return hi + lo
+    # The coefficients in 40-digit arithmetic (no overflow, no cancellation near ρ = 1); L* is
+    # kept as hi + lo, so that ε − L* is accurate next to a bounded loss's upper end.
+    with mpmath.workdps(40):
+        rho_mp = mpmath.mpf(other) / own
+        mu_mp = mpmath.mpf(shift) / own
+        one_minus_rho2 = 1 - rho_mp ** 2
+        extreme_mp = mpmath.log(rho_mp) - mu_mp ** 2 / (2 * one_minus_rho2)
+        rho, gamma = float(rho_mp), float(one_minus_rho2 / (2 * rho_mp ** 2))
+        alpha_mp = mpmath.log(rho_mp) + (mu_mp / rho_mp) ** 2 / 2  # L(0)
+        alpha = float(alpha_mp)
+        alpha_lo = float(alpha_mp - alpha) if math.isfinite(alpha) else 0.0
+        vertex = float(mu_mp / one_minus_rho2)
+        extreme = float(extreme_mp)
+        extreme_lo = float(extreme_mp - extreme) if math.isfinite(extreme) else 0.0
+    if not all(math.isfinite(v) and v != 0 for v in (rho, gamma)) or not all(
+            math.isfinite(v) for v in (mu, alpha, vertex, extreme)):
+        raise ValueError(f"sigma1, sigma2 and sensitivity are too far apart in scale (own={own}, other={other}, "
+                         f"sensitivity={shift}): the privacy loss's coefficients overflow")
+    out = np.full(eps.shape, -np.inf)
+    gap = (eps - extreme) - extreme_lo
+    if gamma > 0:
+        everything = gap <= 0
+        with np.errstate(divide="ignore"):
+            out[everything] = np.log(-np.expm1(eps[everything]))
+        inside = ~everything
+    else:
+        inside = gap < 0
+    if not np.any(inside):
+        return out
+    e = eps[inside]
+    h = np.sqrt(gap[inside] / gamma)
+    far = vertex + (h if vertex >= 0 else -h)
+    # z1 z2 = g(0)/γ, g(0) = L(0) − ε with L(0) as hi + lo (consistent with ε − L* next to the vertex).
+    near = ((alpha - e) + alpha_lo) / (gamma * far)
+    z1, z2 = np.minimum(near, far), np.maximum(near, far)
+    w1, w2 = (z1 - mu) / rho, (z2 - mu) / rho
+    infinite = np.full(e.shape, np.inf)
+    if gamma > 0:  # the two tails, outwards from z1 and z2
+        pieces = [(z1, -1.0, infinite, (-infinite, z1), (-infinite, w1)),
+                  (z2, 1.0, infinite, (z2, infinite), (w2, infinite))]
+    else:  # (z1, z*) and (z*, z2), inwards from z1 and z2
+        zv, wv = np.full(e.shape, vertex), np.full(e.shape, (vertex - mu) / rho)
+        pieces = [(z1, 1.0, h, (z1, np.maximum(zv, z1)), (w1, np.maximum(wv, w1))),
+                  (z2, -1.0, h, (np.minimum(zv, z2), z2), (np.minimum(wv, w2), w2))]
+    total = np.full(e.shape, -np.inf)
+    for root, direction, length, p_range, q_range in pieces:
+        log_p, cond_p = _log_normal_mass(*p_range)
+        log_q, cond_q = _log_normal_mass(*q_range)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            d = np.minimum(e + log_q - log_p, 0.0)
+            ratio = np.exp(d)
+            one_minus = -np.expm1(d) + 0.0  # (no -0.0 at d = 0: the amplification is then +inf)
+            value = log_p + np.log(one_minus)
+            # Relative error (in rounding units) the cancellations add to the piece: that of the
+            # masses, and that of e^d (absolute errors of its log terms) amplified by e^d/(1 - e^d).
+            size = 1.0 + np.abs(e) + np.abs(log_p) + np.abs(log_q) + cond_p + cond_q
+            amplification = cond_p + size * ratio / one_minus
+        quad = ~(amplification <= _DDG_MAX_AMPLIFICATION) | force_quadrature
+        if np.any(quad):
+            value[quad] = _ddg_piece_quadrature(root[quad], direction, length[quad], gamma, h[quad])
+        total = np.logaddexp(total, value)
+    out[inside] = np.minimum(total, 0.0)
+    return out
+
+
+def data_dependent_gaussian_log_delta(
+    epsilon: ArrayLike, sigma1: float, sigma2: float, sensitivity: float = 0.0, direction: str = "remove",
+) -> float | NDArray[np.float64]:
+    """log δ(ε) of one use of :class:`afa.DataDependentGaussian` (see :func:`data_dependent_gaussian_delta`)."""
+    own, other, shift, direction = _ddg_arguments(sigma1, sigma2, sensitivity, direction)
+    eps, scalar = _epsilon_array(epsilon)
+    return _result(_ddg_log_delta(eps, own, other, shift), scalar)
+
+
+def data_dependent_gaussian_delta(
+    epsilon: ArrayLike, sigma1: float, sigma2: float, sensitivity: float = 0.0, direction: str = "remove",
+) -> float | NDArray[np.float64]:
+    """Exact δ(ε) of one use of Gaussian noise with a data-dependent variance (papers/002 App. A Example 15).
+
+    The pair is P = N(0, σ1²), Q = N(sensitivity, σ2²); ``direction="remove"`` gives
+    H_{e^ε}(P‖Q) = P(A) − e^ε Q(A), A = {x: log(p/q)(x) > ε}, and ``"add"`` the swapped pair
+    H_{e^ε}(Q‖P).  log(p/q) is quadratic in x, so A is everything, empty, an interval or the
+    complement of one; each piece is evaluated in log space (``log_ndtr``, ``log1p``/``expm1``)
+    and, where its difference would cancel, by quadrature of its positive integrand, so that δ
+    keeps its relative accuracy far into the tails (about 1e-13 down to δ ≈ 1e-300, against
+    40-digit quadrature of the hockey-stick integral).  The direction whose own σ is the smaller
+    has a loss bounded above by L* (δ = 0 for ε >= L*, and δ ~ (L* − ε)^{3/2} just below it); L*
+    is formed to 40 digits, so relative accuracy holds up to the last floating-point ε below it.
+    σ1 = σ2 is the Gaussian mechanism (:func:`gaussian_delta` with μ = sensitivity/σ).
+    """
+    own, other, shift, direction = _ddg_arguments(sigma1, sigma2, sensitivity, direction)
+    eps, scalar = _epsilon_array(epsilon)
+    return _result(np.exp(_ddg_log_delta(eps, own, other, shift)), scalar)
+
+
+def _ddg_arguments(sigma1, sigma2, sensitivity, direction) -> tuple[float, float, float, str]:
+    """Checked (σ of the direction's own distribution, the other σ, sensitivity, direction)."""
+    sigma1 = check.positive("sigma1", sigma1)
+    sigma2 = check.positive("sigma2", sigma2)
+    sensitivity = check.non_negative("sensitivity", sensitivity)
+    direction = check.choice("direction", direction, _DDG_DIRECTIONS)
+    # The add direction is the swapped pair; by translation and reflection, N(sensitivity, σ2²)
+    # against N(0, σ1²) is N(0, σ2²) against N(sensitivity, σ1²).
+    own, other = (sigma1, sigma2) if direction == "remove" else (sigma2, sigma1)
+    return own, other, sensitivity, direction

@@ -53,6 +53,26 @@ def _laplace_template() -> Template:
     return Template(log1p(excess), (a,))
 
 
+@functools.lru_cache(maxsize=None)
+def _data_dependent_gaussian_template() -> Template:
+    """log phi of the quadratic loss L = alpha + beta Z + gamma Z^2, Z ~ N(0, 1) (papers/002 App. A Example 15).
+
+    E[e^{u Z + v Z^2}] = (1 - 2v)^{-1/2} e^{u^2 / (2 (1 - 2v))} with u = i beta t, v = i gamma t gives
+    log phi(t) = i alpha t - log1p(-2 i gamma t) / 2 - beta2 t^2 / (2 (1 - 2 i gamma t)), beta2 = beta^2.
+    For real t, 1 - 2 i gamma t has real part 1, so the principal logarithm is the right branch; on
+    the contour s = c + i t of the MGF (t -> -i s) it has real part 1 - 2 gamma c, positive inside
+    the strip c < 1/(2 gamma) (gamma > 0), and past the strip's edge the principal log1p of a real
+    number below -1 has imaginary part +-pi, so log M is not real there (the contour method's and
+    :func:`afa.rdp.renyi_divergence`'s strip test).  Cached: one family, one compiled function.
+    """
+    alpha = sympy.Symbol("alpha", real=True)
+    beta2 = sympy.Symbol("beta2", nonnegative=True)
+    gamma = sympy.Symbol("gamma", real=True)
+    denominator = 1 - 2 * sympy.I * gamma * t
+    return Template(sympy.I * alpha * t - log1p(-2 * sympy.I * gamma * t) / 2
+                    - beta2 * t ** 2 / (2 * denominator), (alpha, beta2, gamma))
+
+
 def _randomized_response_template() -> Template:
     """log phi for papers/002 Lemma 33: phi = cos(xi t) + i (2p - 1) sin(xi t), xi = log(p / (1 - p)).
 
@@ -153,10 +173,81 @@ class Laplace(Mechanism):
         return self.sensitivity / self.scale
 
     def _losses(self, neighboring):
-        atoms = PrivacyLoss.discrete([self.epsilon0, -self.epsilon0],
-                                     [-math.log(2), -self.epsilon0 - math.log(2)]).atoms
-        loss = PrivacyLoss.symbolic(LAPLACE_LOG_PHI, (self.epsilon0,), atoms=atoms)
-        return loss, loss
+        return _laplace_loss(self.epsilon0, 0.0)
+
+
+def _laplace_loss(a: float, inf_mass: float) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """Both directions of the Laplace pair with a = sensitivity / scale, mixed with mass ``inf_mass`` at +infinity."""
+    log_rest = math.log1p(-inf_mass)
+    atoms = PrivacyLoss.discrete([a, -a], [log_rest - math.log(2), log_rest - a - math.log(2)]).atoms
+    loss = PrivacyLoss.symbolic(LAPLACE_LOG_PHI, (a,), atoms=atoms, inf_mass=inf_mass)
+    return loss, loss
+
+
+@dataclass(frozen=True)
+class DataDependentGaussian(Mechanism):
+    """Gaussian noise whose variance depends on the data (papers/002_658ea0213f8272c6.txt App. A Example 15).
+
+    Smooth-sensitivity style release (Nissim et al. 2007): the dominating pair is
+    P = N(0, sigma1^2), Q = N(sensitivity, sigma2^2).  Under add_remove the
+    directions are remove (L = log(p/q)(X), X ~ P) and add (L' = log(q/p)(Y),
+    Y ~ Q); "substitution" uses the same pair and its swap.  The two directions
+    differ unless sigma1 == sigma2 (then it is an ordinary Gaussian shift).
+
+    With X = s1 Z, Z ~ N(0, 1), and m = sensitivity, the remove loss is quadratic,
+    L = alpha + beta Z + gamma Z^2 with
+
+        alpha = log(s2/s1) + m^2 / (2 s2^2),  beta = -s1 m / s2^2,  gamma = (s1^2 - s2^2) / (2 s2^2);
+
+    the add loss (Y = m + s2 Z) is the same with (s1, 0) and (s2, m) swapped:
+    alpha' = log(s1/s2) + m^2 / (2 s1^2), beta' = s2 m / s1^2, gamma' = (s2^2 - s1^2) / (2 s1^2).
+    Both have log phi(t) = i alpha t - log(1 - 2 i gamma t) / 2 - beta^2 t^2 / (2 (1 - 2 i gamma t))
+    (the family ``_data_dependent_gaussian_template()``).  A direction with gamma > 0 is unbounded
+    above and heavy-tailed: its MGF M(s) = E[e^{sL}] exists only in the strip s < 1/(2 gamma), and
+    its CF decays only like |t|^{-1/2} (the density of L has a 1/sqrt singularity at its minimum
+    alpha - beta^2/(4 gamma)); a direction with gamma < 0 is bounded above by
+    alpha - beta^2/(4 gamma), so its delta(eps) is 0 beyond that.
+
+    Renyi DP: D_alpha(P||Q) = log M(alpha - 1) / (alpha - 1) is +infinity when
+    alpha sigma2^2 + (1 - alpha) sigma1^2 <= 0 -- the remove direction's strip edge, reached only
+    when sigma1 > sigma2 (sigma1^2 = 2, sigma2^2 = 1: every alpha >= 2, as in Example 15); the add
+    direction D_alpha(Q||P) is infinite when alpha sigma1^2 + (1 - alpha) sigma2^2 <= 0 (only when
+    sigma2 > sigma1).  The privacy profile stays finite and tight
+    (:func:`afa.exact.data_dependent_gaussian_delta` for one use).
+    """
+
+    sigma1: float
+    sigma2: float
+    sensitivity: float = 0.0
+
+    def __post_init__(self):
+        _set(self, sigma1=check.positive("sigma1", self.sigma1), sigma2=check.positive("sigma2", self.sigma2),
+             sensitivity=check.non_negative("sensitivity", self.sensitivity))
+        for direction in ("remove", "add"):
+            if not all(math.isfinite(value) for value in self.coefficients(direction)):
+                raise ValueError(f"sigma1={self.sigma1}, sigma2={self.sigma2} and sensitivity={self.sensitivity} "
+                                 "are too far apart in scale: the privacy loss's coefficients overflow")
+
+    def coefficients(self, direction: str = "remove") -> tuple[float, float, float]:
+        """(alpha, beta, gamma) of the loss alpha + beta Z + gamma Z^2 of ``direction`` ('remove' or 'add')."""
+        check.choice("direction", direction, ("remove", "add"))
+        own, other = (self.sigma1, self.sigma2) if direction == "remove" else (self.sigma2, self.sigma1)
+        ratio, shift = other / own, self.sensitivity / other  # (float overflow gives inf, checked by the caller)
+        log_ratio = math.log(ratio) if 1e-300 < ratio < 1e300 else math.log(other) - math.log(own)
+        alpha = log_ratio + shift * shift / 2
+        beta = (own / other) * shift * (-1.0 if direction == "remove" else 1.0)
+        gamma = (own - other) / other * ((own + other) / other) / 2  # own - other is exact near s1 = s2
+        return float(alpha), float(beta), float(gamma)
+
+    def _losses(self, neighboring):
+        if self.sigma1 == self.sigma2 and self.sensitivity == 0:
+            loss = PrivacyLoss.discrete([0.0], [0.0])  # P = Q: the loss is 0 with probability 1
+            return loss, loss
+        family = _data_dependent_gaussian_template()
+        remove, add = ((alpha, beta * beta, gamma) for alpha, beta, gamma in
+                       (self.coefficients("remove"), self.coefficients("add")))
+        first = PrivacyLoss.symbolic(family, remove)
+        return (first, first) if remove == add else (first, PrivacyLoss.symbolic(family, add))
 
 
 @dataclass(frozen=True)
@@ -365,6 +456,32 @@ class ApproxDP(Mechanism):
         # Symmetric: the finite losses are +-eps, and delta (exactly) sits at +infinity.
         loss = PrivacyLoss.discrete([eps, -eps], [log_high, log_low], inf_mass=self.delta)
         return loss, loss
+
+
+@dataclass(frozen=True)
+class ProposeTestRelease(Mechanism):
+    """Propose-test-release via distance to instability (papers/002 App. A, Examples 14 and 16).
+
+    dist_q(D) + Lap(1/epsilon) is compared with log(1/delta)/epsilon; above it
+    q(D) is released without noise.  The privacy profile is the larger of a
+    Laplace(scale 1/epsilon, sensitivity 1) profile and delta (Example 16); the
+    dominating pair used here is their mixture: loss +infinity with mass
+    ``delta``, otherwise the Laplace loss with a = epsilon.  Its profile,
+    delta + (1 - delta) delta_Lap(eps), lies above both modes (so it is a valid
+    dominating pair, papers/002 Def. 7) and exceeds their maximum by at most
+    delta * (1 - delta_Lap).  The mass at +infinity makes every Renyi divergence
+    of order > 1 infinite, so RDP says nothing about this mechanism.
+    """
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self):
+        _set(self, epsilon=check.positive("epsilon", self.epsilon),
+             delta=check.in_interval("delta", self.delta, 0.0, 1.0, high_open=True))
+
+    def _losses(self, neighboring):
+        return _laplace_loss(self.epsilon, self.delta)
 
 
 @dataclass(frozen=True)

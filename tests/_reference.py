@@ -414,3 +414,48 @@ def mog_delta_quad_k1(epsilon: float, sensitivities, probabilities, sigma: float
 def mog_delta_quad_k2(epsilon: float, sensitivities, probabilities, sigma: float, direction: str = "P") -> float:
     """delta_2 of one direction by adaptive scipy quad over the output (slow; cross-check only)."""
     return _MoG(sensitivities, probabilities, sigma).delta2_quad(float(epsilon), direction)
+
+
+def laplace_delta_mpmath(epsilon: float, k: int, a: float, dps: int = 60) -> float:
+    """delta_k(eps) of k composed Laplace uses, exactly, by enumerating how each use's loss arose.
+
+    Each use's loss is +a (mass 1/2), -a (mass e^{-a}/2) or a - 2u with u of
+    (unnormalised) density e^{-u}/2 on (0, a).  With n_down uses at -a, n uses
+    in the continuous part and the rest at +a, the loss is A - 2V with
+    A = a (k - 2 n_down) and V the sum of the n u's, whose density is
+    2^-n e^{-v} g_n(v), g_n(v) = sum_m (-1)^m C(n, m) (v - m a)_+^{n-1} / (n-1)!
+    (the box-constrained simplex volume).  Then
+        E[(1 - e^{eps - A + 2V})_+] = int_0^{min(x*, n a)} (e^{-v} - e^{eps - A} e^{v}) 2^-n g_n(v) dv,
+    x* = (A - eps)/2, and every piece integrates in closed form:
+        int_{ma}^{V} (v - ma)^{n-1} e^{-v} / (n-1)! dv = e^{-ma} P(n, V - ma),
+        int_{ma}^{V} (v - ma)^{n-1} e^{+v} / (n-1)! dv = e^{ma} w^n / n! 1F1(n; n+1; w), w = V - ma.
+    Evaluated with ``dps`` digits (the alternating sum over m needs them).
+    """
+    import mpmath as mp
+
+    with mp.workdps(dps):
+        a_, eps_ = mp.mpf(a), mp.mpf(epsilon)
+        total = mp.mpf(0)
+        n_down = 0
+        while a_ * (k - 2 * n_down) > eps_:
+            big_a = a_ * (k - 2 * n_down)
+            x_star = (big_a - eps_) / 2
+            for n in range(0, k - n_down + 1):
+                n_up = k - n_down - n
+                log_weight = (mp.loggamma(k + 1) - mp.loggamma(n_up + 1) - mp.loggamma(n_down + 1)
+                              - mp.loggamma(n + 1) - (n_up + n_down) * mp.log(2) - n_down * a_)
+                if n == 0:
+                    total += mp.exp(log_weight) * -mp.expm1(eps_ - big_a)
+                    continue
+                upper = min(x_star, n * a_)
+                part = mp.mpf(0)
+                m = 0
+                while m <= n and m * a_ < upper:
+                    w = upper - m * a_
+                    falling = mp.exp(-m * a_) * mp.gammainc(n, 0, w, regularized=True)
+                    rising = mp.exp(m * a_ + eps_ - big_a) * w ** n / mp.factorial(n) * mp.hyp1f1(n, n + 1, w)
+                    part += (-1) ** m * mp.binomial(n, m) * (falling - rising)
+                    m += 1
+                total += mp.exp(log_weight) * part / mp.mpf(2) ** n
+            n_down += 1
+        return float(total)

@@ -184,6 +184,26 @@ def test_approx_dp_flags(capsys):
     assert data["value"] == pytest.approx(1e-3, rel=1e-12)
 
 
+def test_propose_test_release_flags(capsys):
+    # One use: mass delta0 at +inf, else a Laplace loss with a = eps0, whose delta is 1 - e^{(eps - a)/2}
+    # on [0, a] (papers/002 Lemma 34).
+    eps0, delta0, eps = 1.0, 1e-3, 0.4
+    data = run_json(capsys, "delta", "--epsilon", eps, "--mechanism", "propose-test-release",
+                    "--ptr-epsilon", eps0, "--ptr-delta", delta0)
+    assert data["value"] == pytest.approx(delta0 + (1 - delta0) * -math.expm1((eps - eps0) / 2), rel=1e-12)
+
+
+def test_data_dependent_gaussian_flags(capsys):
+    # One use: the closed form afa.exact.data_dependent_gaussian_delta (checked against mpmath in
+    # tests/test_data_dependent.py) is delta at the returned epsilon.
+    s1, s2, m, target = 1.5, 1.0, 1.0, 1e-10
+    data = run_json(capsys, "epsilon", "--delta", target, "--mechanism", "data-dependent-gaussian",
+                    "--sigma1", s1, "--sigma2", s2, "--sensitivity", m)
+    reached = max(exact.data_dependent_gaussian_delta(data["value"], s1, s2, m, d) for d in ("remove", "add"))
+    assert data["method"] == "exact"
+    assert reached == pytest.approx(target, rel=1e-9)
+
+
 def test_discrete_laplace_sensitivity(capsys):
     a, shift, eps = 0.7, 2, 0.5
     x = np.arange(-400, 401)
@@ -336,6 +356,10 @@ CLI_ERRORS = [
     ("dp-epsilon", ["delta", "--epsilon", 1, "--mechanism", "approx-dp", "--dp-epsilon", -1, "--dp-delta", 0.1],
      ["--dp-epsilon"]),
     ("dp missing", ["delta", "--epsilon", 1, "--mechanism", "approx-dp", "--dp-epsilon", 1], ["--dp-delta"]),
+    ("ptr-delta", ["delta", "--epsilon", 1, "--mechanism", "propose-test-release", "--ptr-epsilon", 1,
+                   "--ptr-delta", 1], ["--ptr-delta"]),
+    ("sigma2 missing", ["delta", "--epsilon", 1, "--mechanism", "data-dependent-gaussian", "--sigma1", 1],
+     ["--sigma2"]),
     ("k too small", ["delta", "--epsilon", 1, "--mechanism", "kary-randomized-response", "--k", 1, "--p", 0.9],
      ["--k"]),
     ("p out of range", ["delta", "--epsilon", 1, "--mechanism", "randomized-response", "--p", 0.3], ["--p"]),

@@ -57,7 +57,77 @@ def test_contour_and_real_line_agree_where_both_are_valid():
 
 
 def test_contour_refuses_what_it_cannot_do():
-    with pytest.raises(ValueError, match="atoms"):
-        afa.Accountant().compose(afa.Laplace(1.0)).delta(1.0, method="contour")
+    with pytest.raises(ValueError, match="no continuous part"):
+        afa.Accountant().compose(afa.RandomizedResponse(0.7)).delta(1.0, method="contour")
     with pytest.raises(ValueError, match="closed-form"):
         afa.Accountant().compose(afa.MixtureOfGaussians([1.0, 2.0], [0.5, 0.5], 1.0)).delta(1.0, method="contour")
+
+
+# -- atoms: the lattice contour (Laplace-type and finite-output compositions) --------------
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _reference import laplace_delta_mpmath  # noqa: E402
+
+# eps from delta ~ 1e-3 down to delta ~ 5e-31, on, just below and just above lattice points
+# (the top is 100), and inside the small-gap series region (gap < 2 / 102).
+LAPLACE_100_EPSILONS = [60.0, 80.0, 90.0, 95.5, 98.0 - 1e-9, 98.0, 98.0 + 1e-9, 99.0, 99.9, 99.99]
+
+
+@pytest.mark.parametrize("epsilon", LAPLACE_100_EPSILONS)
+def test_laplace_x100_delta_is_relatively_accurate_to_1e_30(epsilon):
+    truth = laplace_delta_mpmath(epsilon, 100, 1.0)
+    result = afa.Accountant().compose(afa.Laplace(1.0), times=100).delta_result(epsilon)
+    assert result.method == "contour"  # auto picks it
+    assert result.value == pytest.approx(truth, rel=1e-9)
+    assert abs(result.value - truth) <= max(result.error, 1e-300)  * 10 + 1e-13 * truth
+
+
+def test_laplace_x100_reaches_below_1e_30():
+    acc = afa.Accountant().compose(afa.Laplace(1.0), times=100)
+    epsilon = acc.epsilon(1e-30)
+    assert laplace_delta_mpmath(epsilon, 100, 1.0) == pytest.approx(1e-30, rel=1e-9)
+    lower, upper = acc.epsilon_bounds(1e-30)
+    assert laplace_delta_mpmath(lower, 100, 1.0) >= 1e-30 >= laplace_delta_mpmath(upper, 100, 1.0)
+
+
+@pytest.mark.parametrize("k,scale", [(1, 1.0), (3, 0.5), (7, 2.0)])
+def test_laplace_small_compositions_over_the_whole_range(k, scale):
+    a = 1.0 / scale
+    acc = afa.Accountant().compose(afa.Laplace(scale), times=k)
+    epsilons = np.linspace(0.0, k * a * (1 - 1e-6), 9)
+    profile = acc.privacy_profile(epsilons, method="contour")
+    truth = np.array([laplace_delta_mpmath(e, k, a) for e in epsilons])
+    assert np.max(np.abs(profile / truth - 1)) <= 1e-11
+
+
+def test_laplace_with_finite_output_terms_is_an_average_of_shifted_profiles():
+    # delta_{L + D}(eps) = E_D[delta_L(eps - D)] for an independent finite loss D (here one RR use).
+    p = 0.6
+    xi = math.log(p / (1 - p))
+    acc = afa.Accountant().compose(afa.Laplace(2.0), times=4).compose(afa.RandomizedResponse(p))
+    for epsilon in (0.0, 1.0, 2.0, 2.3, 2.0 + xi - 1e-3):
+        truth = p * laplace_delta_mpmath(epsilon - xi, 4, 0.5) + (1 - p) * laplace_delta_mpmath(epsilon + xi, 4, 0.5)
+        assert acc.delta(epsilon, method="contour") == pytest.approx(truth, rel=1e-11, abs=0)
+
+
+def test_propose_test_release_composes_as_mass_at_infinity_plus_laplace():
+    delta0, k = 1e-8, 20
+    acc = afa.Accountant().compose(afa.ProposeTestRelease(epsilon=0.5, delta=delta0), times=k)
+    inf_mass = -math.expm1(k * math.log1p(-delta0))
+    assert acc.inf_mass["remove"] == pytest.approx(inf_mass, rel=1e-14)
+    for epsilon in (0.0, 3.0, 6.0, 9.9):
+        truth = inf_mass + (1 - inf_mass) * laplace_delta_mpmath(epsilon, k, 0.5)
+        assert acc.delta(epsilon, method="contour") == pytest.approx(truth, rel=1e-11, abs=0)
+    assert acc.delta(10.0) == pytest.approx(inf_mass, rel=1e-14)  # beyond the largest finite loss
+    assert acc.epsilon(inf_mass * 0.999) == math.inf
+
+
+def test_lattice_contour_and_real_line_agree_on_mixed_compositions():
+    acc = (afa.Accountant().compose(afa.Laplace(1.0), times=3).compose(afa.Laplace(0.7, sensitivity=2.0), times=2)
+           .compose(afa.KaryRandomizedResponse(4, 0.5), times=2).compose(afa.ProposeTestRelease(1.0, 1e-6)))
+    epsilons = np.array([0.0, 1.0, 3.3, 6.0])
+    real_line = acc.privacy_profile(epsilons, method="quadrature")  # absolute error about 1e-11 here
+    assert np.max(np.abs(acc.privacy_profile(epsilons, method="contour") - real_line)) <= 1e-10
