@@ -1,0 +1,212 @@
+"""Dominating pairs made of shifted copies of one symmetric noise density.
+
+Subsampling a Gaussian or Laplace mechanism (papers/002_658ea0213f8272c6.txt
+Thm 11; papers/003_83ef780bcc67edb1.txt Sec. 4) gives pairs (A, B) whose sides
+are mixtures A = sum_i a_i mu(o - c_i), B = sum_j b_j mu(o - d_j) of one noise
+density mu (N(0, sigma^2) or Laplace(0, b)).  The privacy loss of the pair is
+L = log(A/B)(o) with o ~ A; the swapped pair (B, A) gives the other direction.
+
+Everything here is in log space relative to mu(o):
+
+    log A(o) = log mu(o) + logsumexp_i(log a_i + kappa(o, c_i)),
+    kappa(o, c) = log mu(o - c) - log mu(o),
+
+and kappa is formed without the cancelling o^2 (Gaussian) or |o| (Laplace), so
+that the loss log A - log B keeps its absolute accuracy far into the tails.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ._accurate import weighted_cumulants
+
+NOISES = ("gaussian", "laplace")
+
+
+@dataclass(frozen=True)
+class NoiseMixturePair:
+    """The pair (A, B) with A = sum_i e^{a_log_weights[i]} mu(o - a_shifts[i]) and B likewise.
+
+    ``noise`` is "gaussian" (mu = N(0, scale^2)) or "laplace" (mu = Laplace(0, scale));
+    the weights of each side sum to one.
+    """
+
+    noise: str
+    scale: float
+    a_shifts: tuple[float, ...]
+    a_log_weights: tuple[float, ...]
+    b_shifts: tuple[float, ...]
+    b_log_weights: tuple[float, ...]
+
+    def __post_init__(self):
+        if self.noise not in NOISES:
+            raise ValueError(f"noise must be one of {NOISES}, got {self.noise!r}")
+        if not (math.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"scale must be a positive finite number, got {self.scale}")
+        for side in ("a", "b"):
+            shifts, log_weights = getattr(self, f"{side}_shifts"), getattr(self, f"{side}_log_weights")
+            if len(shifts) != len(log_weights) or not shifts:
+                raise ValueError(f"{side}_shifts and {side}_log_weights must be non-empty and of equal length")
+            if abs(logsumexp(log_weights)) > 1e-12:
+                raise ValueError(f"the weights of side {side.upper()} must sum to one")
+
+    def swapped(self) -> "NoiseMixturePair":
+        """(B, A): the other direction's pair."""
+        return NoiseMixturePair(self.noise, self.scale, self.b_shifts, self.b_log_weights,
+                                self.a_shifts, self.a_log_weights)
+
+    @property
+    def shifts(self) -> np.ndarray:
+        """Every component centre of both sides (the Laplace density's kinks)."""
+        return np.unique(np.concatenate([self.a_shifts, self.b_shifts]))
+
+    @property
+    def loss_slope(self) -> float:
+        """A bound on |d/do log(A/B)(o)|."""
+        spread = float(np.ptp(self.shifts))
+        return spread / self.scale ** 2 if self.noise == "gaussian" else 2.0 / self.scale
+
+    def log_mu(self, o: np.ndarray) -> np.ndarray:
+        """log mu(o)."""
+        o = np.asarray(o, dtype=float)
+        if self.noise == "gaussian":
+            return -0.5 * (o / self.scale) ** 2 - math.log(self.scale * math.sqrt(2 * math.pi))
+        return -np.abs(o) / self.scale - math.log(2 * self.scale)
+
+    def kappa(self, o: np.ndarray, shift: float) -> np.ndarray:
+        """log mu(o - shift) - log mu(o), without cancellation."""
+        o = np.asarray(o, dtype=float)
+        if self.noise == "gaussian":
+            return shift * (2 * o - shift) / (2 * self.scale ** 2)
+        # |o| - |o - c| = sign(c) clip(2o - c, -|c|, |c|)
+        return math.copysign(1.0, shift) * np.clip(2 * o - shift, -abs(shift), abs(shift)) / self.scale
+
+    def log_ratios(self, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log A/mu, log B/mu) at the outputs ``o``."""
+        o = np.asarray(o, dtype=float)
+        sides = []
+        for shifts, log_weights in ((self.a_shifts, self.a_log_weights), (self.b_shifts, self.b_log_weights)):
+            terms = np.stack([w + self.kappa(o, c) for c, w in zip(shifts, log_weights)])
+            sides.append(logsumexp(terms, axis=0))
+        return sides[0], sides[1]
+
+    def privacy_loss(self, o: np.ndarray) -> np.ndarray:
+        """L(o) = log(A/B)(o)."""
+        log_a, log_b = self.log_ratios(o)
+        return log_a - log_b
+
+
+class PairMGF:
+    """log M(s) = log int A(o)^{1+s} B(o)^{-s} do for complex s, by composite Gauss-Legendre over o.
+
+    M(s) = E_A[e^{sL}] is the moment-generating function of the pair's loss
+    (papers/002 App. E "double quadrature", continued to complex s); the other
+    direction's is M(-1 - s).  For a batch of s the output range is where the real
+    log-integrand log mu + (1 + c) log(A/mu) - c log(B/mu), c = Re s, is within
+    e^-60 of its peak (the peak moves out as |c| grows), and the panels are
+    narrow enough for GL_20 to resolve both the noise and the phase Im(s) L(o).
+    Every node's sum is formed relative to its own largest term; the result's
+    relative error is a few ulps times sum|terms| / |sum terms| (cancellation
+    only where |M(c + iu)| << M(c), which the inversions weigh accordingly).
+    """
+
+    ORDER = 20
+    #: Terms below e^-DROP of the peak are left out.
+    DROP = 60.0
+    #: Nodes evaluated together (they share one set of panels).
+    BLOCK = 256
+    #: Largest change of the phase Im(s) L(o) across one panel, in radians (GL_20 resolves e^{ix} on 12).
+    PHASE = 8.0
+    #: Widest output range, in noise scales, the quadrature will cover.
+    MAX_REACH = 20_000
+
+    def __init__(self, pair: NoiseMixturePair):
+        self.pair = pair
+        self.nodes, self.weights = np.polynomial.legendre.leggauss(self.ORDER)
+
+    def _real_log_integrand(self, o: np.ndarray, c: float) -> np.ndarray:
+        log_a, log_b = self.pair.log_ratios(o)
+        return self.pair.log_mu(o) + (1 + c) * log_a - c * log_b
+
+    def output_range(self, c: float) -> tuple[float, float] | None:
+        """[low, high] outside which the integrand at real part ``c`` is below e^-DROP of its peak.
+
+        None when |c| is so large that the range would exceed MAX_REACH noise scales
+        (the MGF is then reported as not computed: NaN).
+        """
+        scale, shifts = self.pair.scale, self.pair.shifts
+        reach = (2 + 2 * abs(c)) * float(np.max(np.abs(shifts))) + 60 * scale
+        if not reach <= self.MAX_REACH * scale:
+            return None
+        grid = np.linspace(-reach, reach, int(4 * reach / scale) + 2)
+        values = self._real_log_integrand(grid, c)
+        keep = np.flatnonzero(values > np.max(values) - self.DROP)
+        if keep[0] == 0 or keep[-1] == grid.size - 1:
+            raise ArithmeticError(f"the MGF integrand at Re s = {c:.6g} does not decay within |o| <= {reach:.3g}")
+        return float(grid[keep[0] - 1]), float(grid[keep[-1] + 1])
+
+    def _panels(self, low: float, high: float, frequency: float) -> tuple[np.ndarray, np.ndarray]:
+        """GL nodes and log-weights on [low, high]: panel edges at the kinks, at most 2 noise scales
+        wide, and with the phase frequency * L changing by at most PHASE radians across each panel.
+
+        The phase limit follows the loss's own variation (from L on a grid of scale/8), not its
+        worst-case slope: a subsampled loss with small q is nearly flat where most mass lies.
+        """
+        scale = self.pair.scale
+        edges = [np.linspace(low, high, int(math.ceil((high - low) / (2 * scale))) + 1)]
+        if self.pair.noise == "laplace":
+            edges.append([c for c in self.pair.shifts if low < c < high])
+        if frequency > 0:
+            grid = np.linspace(low, high, int(math.ceil(8 * (high - low) / scale)) + 1)
+            variation = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(self.pair.privacy_loss(grid))))))
+            pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
+            if pieces > 1:
+                edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
+        edges = np.unique(np.concatenate(edges))
+        half = np.diff(edges)[:, None] / 2
+        o = (edges[:-1, None] + half * (self.nodes + 1)).ravel()
+        return o, np.log((half * self.weights).ravel())
+
+    def log_mgf(self, s: np.ndarray) -> np.ndarray:
+        """log M(s) at complex ``s`` (any shape); NaN where Re s is beyond what MAX_REACH covers.
+
+        Nodes are grouped by real part (a vertical contour has one), then in blocks of similar |Im s|.
+        """
+        s = np.asarray(s, dtype=complex)
+        flat = s.ravel()
+        out = np.full(flat.shape, np.nan, dtype=complex)
+        real_parts, group_of = np.unique(flat.real, return_inverse=True)
+        for group, c in enumerate(real_parts):
+            members = np.flatnonzero(group_of == group)
+            window = self.output_range(float(c))
+            if window is None:
+                continue
+            members = members[np.argsort(np.abs(flat[members].imag))]
+            for start in range(0, members.size, self.BLOCK):
+                block = members[start:start + self.BLOCK]
+                out[block] = self._log_sum(flat[block], window)
+        return out.reshape(s.shape)
+
+    def _log_sum(self, values: np.ndarray, window: tuple[float, float]) -> np.ndarray:
+        """log sum_j w_j A_j e^{s L_j} for nodes ``values`` sharing one real part."""
+        o, log_w = self._panels(*window, float(np.max(np.abs(values.imag))))
+        log_a, log_b = self.pair.log_ratios(o)
+        loss = log_a - log_b
+        magnitude = log_w + self.pair.log_mu(o) + log_a + values[0].real * loss  # the same for every node
+        top = float(np.max(magnitude))
+        phase = np.outer(values.imag, loss)
+        scaled = np.exp(magnitude - top)
+        total = np.cos(phase) @ scaled + 1j * (np.sin(phase) @ scaled)
+        return top + np.log(total)
+
+    def cumulants(self) -> tuple[float, float]:
+        """Mean and variance of L under A."""
+        low, high = self.output_range(0.0)
+        o, log_w = self._panels(low, high, 0.0)
+        log_a, log_b = self.pair.log_ratios(o)
+        return weighted_cumulants(log_a - log_b, log_w + self.pair.log_mu(o) + log_a)
