@@ -23,10 +23,11 @@ from .mechanisms import (
 from .privacy_loss import t
 from .rdp import renyi_divergence
 from .results import AccuracyError, Result
+from .subsampling import Subsampled
 
 __all__ = [
     "Accountant", "AccuracyError", "ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
     "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians",
-    "ProposeTestRelease", "RandomizedResponse", "Result", "renyi_divergence", "t",
+    "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled", "renyi_divergence", "t",
 ]
 __version__ = "0.1.0"

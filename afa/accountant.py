@@ -18,12 +18,19 @@ from . import _validation as check
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError
 from . import exact
-from .engines import ClosedFormEngine, ContourEngine, ExactEngine, QuadratureEngine, solve_epsilon
+from .engines import (
+    CertifiedEngine,
+    ClosedFormEngine,
+    ContourEngine,
+    ExactEngine,
+    QuadratureEngine,
+    solve_epsilon,
+)
 from .mechanisms import NEIGHBORING_RELATIONS, DataDependentGaussian, Gaussian, Mechanism
 from .results import AccuracyError, Result
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
-METHODS = ("auto", "exact", "quadrature", "contour")
+METHODS = ("auto", "exact", "quadrature", "contour", "certified")
 
 
 class Accountant:
@@ -127,6 +134,8 @@ class Accountant:
                     engines.append(ExactEngine(mu, self._composed(index, lambda m: not isinstance(m, Gaussian))))
                 elif method == "contour":
                     engines.append(ContourEngine(self._composed(index)))
+                elif method == "certified":
+                    engines.append(CertifiedEngine(self._composed(index)))
                 else:
                     engines.append(QuadratureEngine(self._composed(index)))
             self._engines[method] = engines
@@ -148,7 +157,8 @@ class Accountant:
         """delta(epsilon) with its bounds and error estimate."""
         epsilon = check.real_number("epsilon", epsilon)
         value, lower, upper, error, name = self._profile(np.array([epsilon]), method)
-        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), name)
+        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), name,
+                      certified=name == "certified")
 
     def delta(self, epsilon: float, method: str = "auto") -> float:
         """The tight delta(epsilon) of the composition."""
@@ -160,14 +170,19 @@ class Accountant:
         return self._profile(epsilons.ravel(), method)[0].reshape(epsilons.shape)
 
     def _run(self, method: str, query):
-        """(engine name, query(engines)); under 'auto' a contour refusal falls back to the real line."""
+        """(engine name, query(engines)); under 'auto' a contour refusal falls back to the certified
+        discretization where it applies (one subsampled mechanism), else to the real line."""
         name = self._resolve(method)
         try:
             return name, query(self._engines_for(name))
         except AccuracyError:
             if method != "auto" or name != "contour":
                 raise
-            return "quadrature", query(self._engines_for("quadrature"))
+        try:
+            engines, name = self._engines_for("certified"), "certified"
+        except ValueError:
+            engines, name = self._engines_for("quadrature"), "quadrature"
+        return name, query(engines)
 
     def _profile(self, epsilons: np.ndarray, method: str):
         name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines])
@@ -189,7 +204,7 @@ class Accountant:
         name, solutions = self._run(method, lambda engines: [solve_epsilon(engine, delta) for engine in engines])
         value, lower, upper = (max(column) for column in zip(*solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
-        return Result(value, lower, upper, error, name)
+        return Result(value, lower, upper, error, name, certified=name == "certified")
 
     def epsilon(self, delta: float, method: str = "auto") -> float:
         """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity)."""

@@ -7,6 +7,10 @@ One mechanism, repeated ``--compositions`` times (default 1)::
     afa epsilon --delta 1e-5 --mechanism gaussian --sigma 1.0 --compositions 1000
     afa delta --epsilon 1.0 --mechanism randomized-response --p 0.6 --compositions 20
     afa epsilon --delta 1e-6 --mechanism approx-dp --dp-epsilon 0.1 --dp-delta 1e-8 --compositions 50
+    afa epsilon --delta 1e-5 --mechanism gaussian --sigma 1 --sampling-rate 0.01 --compositions 10000
+
+``--sampling-rate Q`` runs the mechanism on a Poisson subsample (``--sampling subset``: a
+fixed-size subset) -- DP-SGD is the Gaussian with Q = batch size / data size.
 
 Mechanisms and their flags (named after the constructor parameters; a flag
 without a default is required):
@@ -61,7 +65,8 @@ Each mechanism's ``type`` is one of gaussian, laplace, randomized_response,
 kary_randomized_response, discrete_laplace, discrete_gaussian, approx_dp,
 propose_test_release, data_dependent_gaussian, mixture_of_gaussians,
 discrete_mechanism (hyphens or underscores).  Its other
-keys, besides ``times``, are the keyword arguments of the class:
+keys, besides ``times`` and the optional ``sampling_rate`` and ``sampling``
+(poisson or subset), are the keyword arguments of the class:
 
     gaussian                  sigma, sensitivity
     laplace                   scale, sensitivity
@@ -105,6 +110,7 @@ from .mechanisms import (
     RandomizedResponse,
 )
 from .results import AccuracyError, Result
+from .subsampling import SCHEMES, Subsampled
 
 __all__ = ["MECHANISM_TYPES", "SpecError", "accountant_from_spec", "build_parser", "load_spec", "main"]
 
@@ -253,19 +259,28 @@ def _mechanism_from_table(table, where: str) -> tuple[Mechanism, object]:
         raise SpecError(f"{where}: unknown mechanism type {name!r} (expected one of {', '.join(MECHANISM_TYPES)})")
     cls = MECHANISM_TYPES[_type_key(name)]
     parameters = _parameters(cls)
-    allowed = [parameter for parameter, _ in parameters] + ["times"]
+    allowed = [parameter for parameter, _ in parameters] + ["times", "sampling_rate", "sampling"]
     for key in table:
         if key != "type" and key not in allowed:
             raise SpecError(f"{where}: unknown key {key!r} for mechanism {name!r} (allowed: {', '.join(allowed)})")
     for parameter, required in parameters:
         if required and parameter not in table:
             raise SpecError(f"{where}: mechanism {name!r} needs key {parameter!r}")
-    kwargs = {key: value for key, value in table.items() if key not in ("type", "times")}
+    kwargs = {key: value for key, value in table.items() if key not in ("type", "times", "sampling_rate", "sampling")}
     try:
-        mechanism = cls(**kwargs)
+        mechanism = _subsampled(cls(**kwargs), table.get("sampling_rate"), table.get("sampling"))
     except (ValueError, TypeError, OverflowError) as error:
         raise SpecError(f"{where} ({name}): {_one_line(error)}") from None
     return mechanism, table.get("times", 1)
+
+
+def _subsampled(mechanism: Mechanism, rate, scheme) -> Mechanism:
+    """``mechanism`` on a random subsample with ``rate`` (scheme poisson or subset), or itself if no rate."""
+    if rate is None:
+        if scheme is not None:
+            raise ValueError("sampling needs a sampling_rate")
+        return mechanism
+    return Subsampled(mechanism, rate, "poisson" if scheme is None else scheme)
 
 
 def accountant_from_spec(spec: Mapping, neighboring: str | None = None, source: str = "spec") -> Accountant:
@@ -347,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
         exclusive.add_argument("--spec", metavar="FILE", help="a heterogeneous composition (.toml or .json, see below)")
         source.add_argument("--compositions", type=_number, default=None, metavar="K",
                             help="how many times --mechanism is used (default 1)")
+        source.add_argument("--sampling-rate", type=_real, default=None, metavar="Q",
+                            help="run --mechanism on a random subsample with rate Q (DP-SGD: Q = batch / data size)")
+        source.add_argument("--sampling", choices=SCHEMES, default=None,
+                            help="subsampling scheme with --sampling-rate (default poisson)")
         parameters = command.add_argument_group("mechanism parameters (with --mechanism)")
         for flag, (dest, text) in _parameter_flags().items():
             parameters.add_argument(flag, dest=dest, type=_number, default=None, metavar=dest.upper(), help=text)
@@ -376,6 +395,13 @@ def _accountant_from_flags(args) -> Accountant:
         mechanism = cls(**kwargs)
     except (ValueError, TypeError, OverflowError) as error:
         raise _UsageError(_rename(str(error), {parameter: flag for flag, parameter in own.items()})) from None
+    if args.sampling is not None and args.sampling_rate is None:
+        raise _UsageError("--sampling needs --sampling-rate")
+    try:
+        mechanism = _subsampled(mechanism, args.sampling_rate, args.sampling)
+    except (ValueError, TypeError) as error:
+        raise _UsageError(_rename(str(error), {"q": "--sampling-rate", "sampling_rate": "--sampling-rate",
+                                                "scheme": "--sampling"})) from None
     accountant = Accountant(args.neighboring or "add_remove")
     times = 1 if args.compositions is None else args.compositions
     try:
@@ -393,6 +419,9 @@ def _accountant(args) -> Accountant:
             raise _UsageError(f"{flag} cannot be combined with --spec (give the mechanism's keys in the spec file)")
     if args.compositions is not None:
         raise _UsageError("--compositions cannot be combined with --spec (use 'times' in the spec file)")
+    if args.sampling_rate is not None or args.sampling is not None:
+        raise _UsageError("--sampling-rate/--sampling cannot be combined with --spec "
+                          "(use 'sampling_rate' and 'sampling' in the spec file)")
     try:
         return accountant_from_spec(load_spec(args.spec), args.neighboring, source=f"spec file {args.spec!r}")
     except SpecError as error:

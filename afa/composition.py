@@ -17,7 +17,7 @@ import numpy as np
 import sympy
 
 from .discrete import DiscretePLD
-from .privacy_loss import NUMERIC, PrivacyLoss, Template, atoms_log_phi, batched_log_phi
+from .privacy_loss import PrivacyLoss, Template, atoms_log_phi, batched_log_phi
 
 
 class ComposedLoss:
@@ -93,8 +93,13 @@ class ComposedLoss:
 
     @property
     def analytic(self) -> bool:
-        """Whether every term's log-CF is a closed form that continues to complex arguments."""
-        return all(loss.batch[0] != NUMERIC for loss in self.terms)
+        """Whether every term's log-CF continues to complex arguments (closed forms, subsampled MGFs)."""
+        return all(loss.continues_to_complex for loss in self.terms)
+
+    @property
+    def log_phi_rtol(self) -> float:
+        """Relative error of the composed MGF from numeric terms: sum_i k_i (error of term i)."""
+        return float(sum(count * loss.log_phi_rtol for loss, count in self.terms.items()))
 
     # -- the atomic part ----------------------------------------------------
     @functools.cached_property

@@ -46,8 +46,9 @@ MAX_HALVINGS = 6
 #: Newton iterations for the saddle point; it stops once Psi'' step^2 is below SADDLE_TOL.
 MAX_NEWTON = 12
 SADDLE_TOL = 1e-4
-#: Most nodes one level of the trapezoid sum may use.
-MAX_NODES = 200_000
+#: Most nodes one contour sum may use, all levels together (closed forms; numeric MGFs cost far more per node).
+MAX_NODES = 1_000_000
+MAX_NUMERIC_NODES = 4_096
 #: |Im log f| on the real axis above which c counts as outside the MGF's strip.  Inside, closed forms
 #: give an imaginary part of rounding size; past a branch point it is a multiple of pi / 2.
 STRIP_IMAG_TOL = 1e-6
@@ -75,6 +76,7 @@ class _SaddlePointContour:
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
         self._last_saddle: float | None = None
+        self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else MAX_NUMERIC_NODES
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         raise NotImplementedError
@@ -104,14 +106,13 @@ class _SaddlePointContour:
         Psi' and Psi'' come from one complex evaluation: Psi(c + iu) = Psi + iu Psi'
         - u^2 Psi'' / 2 + O(u^3), since Psi is real-analytic.  Newton starts from
         the previous query's saddle (root finding asks for nearby eps), each step
-        kept within a factor 8 in c and inside the strip; if it fails (Psi not
+        kept within a factor 8 in c and inside the strip (the first query starts from the
+        Gaussian approximation's saddle); if it fails (Psi not
         convex there, no convergence), a scan in log c and Brent's method take over.
         """
-        c = self._last_saddle
-        if c is not None:
-            found = self._newton_saddle(c, epsilon)
-            if found is not None:
-                return found
+        found = self._newton_saddle(self._last_saddle or self._gaussian_saddle(epsilon), epsilon)
+        if found is not None:
+            return found
         grid = np.arange(-30.0, 60.0, 0.5)
         values = self._psi(np.exp(grid), epsilon)
         best = int(np.argmin(values))
@@ -131,6 +132,11 @@ class _SaddlePointContour:
         side = self._psi(np.array([c - step, c + step]), epsilon)
         curvature = (side[0] - 2 * minimum.fun + side[1]) / step ** 2
         return c, float(minimum.fun), max(curvature, 1e-300)
+
+    def _gaussian_saddle(self, epsilon: float) -> float:
+        """The saddle point if the loss were Gaussian with the same mean and variance (a first guess)."""
+        slope_free = (epsilon - self.mean) / max(self.scale ** 2, 1e-300)
+        return min(max(slope_free, 0.1), 1e6)
 
     def _newton_saddle(self, c: float, epsilon: float) -> tuple[float, float, float] | None:
         """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge."""
@@ -176,10 +182,20 @@ class _SaddlePointContour:
         # The integrand is about exp(-Psi'' u^2 / 2) near the saddle: one call usually covers it.
         first_chunk = int(min(4096, max(64, 12.0 / (step * math.sqrt(curvature)))))
 
+        budget = [self.max_nodes]
+        if self.max_nodes < MAX_NODES and bend == 0:
+            # Numeric MGF terms: refuse at once if the integrand has not decayed where the budget would end.
+            far = np.array([c + 0.5j * self.max_nodes * step])
+            if self._log_integrand(far, epsilon)[0].real - psi > math.log(1e-18):
+                raise self._no_decay(epsilon)
+
         def node_sum(h: float, first: int, stride: int) -> np.ndarray:
             """sums of Re[f s'/i] and Re[s f s'/i] over u = j h, j = first, first + stride, ..., until negligible."""
             total, start, chunk = np.zeros(2), first, first_chunk
             while True:
+                budget[0] -= chunk
+                if budget[0] < 0:
+                    raise self._no_decay(epsilon)
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
@@ -189,9 +205,6 @@ class _SaddlePointContour:
                 start += stride * chunk
                 if np.max(np.exp(log_f[-8:].real)) < 1e-18 * max(abs(total[0]), 1e-300):
                     return total
-                if start > MAX_NODES:
-                    raise AccuracyError(f"the contour integrand for eps = {epsilon:.6g} does not decay within "
-                                        f"{MAX_NODES} nodes; use method='quadrature'")
                 chunk *= 2
 
         # Trapezoid with step h (the u = 0 node weighs 1/2), halved until two levels agree to RTOL;
@@ -210,7 +223,13 @@ class _SaddlePointContour:
                 break
         # Rounding: the log-integrand's terms (c eps, log M(c), ...) carry absolute errors of a few ulps.
         rounding = 1e-15 + 4 * np.finfo(float).eps * (abs(c * epsilon) + abs(psi + c * epsilon))
+        rounding += self.loss.log_phi_rtol  # numeric MGF terms: k_i times their relative error
         return psi + math.log(estimate), change + rounding, float(total[1] / total[0])
+
+    def _no_decay(self, epsilon: float) -> AccuracyError:
+        return AccuracyError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
+                             "(a loss piled up near one value, e.g. subsampling with small q * count, or a CF "
+                             "decaying slowly); use method='certified' or 'quadrature'")
 
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
         """(delta, absolute error, -d delta / d eps) at one ``epsilon``."""
@@ -232,7 +251,8 @@ class ContourInversion(_SaddlePointContour):
 
     def __init__(self, loss: ComposedLoss):
         if not loss.analytic:
-            raise ValueError("the contour method needs closed-form log-CFs (no numeric CF terms); "
+            raise ValueError("the contour method needs log-CFs that continue to complex arguments (closed forms, "
+                             "subsampled mechanisms), not a real-line-only numeric CF such as MixtureOfGaussians; "
                              "use method='quadrature'")
         if not loss.continuous:
             raise ValueError("the composition has no continuous part; use method='exact'")

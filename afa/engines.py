@@ -22,6 +22,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from . import exact
+from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
 from .discrete import DiscretePLD, epsilon_for_delta
@@ -80,6 +81,36 @@ class ClosedFormEngine:
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values = np.asarray(self.delta_function(epsilons), dtype=float)
         return values, self.rtol * values
+
+    def epsilon(self, delta: float) -> None:
+        return None
+
+
+class CertifiedEngine:
+    """Certified bracket of one subsampled Gaussian/Laplace mechanism composed k times (:mod:`afa.certified`).
+
+    papers/002 Algorithm 2, Lemma 40, Thm 44: delta's value is the bracket's midpoint (an
+    estimate), its error the half-width; lower and upper are certified bounds.
+    """
+
+    method = "certified"
+    inf_mass = 0.0
+
+    def __init__(self, loss: ComposedLoss):
+        pair = count = None
+        if len(loss.terms) == 1:
+            (term, count), = loss.terms.items()
+            pair = term.noise_pair
+        if pair is None or count != int(count):
+            raise ValueError("method='certified' needs a composition of one subsampled Gaussian or Laplace "
+                             "mechanism (any count)")
+        self.bracket = CertifiedBracket(pair, int(count))
+        mean, variance = loss.cumulants
+        self.epsilon_scale = max(1.0, abs(mean) + 10 * math.sqrt(variance))
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lower, upper = self.bracket.delta(epsilons)
+        return (lower + upper) / 2, (upper - lower) / 2
 
     def epsilon(self, delta: float) -> None:
         return None
@@ -267,11 +298,12 @@ def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: floa
 
 
 def _check_resolution(engine, delta: float, error: float) -> None:
-    """Refuse a target delta that the engine's absolute error cannot resolve."""
-    if error * RESOLUTION_FACTOR > delta:
+    """Refuse a target delta that the engine's absolute error estimate cannot resolve (a certified
+    bracket's bounds stay valid however wide, so it is never refused)."""
+    if engine.method != "certified" and error * RESOLUTION_FACTOR > delta:
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
             f"(absolute error about {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}). "
-            "For smaller delta use method='contour' (relative accuracy; closed-form mechanisms "
-            "only, no numerically computed CFs) or method='exact' (Gaussian and finite-output "
+            "For smaller delta use method='contour' (relative accuracy; closed-form and subsampled "
+            "mechanisms, not MixtureOfGaussians) or method='exact' (Gaussian and finite-output "
             "mechanisms only).")

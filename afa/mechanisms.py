@@ -105,6 +105,16 @@ class Mechanism:
     def _losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         raise NotImplementedError
 
+    def poisson_subsampled(self, q: float) -> "Mechanism":
+        """This mechanism on a Poisson subsample with rate ``q`` (papers/002 Thm 11(1); :mod:`afa.subsampling`)."""
+        from .subsampling import Subsampled
+        return Subsampled(self, q, "poisson")
+
+    def subset_subsampled(self, q: float) -> "Mechanism":
+        """This mechanism on a random fixed-size subset, rate ``q`` = m/n (papers/002 Thm 11(2))."""
+        from .subsampling import Subsampled
+        return Subsampled(self, q, "subset")
+
     @property
     def symmetric(self) -> bool:
         """Whether both directions have the same privacy-loss distribution."""
@@ -394,6 +404,10 @@ class RandomizedResponse(Mechanism):
     def __post_init__(self):
         _set(self, p=check.in_interval("p", self.p, 0.5, 1.0))
 
+    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
+        """(log P, log Q) over the two outputs (the same under both relations)."""
+        return _log([self.p, 1 - self.p]), _log([1 - self.p, self.p])
+
     def _losses(self, neighboring):
         p = self.p
         if p == 1:
@@ -425,12 +439,16 @@ class KaryRandomizedResponse(Mechanism):
         k = check.positive_integer("k", self.k, minimum=2)
         _set(self, k=k, p=check.in_interval("p", self.p, 1.0 / k, 1.0))
 
-    def _losses(self, neighboring):
+    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
+        """(log P, log Q) over the outputs that matter (true value, one other value, the rest)."""
         k, p = self.k, self.p
         other = (1 - p) / (k - 1)
         if neighboring == "substitution":
-            return _pair_from_pmfs(_log([p, other, (k - 2) * other]), _log([other, p, (k - 2) * other]))
-        return _pair_from_pmfs(_log([p, 1 - p]), _log([1 / k, (k - 1) / k]))
+            return _log([p, other, (k - 2) * other]), _log([other, p, (k - 2) * other])
+        return _log([p, 1 - p]), _log([1 / k, (k - 1) / k])
+
+    def _losses(self, neighboring):
+        return _pair_from_pmfs(*self._log_pmfs(neighboring))
 
 
 @dataclass(frozen=True)
@@ -500,13 +518,16 @@ class DiscreteLaplace(Mechanism):
         _set(self, a=check.positive("a", self.a),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity))
 
-    def _losses(self, neighboring):
+    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
+        """(log P, log Q) on the cells {x <= 0}, 1..shift-1, {x >= shift}, on each of which the loss is constant."""
         a, shift = self.a, self.sensitivity
         log_norm = math.log(math.tanh(a / 2))
         inner = np.arange(1, shift)
-        # P = DLap(0, a) on {x <= 0}, 1..shift-1, {x >= shift}; Q is its mirror image.
         log_p = np.concatenate(([-np.logaddexp(0, -a)], log_norm - a * inner, [-a * shift - np.logaddexp(0, -a)]))
-        return _pair_from_pmfs(log_p, log_p[::-1])
+        return log_p, log_p[::-1]  # Q is P's mirror image
+
+    def _losses(self, neighboring):
+        return _pair_from_pmfs(*self._log_pmfs(neighboring))
 
 
 @dataclass(frozen=True)
@@ -561,5 +582,8 @@ class DiscreteMechanism(Mechanism):
             raise ValueError(f"p_pmf and q_pmf must have the same length, got {p.size} and {q.size}")
         _set(self, p_pmf=tuple(map(float, p)), q_pmf=tuple(map(float, q)))
 
+    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
+        return _log(self.p_pmf), _log(self.q_pmf)
+
     def _losses(self, neighboring):
-        return _pair_from_pmfs(_log(self.p_pmf), _log(self.q_pmf))
+        return _pair_from_pmfs(*self._log_pmfs(neighboring))

@@ -146,6 +146,10 @@ class PrivacyLoss:
         self._cumulants = cumulants
         self._evaluator = evaluator
         self.batch = batch
+        #: Whether the log-CF takes complex arguments (closed forms do), and its relative error there.
+        self.continues_to_complex = batch[0] != NUMERIC
+        self.log_phi_rtol = 0.0
+        self.noise_pair = None
 
     # -- constructors -----------------------------------------------------
     @classmethod
@@ -178,10 +182,21 @@ class PrivacyLoss:
 
     @classmethod
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
-                cumulants: tuple[float, float], *, inf_mass: float = 0.0) -> "PrivacyLoss":
-        """A continuous loss whose log-CF is computed numerically; shown as ``name(t)``."""
-        return cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
+                cumulants: tuple[float, float], *, inf_mass: float = 0.0,
+                continues: bool = False, noise_pair=None) -> "PrivacyLoss":
+        """A continuous loss whose log-CF is computed numerically; shown as ``name(t)``.
+
+        ``continues``: the evaluator also takes complex t - ic (the MGF, for the contour
+        method), with a relative error of about NUMERIC_RTOL of M(c) at every node.
+        ``noise_pair``: the :class:`afa.noise_pair.NoiseMixturePair` the loss comes from, if any
+        (the certified discretization needs it).
+        """
+        loss = cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
                    batch=(NUMERIC, None), cumulants=cumulants, evaluator=evaluator)
+        loss.continues_to_complex = continues
+        loss.noise_pair = noise_pair
+        loss.log_phi_rtol = NUMERIC_RTOL if continues else 0.0
+        return loss
 
     # -- properties -------------------------------------------------------
     @property
@@ -241,6 +256,9 @@ def _no_atoms() -> DiscretePLD:
 
 #: Batch keys of losses evaluated from their atoms, and of numeric log-CFs.
 ATOMS, NUMERIC = "atoms", "numeric"
+#: Relative error of a numeric MGF at a node, relative to M at the node's real part
+#: (rounding in a Gauss-Legendre sum of positive-real-part terms; checked against mpmath in the tests).
+NUMERIC_RTOL = 1e-15
 
 
 def batched_log_phi(nodes: np.ndarray, losses: list[PrivacyLoss]) -> np.ndarray:

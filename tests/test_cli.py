@@ -204,6 +204,25 @@ def test_data_dependent_gaussian_flags(capsys):
     assert reached == pytest.approx(target, rel=1e-9)
 
 
+def test_dpsgd_sampling_rate(capsys):
+    # The flags build the same composition as the library; the literature value (q = 0.01, sigma = 1,
+    # 1000 steps, delta = 1e-5) is eps = 1.828237.
+    data = run_json(capsys, "epsilon", "--delta", 1e-5, "--mechanism", "gaussian", "--sigma", 1,
+                    "--sampling-rate", 0.01, "--compositions", 1000)
+    assert abs(data["value"] - 1.828237) <= 5e-7
+    subset = run_json(capsys, "epsilon", "--delta", 1e-5, "--mechanism", "gaussian", "--sigma", 1,
+                      "--sampling-rate", 0.01, "--sampling", "subset", "--compositions", 1000)
+    assert subset["value"] == data["value"]  # additive noise: the same pair (papers/002 Thm 11(2))
+
+
+def test_spec_sampling_rate(tmp_path, capsys):
+    spec = tmp_path / "dpsgd.json"
+    spec.write_text(json.dumps({"mechanisms": [{"type": "gaussian", "sigma": 1.0, "sampling_rate": 0.01,
+                                                "times": 1000}]}))
+    data = run_json(capsys, "epsilon", "--delta", 1e-5, "--spec", str(spec))
+    assert abs(data["value"] - 1.828237) <= 5e-7
+
+
 def test_discrete_laplace_sensitivity(capsys):
     a, shift, eps = 0.7, 2, 0.5
     x = np.arange(-400, 401)
@@ -358,6 +377,9 @@ CLI_ERRORS = [
     ("dp missing", ["delta", "--epsilon", 1, "--mechanism", "approx-dp", "--dp-epsilon", 1], ["--dp-delta"]),
     ("ptr-delta", ["delta", "--epsilon", 1, "--mechanism", "propose-test-release", "--ptr-epsilon", 1,
                    "--ptr-delta", 1], ["--ptr-delta"]),
+    ("sampling rate", ["epsilon", "--delta", 1e-5, *GAUSS, "--sigma", 1, "--sampling-rate", 2], ["--sampling-rate"]),
+    ("sampling alone", ["epsilon", "--delta", 1e-5, *GAUSS, "--sigma", 1, "--sampling", "subset"],
+     ["--sampling-rate"]),
     ("sigma2 missing", ["delta", "--epsilon", 1, "--mechanism", "data-dependent-gaussian", "--sigma1", 1],
      ["--sigma2"]),
     ("k too small", ["delta", "--epsilon", 1, "--mechanism", "kary-randomized-response", "--k", 1, "--p", 0.9],

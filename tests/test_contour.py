@@ -59,7 +59,7 @@ def test_contour_and_real_line_agree_where_both_are_valid():
 def test_contour_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="no continuous part"):
         afa.Accountant().compose(afa.RandomizedResponse(0.7)).delta(1.0, method="contour")
-    with pytest.raises(ValueError, match="closed-form"):
+    with pytest.raises(ValueError, match="continue to complex arguments"):
         afa.Accountant().compose(afa.MixtureOfGaussians([1.0, 2.0], [0.5, 0.5], 1.0)).delta(1.0, method="contour")
 
 

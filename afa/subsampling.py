@@ -1,0 +1,121 @@
+"""Subsampled mechanisms: Poisson subsampling and sampling a fixed-size subset (DP-SGD).
+
+Dominating pairs (papers/002_658ea0213f8272c6.txt Thm 11; papers/003_83ef780bcc67edb1.txt
+Sec. 4).  For a base mechanism whose remove direction has the pair (P, Q) -- P the
+output with the individual's record, Q without -- and sampling rate q, the mixture
+A = (1 - q) Q + q P gives
+
+* Poisson subsampling, add/remove (Thm 11(1)): remove (A, Q), add (Q, A);
+* a fixed-size subset with rate q = m/n of a base analysed under replacement
+  (Thm 11(2)): remove (A, P'), add (P', A) built from the base's *replacement*
+  pair; for additive noise (Gaussian, Laplace) with sensitivity Delta that pair is the
+  same shift by Delta, so the numbers coincide with Poisson subsampling;
+* Poisson-subsampled Gaussian under substitution (papers/003 Sec. 4.2):
+  ((1 - q) N(0) + q N(-Delta), (1 - q) N(0) + q N(Delta)), one symmetric direction.
+
+Additive continuous noise (Gaussian, Laplace) gives a pair of noise mixtures whose
+log-CF has no closed form: it is computed by quadrature over the output
+(:class:`afa.noise_pair.PairMGF`), for complex arguments too, so the contour method
+applies.  Finite-output bases (randomized response, k-RR, discrete Laplace, any
+DiscreteMechanism) give a finite pair again, composed exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _validation as check
+from .mechanisms import Gaussian, Laplace, Mechanism, _pair_from_pmfs, _set
+from .noise_pair import NoiseMixturePair, PairMGF
+from .privacy_loss import PrivacyLoss
+
+__all__ = ["Subsampled", "SCHEMES"]
+
+SCHEMES = ("poisson", "subset")
+
+
+@dataclass(frozen=True)
+class Subsampled(Mechanism):
+    """``base`` run on a random subsample with rate ``q``: scheme "poisson" or "subset" (papers/002 Thm 11).
+
+    Build it with ``base.poisson_subsampled(q)`` or ``base.subset_subsampled(q)``.
+    """
+
+    base: Mechanism
+    q: float
+    scheme: str = "poisson"
+
+    def __post_init__(self):
+        if not isinstance(self.base, Mechanism) or isinstance(self.base, Subsampled):
+            raise TypeError(f"base must be an afa mechanism that is not itself subsampled, got {self.base!r}")
+        _set(self, q=check.in_interval("q", self.q, 0.0, 1.0))
+        check.choice("scheme", self.scheme, SCHEMES)
+
+    def _losses(self, neighboring):
+        if self.scheme == "subset" and neighboring != "add_remove":
+            raise ValueError("subset sampling is analysed under neighboring='add_remove' (papers/002 Thm 11(2), "
+                             "from the base's replacement pair)")
+        if self.q == 0:
+            loss = PrivacyLoss.discrete([0.0], [0.0])  # the record is never used
+            return loss, loss
+        if self.q == 1:
+            return self.base.privacy_losses("substitution" if self.scheme == "subset" else neighboring)
+        noise = _additive_noise(self.base)
+        if noise is not None:
+            return self._continuous_losses(noise, neighboring)
+        log_pmfs = getattr(self.base, "_log_pmfs", None)
+        if log_pmfs is None:
+            raise ValueError(f"subsampling is implemented for Gaussian, Laplace and finite-output bases "
+                             f"(randomized response, k-RR, discrete Laplace, DiscreteMechanism), "
+                             f"not {type(self.base).__name__}")
+        if neighboring == "substitution":
+            raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
+                             "(papers/003 Sec. 4.2)")
+        log_p, log_q = log_pmfs("substitution" if self.scheme == "subset" else "add_remove")
+        mixture = np.logaddexp(math.log1p(-self.q) + log_q, math.log(self.q) + log_p)
+        return _pair_from_pmfs(mixture, log_q)
+
+    def noise_pair(self, neighboring: str = "add_remove") -> NoiseMixturePair:
+        """The remove direction's pair of noise mixtures (continuous bases only); the add direction is its swap."""
+        check.choice("neighboring", neighboring, ("add_remove", "substitution"))
+        noise = _additive_noise(self.base)
+        if noise is None:
+            raise ValueError(f"{type(self.base).__name__} is not a continuous additive-noise mechanism")
+        return _mixture_pair(noise, self.q, neighboring)
+
+    def _continuous_losses(self, noise, neighboring):
+        if neighboring == "substitution" and noise[0] != "gaussian":
+            raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
+                             "(papers/003 Sec. 4.2)")
+        pair = _mixture_pair(noise, self.q, neighboring)
+        integral = PairMGF(pair)
+        label = (f"log_phi_{self.scheme}_q{self.q:g}_{type(self.base).__name__}"
+                 f"_{noise[0][0]}{noise[1]:g}_d{noise[2]:g}")
+        remove = PrivacyLoss.numeric(f"{label}_remove", lambda t: integral.log_mgf(1j * np.asarray(t)),
+                                     integral.cumulants(), continues=True, noise_pair=pair)
+        if neighboring == "substitution":
+            return remove, remove  # A(-o) = B(o): both directions have the same law
+        add = PrivacyLoss.numeric(f"{label}_add", lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
+                                  PairMGF(pair.swapped()).cumulants(), continues=True,
+                                  noise_pair=pair.swapped())
+        return remove, add
+
+
+def _additive_noise(base: Mechanism) -> tuple[str, float, float] | None:
+    """(noise, scale, sensitivity) of a continuous additive-noise base, else None."""
+    if isinstance(base, Gaussian):
+        return "gaussian", base.sigma, base.sensitivity
+    if isinstance(base, Laplace):
+        return "laplace", base.scale, base.sensitivity
+    return None
+
+
+def _mixture_pair(noise: tuple[str, float, float], q: float, neighboring: str) -> NoiseMixturePair:
+    kind, scale, shift = noise
+    log_rest, log_q = math.log1p(-q), math.log(q)
+    if neighboring == "substitution":
+        return NoiseMixturePair(kind, scale, (0.0, -shift), (log_rest, log_q), (0.0, shift), (log_rest, log_q))
+    return NoiseMixturePair(kind, scale, (0.0, shift), (log_rest, log_q), (0.0,), (0.0,))

@@ -1,0 +1,203 @@
+"""Subsampled mechanisms (papers/002_658ea0213f8272c6.txt Thm 11; papers/003_83ef780bcc67edb1.txt Sec. 4).
+
+Independent references: ``tests/_subsampling_reference.py`` (mpmath log M(s) and one-use hockey
+stick, a brute-force pessimistic/optimistic PLD bracket), the certified discretization of
+``afa.certified`` (a second algorithm), exact enumeration for finite bases, and the DP-SGD values
+of the literature (q = 0.01, sigma = 1, delta = 1e-5: eps = 0.718036, 1.828237, 6.187712 for
+k = 100, 1000, 10 000, as quoted in the subsampled-mechanisms issue).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import afa
+from afa.certified import certified_delta
+from afa.composition import ComposedLoss
+from afa.mechanisms import Mechanism
+from afa.noise_pair import PairMGF
+
+from _subsampling_reference import delta_bracket_bruteforce, delta_one_use_mpmath, log_mgf_mpmath
+
+NODES = [0.5, 5.0, 40.0, 2.0 + 1.0j, 2.0 + 10.0j, 8.0 + 60.0j, 0.3 + 150.0j]
+
+
+@pytest.mark.parametrize("noise, scale, q, relation", [
+    ("gaussian", 1.0, 0.01, "remove"), ("gaussian", 1.0, 0.01, "add"), ("gaussian", 2.0, 0.2, "substitution"),
+    ("laplace", 1.0, 0.05, "remove"), ("laplace", 0.5, 0.05, "add")])
+def test_log_mgf_matches_mpmath(noise, scale, q, relation):
+    """log M(s) at real and complex s, against 30-digit mpmath; the error is measured relative to
+    M(Re s) (what the contour's error budget assumes, k times per use), and must be below 1e-13
+    plus the rounding of log M itself."""
+    base = afa.Gaussian(scale) if noise == "gaussian" else afa.Laplace(scale)
+    mechanism = base.poisson_subsampled(q)
+    neighboring = "substitution" if relation == "substitution" else "add_remove"
+    loss = mechanism.privacy_losses(neighboring)[relation == "add"]
+    for s in NODES:
+        got = ComposedLoss({loss: 1}).log_phi_numeric(np.array([-1j * s]))[0]  # the contour's path
+        with mp.workdps(30):
+            truth = complex(log_mgf_mpmath(s, noise, scale, q, 1.0, relation))
+            at_real = float(mp.re(log_mgf_mpmath(complex(s).real, noise, scale, q, 1.0, relation)))
+        error = abs(np.exp(got - truth) - 1) * math.exp(truth.real - at_real)
+        # A few ulps of log M itself (log M(40) is about 631) plus 1e-13.
+        assert error < 1e-13 + 4 * np.finfo(float).eps * abs(truth), (s, got, truth)
+
+
+def test_real_line_characteristic_function_is_the_mgf_on_the_imaginary_axis():
+    mechanism = afa.Gaussian(1.0).poisson_subsampled(0.02)
+    remove, add = mechanism.privacy_losses()
+    t = np.array([0.0, 0.7, -3.0, 25.0])
+    integral = PairMGF(mechanism.noise_pair())
+    np.testing.assert_allclose(remove.log_phi_numeric(t), integral.log_mgf(1j * t), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(add.log_phi_numeric(t), integral.log_mgf(-1 - 1j * t), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("count, expected", [(100, 0.718036), (1000, 1.828237), (10_000, 6.187712)])
+def test_dpsgd_literature_values(count, expected):
+    result = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=count).epsilon_result(1e-5)
+    assert result.method == "contour"
+    assert abs(result.value - expected) <= 5e-7  # the literature quotes 6 decimals
+    assert result.upper - result.lower <= 1e-10 * result.value
+
+
+@pytest.mark.parametrize("sigma, q, count", [(1.0, 0.01, 100), (2.0, 0.01, 1500), (1.1, 256 / 60000, 14063)])
+def test_contour_lies_inside_the_certified_bracket(sigma, q, count):
+    """papers/002 Exp 3 (sigma 2, q 0.01, 1500 steps) and the MNIST DP-SGD setting among them."""
+    mechanism = afa.Gaussian(sigma).poisson_subsampled(q)
+    acc = afa.Accountant().compose(mechanism, times=count)
+    epsilon = acc.epsilon(1e-5)
+    pair = mechanism.noise_pair()
+    brackets = [certified_delta(side, count, [epsilon]) for side in (pair, pair.swapped())]
+    lower, upper = max(b[0][0] for b in brackets), max(b[1][0] for b in brackets)
+    assert lower <= acc.delta(epsilon) <= upper
+    assert (upper - lower) / 1e-5 < 1e-3
+
+
+def test_contour_lies_inside_the_bruteforce_bracket():
+    """A second, independently written discretization (tests/_subsampling_reference.py)."""
+    acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=100)
+    epsilons = np.array([0.3, 0.718036, 1.2])
+    lower, upper = delta_bracket_bruteforce(epsilons, 100, "gaussian", 1.0, 0.01, relation="add_remove")
+    values = acc.privacy_profile(epsilons)
+    assert np.all((lower <= values) & (values <= upper))
+
+
+def _fresh_losses(monkeypatch, order: int):
+    monkeypatch.setattr(PairMGF, "ORDER", order)
+    Mechanism._cached_losses.cache_clear()
+
+
+@pytest.mark.parametrize("target", [1e-5, 1e-10, 1e-16, 1e-20])
+def test_tiny_delta_two_quadrature_rules_agree(monkeypatch, target):
+    """q = 0.01, sigma = 2, 3000 steps: eps(delta) to 1e-20 with its error estimate, and delta at that
+    eps recomputed with a different output rule (Gauss-Legendre 32 instead of 20) agrees to 1e-9."""
+    mechanism = afa.Gaussian(2.0).poisson_subsampled(0.01)
+    result = afa.Accountant().compose(mechanism, times=3000).epsilon_result(target)
+    assert result.method == "contour" and math.isfinite(result.value)
+    assert result.upper - result.lower <= 1e-9 * result.value
+    _fresh_losses(monkeypatch, 32)
+    try:
+        check = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.01), times=3000)
+        assert check.delta(result.value) == pytest.approx(target, rel=1e-9, abs=0)
+    finally:
+        Mechanism._cached_losses.cache_clear()
+
+
+@pytest.mark.slow
+def test_near_atom_regime_is_bracketed_and_agrees_with_the_real_line():
+    """sigma 2, q 0.001, 1000 steps (q k = 1): the contour refuses (the tilted loss is bimodal), the
+    certified bracket takes over; the real-line inversion (a third algorithm) lies inside it."""
+    acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=1000)
+    result = acc.epsilon_result(1e-6)
+    assert result.method == "certified" and result.certified
+    real_line = acc.epsilon(1e-6, method="quadrature")
+    assert result.lower <= real_line <= result.upper
+    assert abs(result.value / real_line - 1) < 1e-6
+    assert (result.upper - result.lower) / result.value < 2e-5
+
+
+@pytest.mark.parametrize("count", [1, 2, 5])
+@pytest.mark.parametrize("make, noise, neighboring, relation", [
+    (lambda: afa.Gaussian(1.0).poisson_subsampled(0.05), "gaussian", "substitution", "substitution"),
+    (lambda: afa.Gaussian(1.0).subset_subsampled(0.05), "gaussian", "add_remove", "add_remove"),
+    (lambda: afa.Laplace(0.5).poisson_subsampled(0.2), "laplace", "add_remove", "add_remove")])
+def test_small_counts_against_bruteforce(make, noise, neighboring, relation, count):
+    """k in {1, 2, 5}: the answer's bounds overlap the brute-force bracket, and for one use they contain
+    the exact mpmath hockey stick.  (Subset sampling of additive noise uses the same pair as Poisson
+    under add/remove, papers/002 Thm 11(2), so its reference is the Poisson pair.)"""
+    scale = 1.0 if noise == "gaussian" else 0.5
+    q = 0.05 if noise == "gaussian" else 0.2
+    acc = afa.Accountant(neighboring=neighboring).compose(make(), times=count)
+    for epsilon in (0.05, 0.3):
+        result = acc.delta_result(epsilon)
+        lower, upper = delta_bracket_bruteforce(np.array([epsilon]), count, noise, scale, q, relation=relation)
+        assert result.lower <= upper[0] + 1e-15 and lower[0] - 1e-15 <= result.upper
+        assert abs(result.value - (lower[0] + upper[0]) / 2) <= result.error + (upper[0] - lower[0]) + 1e-15
+        if count == 1:
+            truth = float(delta_one_use_mpmath(epsilon, noise, scale, q, relation=relation))
+            assert result.lower <= truth * (1 + 1e-12) and truth * (1 - 1e-12) <= result.upper
+
+
+def test_subset_equals_poisson_for_additive_noise():
+    poisson = afa.Accountant().compose(afa.Gaussian(1.5).poisson_subsampled(0.02), times=300)
+    subset = afa.Accountant().compose(afa.Gaussian(1.5).subset_subsampled(0.02), times=300)
+    assert subset.delta(1.0) == poisson.delta(1.0)
+
+
+def _enumerated_delta(log_a, log_b, count, epsilon):
+    total = 0.0
+    for outputs in itertools.product(range(len(log_a)), repeat=count):
+        a = math.exp(sum(log_a[i] for i in outputs))
+        b = math.exp(sum(log_b[i] for i in outputs))
+        total += max(a - math.exp(epsilon) * b, 0.0)
+    return total
+
+
+@pytest.mark.parametrize("base, pmfs", [
+    (afa.RandomizedResponse(0.8), ([0.8, 0.2], [0.2, 0.8])),
+    (afa.KaryRandomizedResponse(4, 0.7), ([0.7, 0.3], [0.25, 0.75])),
+    (afa.DiscreteMechanism((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), ([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]))])
+def test_finite_bases_against_enumeration(base, pmfs):
+    """A = (1 - q) Q + q P against Q, both directions, by enumerating every output tuple."""
+    q, count = 0.3, 4
+    p_pmf, q_pmf = map(np.array, pmfs)
+    mixture = (1 - q) * q_pmf + q * p_pmf
+    acc = afa.Accountant().compose(base.poisson_subsampled(q), times=count)
+    for epsilon in (0.0, 0.2, 0.6):
+        truth = max(_enumerated_delta(np.log(mixture), np.log(q_pmf), count, epsilon),
+                    _enumerated_delta(np.log(q_pmf), np.log(mixture), count, epsilon))
+        assert acc.delta(epsilon) == pytest.approx(truth, rel=1e-12, abs=1e-15)
+
+
+def test_rates_zero_and_one():
+    assert afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.0), times=10).delta(0.0) == 0.0
+    full = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(1.0), times=4)
+    assert full.delta(1.0) == afa.Accountant().compose(afa.Gaussian(1.0), times=4).delta(1.0)
+
+
+@pytest.mark.parametrize("build, error, match", [
+    (lambda: afa.Gaussian(1.0).poisson_subsampled(1.5), ValueError, "q"),
+    (lambda: afa.Gaussian(1.0).poisson_subsampled(float("nan")), ValueError, "q"),
+    (lambda: afa.Subsampled(afa.Gaussian(1.0), 0.1, "stratified"), ValueError, "scheme"),
+    (lambda: afa.Gaussian(1.0).poisson_subsampled(0.1).poisson_subsampled(0.1), TypeError, "base"),
+    (lambda: afa.Subsampled("gaussian", 0.1), TypeError, "base")])
+def test_validation(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_unsupported_combinations_name_what_is_supported():
+    with pytest.raises(ValueError, match="add_remove"):
+        afa.Gaussian(1.0).subset_subsampled(0.1).privacy_losses("substitution")
+    with pytest.raises(ValueError, match="Gaussian base only"):
+        afa.Laplace(1.0).poisson_subsampled(0.1).privacy_losses("substitution")
+    with pytest.raises(ValueError, match="not MixtureOfGaussians"):
+        afa.MixtureOfGaussians((0.0, 1.0), (0.5, 0.5), 1.0).poisson_subsampled(0.1).privacy_losses()
+    with pytest.raises(ValueError, match="certified"):
+        acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.1)).compose(afa.Gaussian(2.0))
+        acc.delta(1.0, method="certified")
