@@ -43,6 +43,8 @@ from .results import AccuracyError
 #: Relative accuracy the trapezoid sum is refined to (by halving its step).
 RTOL = 1e-13
 MAX_HALVINGS = 6
+#: A sum still changing by more than this after MAX_HALVINGS is refused, not reported with its error.
+MAX_UNCONVERGED = 1e-6
 #: Newton iterations for the saddle point; it stops once Psi'' step^2 is below SADDLE_TOL.
 MAX_NEWTON = 12
 SADDLE_TOL = 1e-4
@@ -221,6 +223,10 @@ class _SaddlePointContour:
             change, estimate = abs(refined - estimate) / refined, refined
             if change <= RTOL:
                 break
+        if not change <= MAX_UNCONVERGED:
+            raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} did not converge under {MAX_HALVINGS} "
+                                f"halvings of its step (last change {change:.1e}; the integrand is not one bump, "
+                                "e.g. subsampling with small q * count); use method='certified' or 'quadrature'")
         # Rounding: the log-integrand's terms (c eps, log M(c), ...) carry absolute errors of a few ulps.
         rounding = 1e-15 + 4 * np.finfo(float).eps * (abs(c * epsilon) + abs(psi + c * epsilon))
         rounding += self.loss.log_phi_rtol  # numeric MGF terms: k_i times their relative error

@@ -548,14 +548,35 @@ class DiscreteGaussian(Mechanism):
         _set(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity))
 
+    def _noise(self) -> tuple[int, np.ndarray, float]:
+        """(tau, log e^{-y^2/(2 sigma^2)} for y = 0, 1, ..., log of the normaliser).
+
+        Outputs |x| <= tau are kept, beyond which the Gaussian tail bound leaves less than the
+        allowed mass; the weights reach past tau + sensitivity, and the normaliser sums the series
+        until its terms underflow.
+        """
+        sigma = self.sigma
+        tau = int(math.ceil(sigma * math.sqrt(-2 * math.log(DISCRETE_GAUSSIAN_TAIL / 4))))
+        reach = max(int(math.ceil(40 * sigma)), tau + self.sensitivity) + 1
+        log_weight = -np.arange(0, reach + 1, dtype=float) ** 2 / (2 * sigma ** 2)
+        return tau, log_weight, float(np.logaddexp(log_weight[0], math.log(2) + logsumexp(log_weight[1:])))
+
+    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
+        """(log P, log Q), P = N_Z(sensitivity, sigma^2) and Q = N_Z(0, sigma^2), on [-tau, tau + sensitivity]
+        plus two outputs holding each side's dropped tails where the other has none (a pessimistic change:
+        the tails' contribution to every hockey-stick divergence, subsampled or not, can only grow)."""
+        tau, log_weight, log_norm = self._noise()
+        shift = self.sensitivity
+        x = np.arange(-tau, tau + shift + 1, dtype=float)
+        # Either side's mass outside the support: its tails beyond tau and beyond tau + shift.
+        log_dropped = np.logaddexp(logsumexp(log_weight[tau + 1:]), logsumexp(log_weight[tau + shift + 1:])) - log_norm
+        log_q = np.concatenate((-x ** 2 / (2 * self.sigma ** 2) - log_norm, [-np.inf, log_dropped]))
+        log_p = np.concatenate((-(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, [log_dropped, -np.inf]))
+        return log_p, log_q
+
     def _losses(self, neighboring):
         sigma, shift = self.sigma, self.sensitivity
-        # Keep outputs |x| <= tau, beyond which the Gaussian tail bound leaves less than the allowed mass;
-        # the normaliser sums the series until its terms underflow.
-        tau = int(math.ceil(sigma * math.sqrt(-2 * math.log(DISCRETE_GAUSSIAN_TAIL / 4))))
-        reach = max(int(math.ceil(40 * sigma)), tau) + 1
-        log_weight = -np.arange(0, reach + 1, dtype=float) ** 2 / (2 * sigma ** 2)
-        log_norm = np.logaddexp(log_weight[0], math.log(2) + logsumexp(log_weight[1:]))
+        tau, log_weight, log_norm = self._noise()
         x = np.arange(-tau, tau + 1, dtype=float)
         log_p = -x ** 2 / (2 * sigma ** 2) - log_norm
         losses = shift * (shift - 2 * x) / (2 * sigma ** 2)  # log p(x) - log q(x), q untruncated

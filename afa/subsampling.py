@@ -16,8 +16,9 @@ A = (1 - q) Q + q P gives
 Additive continuous noise (Gaussian, Laplace) gives a pair of noise mixtures whose
 log-CF has no closed form: it is computed by quadrature over the output
 (:class:`afa.noise_pair.PairMGF`), for complex arguments too, so the contour method
-applies.  Finite-output bases (randomized response, k-RR, discrete Laplace, any
-DiscreteMechanism) give a finite pair again, composed exactly.
+applies.  Discrete-output bases (randomized response, k-RR, discrete Laplace, discrete
+Gaussian with its tails sent to +infinity, any DiscreteMechanism) give a finite pair
+again, composed exactly.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ class Subsampled(Mechanism):
             return self._continuous_losses(noise, neighboring)
         log_pmfs = getattr(self.base, "_log_pmfs", None)
         if log_pmfs is None:
-            raise ValueError(f"subsampling is implemented for Gaussian, Laplace and finite-output bases "
-                             f"(randomized response, k-RR, discrete Laplace, DiscreteMechanism), "
+            raise ValueError(f"subsampling is implemented for Gaussian, Laplace and discrete-output bases "
+                             f"(randomized response, k-RR, discrete Laplace, discrete Gaussian, DiscreteMechanism), "
                              f"not {type(self.base).__name__}")
         if neighboring == "substitution":
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "

@@ -201,3 +201,20 @@ def test_unsupported_combinations_name_what_is_supported():
     with pytest.raises(ValueError, match="certified"):
         acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.1)).compose(afa.Gaussian(2.0))
         acc.delta(1.0, method="certified")
+
+
+def test_discrete_gaussian_base_against_enumeration():
+    """N_Z(2, 1.5^2) vs N_Z(0, 1.5^2) subsampled at q = 0.2, two uses, against the untruncated pmfs on
+    [-40, 42] (normalised by a direct sum) enumerated pair by pair; afa's truncation sends < 1e-30 to +inf."""
+    sigma, shift, q, count = 1.5, 2, 0.2, 2
+    x = np.arange(-40, 43)
+    weights = np.exp(-x.astype(float) ** 2 / (2 * sigma ** 2))
+    norm = math.fsum(np.exp(-np.arange(-200, 201.0) ** 2 / (2 * sigma ** 2)))
+    q_pmf = weights / norm
+    p_pmf = np.exp(-(x - shift).astype(float) ** 2 / (2 * sigma ** 2)) / norm
+    mixture = (1 - q) * q_pmf + q * p_pmf
+    acc = afa.Accountant().compose(afa.DiscreteGaussian(sigma, shift).poisson_subsampled(q), times=count)
+    for epsilon in (0.0, 0.1, 0.5):
+        truth = max(_enumerated_delta(np.log(mixture), np.log(q_pmf), count, epsilon),
+                    _enumerated_delta(np.log(q_pmf), np.log(mixture), count, epsilon))
+        assert acc.delta(epsilon) == pytest.approx(truth, rel=1e-11, abs=1e-15)
