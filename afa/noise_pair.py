@@ -128,6 +128,8 @@ class PairMGF:
     def __init__(self, pair: NoiseMixturePair):
         self.pair = pair
         self.nodes, self.weights = np.polynomial.legendre.leggauss(self.ORDER)
+        self._rules_for: float | None = None
+        self._rules: dict = {}
 
     def _real_log_integrand(self, o: np.ndarray, c: float) -> np.ndarray:
         log_a, log_b = self.pair.log_ratios(o)
@@ -161,7 +163,7 @@ class PairMGF:
         edges = [np.linspace(low, high, int(math.ceil((high - low) / (2 * scale))) + 1)]
         if self.pair.noise == "laplace":
             edges.append([c for c in self.pair.shifts if low < c < high])
-        if frequency > 0:
+        if frequency * self.pair.loss_slope * (high - low) > self.PHASE:  # else one panel's phase suffices
             grid = np.linspace(low, high, int(math.ceil(8 * (high - low) / scale)) + 1)
             variation = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(self.pair.privacy_loss(grid))))))
             pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
@@ -183,23 +185,38 @@ class PairMGF:
         real_parts, group_of = np.unique(flat.real, return_inverse=True)
         for group, c in enumerate(real_parts):
             members = np.flatnonzero(group_of == group)
-            window = self.output_range(float(c))
-            if window is None:
-                continue
             members = members[np.argsort(np.abs(flat[members].imag))]
             for start in range(0, members.size, self.BLOCK):
                 block = members[start:start + self.BLOCK]
-                out[block] = self._log_sum(flat[block], window)
+                out[block] = self._log_sum(float(c), flat[block].imag)
         return out.reshape(s.shape)
 
-    def _log_sum(self, values: np.ndarray, window: tuple[float, float]) -> np.ndarray:
-        """log sum_j w_j A_j e^{s L_j} for nodes ``values`` sharing one real part."""
-        o, log_w = self._panels(*window, float(np.max(np.abs(values.imag))))
-        log_a, log_b = self.pair.log_ratios(o)
-        loss = log_a - log_b
-        magnitude = log_w + self.pair.log_mu(o) + log_a + values[0].real * loss  # the same for every node
-        top = float(np.max(magnitude))
-        return top + np.log(fourier_sums(values.imag, loss, np.exp(magnitude - top)))
+    def _log_sum(self, c: float, frequencies: np.ndarray) -> complex | np.ndarray:
+        """log sum_j w_j A_j e^{(c + iu) L_j} at u = ``frequencies`` (NaN beyond MAX_REACH)."""
+        rule = self._rule(c, float(2.0 ** math.ceil(math.log2(max(np.max(np.abs(frequencies)), 1e-300)))))
+        if rule is None:
+            return np.nan
+        loss, scaled, top = rule
+        return top + np.log(fourier_sums(frequencies, loss, scaled))
+
+    def _rule(self, c: float, frequency: float):
+        """(L_j, weights relative to the largest, log of the largest) of the output rule for real part ``c``
+        and |Im s| up to ``frequency`` (rounded up to a power of two, so that the blocks and halvings of one
+        contour sum share rules); the rules of the latest c are kept."""
+        if c != self._rules_for:
+            self._rules_for, self._rules = c, {}
+        if frequency not in self._rules:
+            window = self.output_range(c)
+            if window is None:
+                self._rules[frequency] = None
+            else:
+                o, log_w = self._panels(*window, frequency)
+                log_a, log_b = self.pair.log_ratios(o)
+                loss = log_a - log_b
+                magnitude = log_w + self.pair.log_mu(o) + log_a + c * loss
+                top = float(np.max(magnitude))
+                self._rules[frequency] = (loss, np.exp(magnitude - top), top)
+        return self._rules[frequency]
 
     def cumulants(self) -> tuple[float, float]:
         """Mean and variance of L under A."""
