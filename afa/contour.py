@@ -108,13 +108,17 @@ class _SaddlePointContour:
         Psi' and Psi'' come from one complex evaluation: Psi(c + iu) = Psi + iu Psi'
         - u^2 Psi'' / 2 + O(u^3), since Psi is real-analytic.  Newton starts from
         the previous query's saddle (root finding asks for nearby eps), each step
-        kept within a factor 8 in c and inside the strip (the first query starts from the
-        Gaussian approximation's saddle); if it fails (Psi not
+        kept within a factor 8 in c and inside the strip (then from the Gaussian
+        approximation's saddle, and a quarter and a sixteenth of it); if it fails (Psi not
         convex there, no convergence), a scan in log c and Brent's method take over.
         """
-        found = self._newton_saddle(self._last_saddle or self._gaussian_saddle(epsilon), epsilon)
-        if found is not None:
-            return found
+        starts = [self._last_saddle] if self._last_saddle else []
+        guess = self._gaussian_saddle(epsilon)
+        starts += [guess, guess / 4, guess / 16]  # a right-skewed loss has its saddle below the Gaussian's
+        for start in starts:
+            found = self._newton_saddle(start, epsilon)
+            if found is not None:
+                return found
         grid = np.arange(-30.0, 60.0, 0.5)
         values = self._psi(np.exp(grid), epsilon)
         best = int(np.argmin(values))
@@ -141,8 +145,13 @@ class _SaddlePointContour:
         return min(max(slope_free, 0.1), 1e6)
 
     def _newton_saddle(self, c: float, epsilon: float) -> tuple[float, float, float] | None:
-        """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge."""
+        """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge.
+
+        Psi is convex, so the sign of Psi' brackets the root: a step leaving the bracket
+        (curvature growing fast, as for subsampled losses) is replaced by its geometric midpoint.
+        """
         probe, previous = 0.01 * c, None
+        low, high = 0.0, math.inf
         for _ in range(MAX_NEWTON):
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 log_f = self._log_integrand(np.array([c, c + 1j * probe]), epsilon)
@@ -161,7 +170,14 @@ class _SaddlePointContour:
             if curvature * step * step <= SADDLE_TOL:
                 self._last_saddle = c
                 return c, float(psi), float(curvature)
-            previous, c = c, min(max(c + step, c / 8), 8 * c)
+            if slope < 0:
+                low = max(low, c)
+            else:
+                high = min(high, c)
+            proposal = min(max(c + step, c / 8), 8 * c)
+            if not low < proposal < high:
+                proposal = math.sqrt(low * high) if low > 0 and math.isfinite(high) else proposal
+            previous, c = c, proposal
             # Probe at about a tenth of the saddle's width, so that Psi'' is accurate.
             probe = min(0.01 * c, 0.1 / math.sqrt(curvature))
         return None

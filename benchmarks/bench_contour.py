@@ -56,7 +56,7 @@ def timings(acc: afa.Accountant, epsilon: float, target: float) -> tuple[float, 
 def print_row(name: str, times, delta_errors, epsilon_errors) -> None:
     """One table row; an error list that is empty (no reference) prints as '-'."""
     def worst(errors):
-        return f"{max(errors):>11.1e}" if errors else f"{'-':>11}"
+        return f"{max(errors):>11.1e}" if len(errors) else f"{'-':>11}"
     print(f"{name:<34} {times[0]:>8.2f} {times[1]:>8.1f} {times[2]:>8.1f} {worst(delta_errors)} {worst(epsilon_errors)}")
 
 
