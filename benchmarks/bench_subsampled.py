@@ -33,6 +33,10 @@ swamps delta) and is flagged so; where afa falls outside an otherwise plausible
 bracket, the pessimistic eps is recomputed on grids 7% finer and coarser, and a
 spread larger than afa's distance to the bracket is flagged as unresolved.
 
+Table 3: afa's own certified bracket (papers/002 Algorithm 2, afa.certified) on
+delta at afa's eps for the single-mechanism rows with k <= 1500: its relative width,
+and whether it contains afa's delta there.
+
 Run: PYTHONPATH=. python benchmarks/bench_subsampled.py
 (peers optional: pip install dp-accounting==0.4.4 prv-accountant==0.2.0;
 about 6-8 minutes on 2 cores.)
@@ -53,6 +57,7 @@ import numpy as np
 
 import afa
 import afa.mechanisms
+from afa.certified import certified_delta
 from timing import median_seconds
 
 try:
@@ -299,9 +304,32 @@ def main() -> None:
                   f"{pessimistic:>15.8f} {inside:>6} {seconds:>6.1f} {rdp:>10.6f} "
                   f"{'yes' if eps <= rdp else 'NO':>6}  {note}", flush=True)
 
+    print_certified_widths(checks)
     for note in notes:
         print(note)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+def print_certified_widths(checks) -> None:
+    """Table 3: papers/002 Algorithm 2's certified delta bracket at afa's eps (max over the two
+    directions, afa.certified at its default 2^18 cells), for the single-mechanism rows with k <= 1500."""
+    print("\nTable 3: the certified Algorithm 2 bracket on delta at afa's eps (both directions), its relative "
+          "width and build time")
+    print(f"{'case':<30} {'delta':>6} {'afa eps':>12} {'lower':>13} {'upper':>13} {'rel width':>9} "
+          f"{'contains':>8} {'s':>6}")
+    for row, result in checks:
+        (sigma, q, steps), = row.terms if len(row.terms) == 1 else ((None, None, 0),)
+        if not 0 < steps <= 1500:
+            continue
+        pair = afa.Gaussian(sigma).poisson_subsampled(q).noise_pair()
+        start = time.perf_counter()
+        sides = [certified_delta(side, steps, [result.value]) for side in (pair, pair.swapped())]
+        seconds = time.perf_counter() - start
+        lower, upper = max(side[0][0] for side in sides), max(side[1][0] for side in sides)
+        delta = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=steps).delta(result.value)
+        print(f"{row.name:<30} {row.delta:>6.0e} {result.value:>12.8f} {lower:>13.6e} {upper:>13.6e} "
+              f"{(upper - lower) / row.delta:>9.1e} {'yes' if lower <= delta <= upper else 'NO':>8} "
+              f"{seconds:>6.1f}", flush=True)
 
 
 if __name__ == "__main__":
