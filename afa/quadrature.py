@@ -164,6 +164,8 @@ class LevyInversion:
             if previous is not None:
                 change = float(np.max(np.abs(current - previous)))
                 rounding = 1e-16 * math.sqrt(nodes.size) * float(np.sum(np.abs(weighted))) / math.pi
+                # Numeric CF terms (subsampled mechanisms): phi itself is off by up to sum_i k_i rtol_i.
+                rounding += self.loss.log_phi_rtol * float(np.sum(np.abs(weights * kernel(nodes)))) / math.pi
                 error = change + tail + rounding
                 # Stop when converged (to atol, or to the tail error that refinement cannot reduce),
                 # out of budget, or at the noise floor (halving no longer helps).

@@ -218,3 +218,14 @@ def test_discrete_gaussian_base_against_enumeration():
         truth = max(_enumerated_delta(np.log(mixture), np.log(q_pmf), count, epsilon),
                     _enumerated_delta(np.log(q_pmf), np.log(mixture), count, epsilon))
         assert acc.delta(epsilon) == pytest.approx(truth, rel=1e-11, abs=1e-15)
+
+
+def test_real_line_bounds_cover_the_numeric_cf_error():
+    """The real-line inversion counts k times the numeric CF's error: its eps(1e-8) bounds contain the
+    contour's value, and it refuses delta = 1e-10 (it once reported bounds 1.1e-4 off there)."""
+    acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.01), times=3000)
+    contour = acc.epsilon(1e-8)
+    real_line = acc.epsilon_result(1e-8, method="quadrature")
+    assert real_line.lower <= contour <= real_line.upper
+    with pytest.raises(afa.AccuracyError, match="reliable for delta"):
+        acc.epsilon(1e-10, method="quadrature")
