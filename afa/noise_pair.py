@@ -24,6 +24,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ._accurate import weighted_cumulants
+from .results import AccuracyError
 
 NOISES = ("gaussian", "laplace")
 
@@ -149,7 +150,8 @@ class PairMGF:
         values = self._real_log_integrand(grid, c)
         keep = np.flatnonzero(values > np.max(values) - self.DROP)
         if keep[0] == 0 or keep[-1] == grid.size - 1:
-            raise ArithmeticError(f"the MGF integrand at Re s = {c:.6g} does not decay within |o| <= {reach:.3g}")
+            raise AccuracyError(f"the MGF integrand of {self.pair} at Re s = {c:.6g} does not decay within "
+                                f"|o| <= {reach:.3g}; please report it")
         return float(grid[keep[0] - 1]), float(grid[keep[-1] + 1])
 
     def _panels(self, low: float, high: float, frequency: float) -> tuple[np.ndarray, np.ndarray]:
