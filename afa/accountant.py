@@ -31,6 +31,8 @@ from .results import AccuracyError, Result
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
 METHODS = ("auto", "exact", "quadrature", "contour", "certified")
+#: Below this many uses in all, 'auto' tries the certified bracket before the real line (see Accountant._run).
+FEW_USES = 50
 
 
 class Accountant:
@@ -170,19 +172,28 @@ class Accountant:
         return self._profile(epsilons.ravel(), method)[0].reshape(epsilons.shape)
 
     def _run(self, method: str, query):
-        """(engine name, query(engines)); under 'auto' a contour refusal falls back to the certified
-        discretization where it applies (one subsampled mechanism), else to the real line."""
+        """(engine name, query(engines)).
+
+        Under 'auto' a contour refusal falls back to the real line and, where that cannot resolve
+        the query either, to the certified discretization (one subsampled mechanism).  A subsampled
+        mechanism used fewer than FEW_USES times goes to the certified bracket first: its CF decays
+        too slowly for the real line to be quick.
+        """
         name = self._resolve(method)
         try:
             return name, query(self._engines_for(name))
         except AccuracyError:
             if method != "auto" or name != "contour":
                 raise
-        try:
-            engines, name = self._engines_for("certified"), "certified"
-        except ValueError:
-            engines, name = self._engines_for("quadrature"), "quadrature"
-        return name, query(engines)
+        fallbacks = ["quadrature", "certified"]
+        if sum(self._counts.values()) < FEW_USES:
+            fallbacks.reverse()
+        for position, fallback in enumerate(fallbacks):
+            try:
+                return fallback, query(self._engines_for(fallback))
+            except (AccuracyError, ValueError):
+                if position == len(fallbacks) - 1:
+                    raise
 
     def _profile(self, epsilons: np.ndarray, method: str):
         name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines])
