@@ -6,8 +6,8 @@ Poisson-subsampled Gaussian with noise multiplier sigma and rate q):
 * DP-SGD, delta = 1e-5: q = 0.01, sigma = 1, k = 100, 1000, 10 000 (literature
   eps ~ 0.718036 and 1.828237 for k = 100, 1000); q = 0.01, sigma = 2, k = 1500;
   q = 256/60000, sigma = 1.1, k = 14 063 (MNIST, 60 epochs of batches of 256);
-* near-atom (small q k, where afa's contour refuses and its certified bracket
-  answers): sigma = 0.8, q = 0.001, k = 100, delta = 1e-5; sigma = 2, q = 0.001,
+* near-atom (small q k, where afa's contour refuses and the real-line inversion
+  answers; Table 3 checks it against the certified bracket): sigma = 0.8, q = 0.001, k = 100, delta = 1e-5; sigma = 2, q = 0.001,
   k = 1000, delta = 1e-6;
 * tiny delta: q = 0.01, sigma = 2, k = 3000, delta = 1e-10, 1e-16, 1e-20;
 * heterogeneous: 100 distinct subsampled Gaussians (sigma uniform in [1.5, 3],
