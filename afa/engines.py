@@ -37,6 +37,12 @@ RESOLUTION_FACTOR = 100.0
 MAX_NEWTON_EPSILON = 100
 
 
+def loss_epsilon_scale(loss: ComposedLoss) -> float:
+    """A scale for bracketing eps(delta): the composed loss's |mean| plus ten standard deviations, at least 1."""
+    mean, variance = loss.cumulants
+    return max(1.0, abs(mean) + 10 * math.sqrt(max(variance, 0.0)))
+
+
 class ExactEngine:
     """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms."""
 
@@ -75,8 +81,9 @@ class ClosedFormEngine:
     method = "exact"
     inf_mass = 0.0
 
-    def __init__(self, delta_function: Callable[[np.ndarray], np.ndarray], rtol: float, epsilon_scale: float):
-        self.delta_function, self.rtol, self.epsilon_scale = delta_function, rtol, epsilon_scale
+    def __init__(self, delta_function: Callable[[np.ndarray], np.ndarray], rtol: float, loss: ComposedLoss):
+        self.delta_function, self.rtol = delta_function, rtol
+        self.epsilon_scale = loss_epsilon_scale(loss)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values = np.asarray(self.delta_function(epsilons), dtype=float)
@@ -105,8 +112,7 @@ class CertifiedEngine:
             raise ValueError("method='certified' needs a composition of one subsampled Gaussian or Laplace "
                              "mechanism (any count)")
         self.bracket = CertifiedBracket(pair, int(count))
-        mean, variance = loss.cumulants
-        self.epsilon_scale = max(1.0, abs(mean) + 10 * math.sqrt(variance))
+        self.epsilon_scale = loss_epsilon_scale(loss)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lower, upper = self.bracket.delta(epsilons)
@@ -123,6 +129,7 @@ class _InversionEngine:
     inversion_class: Callable  # builds the inversion from the composed loss
 
     def __init__(self, loss: ComposedLoss):
+        self.loss = loss
         self.inversion = self.inversion_class(loss)
         self.inf_mass = loss.inf_mass
 
@@ -134,7 +141,7 @@ class _InversionEngine:
 
     @property
     def epsilon_scale(self) -> float:
-        return max(1.0, abs(self.inversion.mean) + 10 * self.inversion.scale)
+        return loss_epsilon_scale(self.loss)
 
     def epsilon_guess(self, delta: float) -> float:
         """A first guess of eps(delta): the Gaussian loss with the composition's variance (papers/004 Thm 5)."""

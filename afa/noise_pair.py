@@ -133,9 +133,11 @@ class PairMGF:
         self._rules_for: float | None = None
         self._rules: dict = {}
 
-    def _real_log_integrand(self, o: np.ndarray, c: float) -> np.ndarray:
+    def _loss_and_log_integrand(self, o: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
+        """L(o) and the real log-integrand log mu + log(A/mu) + c L = log(A^{1+c} B^{-c}) at the outputs ``o``."""
         log_a, log_b = self.pair.log_ratios(o)
-        return self.pair.log_mu(o) + (1 + c) * log_a - c * log_b
+        loss = log_a - log_b
+        return loss, self.pair.log_mu(o) + log_a + c * loss
 
     def output_range(self, c: float) -> tuple[float, float] | None:
         """[low, high] outside which the integrand at real part ``c`` is below e^-DROP of its peak.
@@ -148,7 +150,7 @@ class PairMGF:
         if not reach <= self.MAX_REACH * scale:
             return None
         grid = np.linspace(-reach, reach, int(4 * reach / scale) + 2)
-        values = self._real_log_integrand(grid, c)
+        values = self._loss_and_log_integrand(grid, c)[1]
         keep = np.flatnonzero(values > np.max(values) - self.DROP)
         if keep[0] == 0 or keep[-1] == grid.size - 1:
             raise AccuracyError(f"the MGF integrand of {self.pair} at Re s = {c:.6g} does not decay within "
@@ -214,9 +216,8 @@ class PairMGF:
                 self._rules[frequency] = None
             else:
                 o, log_w = self._panels(*window, frequency)
-                log_a, log_b = self.pair.log_ratios(o)
-                loss = log_a - log_b
-                magnitude = log_w + self.pair.log_mu(o) + log_a + c * loss
+                loss, magnitude = self._loss_and_log_integrand(o, c)
+                magnitude += log_w
                 top = float(np.max(magnitude))
                 self._rules[frequency] = (loss, np.exp(magnitude - top), top)
         return self._rules[frequency]
@@ -225,8 +226,8 @@ class PairMGF:
         """Mean and variance of L under A."""
         low, high = self.output_range(0.0)
         o, log_w = self._panels(low, high, 0.0)
-        log_a, log_b = self.pair.log_ratios(o)
-        return weighted_cumulants(log_a - log_b, log_w + self.pair.log_mu(o) + log_a)
+        loss, log_density = self._loss_and_log_integrand(o, 0.0)
+        return weighted_cumulants(loss, log_w + log_density)
 
 
 def fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -64,6 +64,9 @@ class Subsampled(Mechanism):
             return loss, loss
         if self.q == 1:
             return self.base.privacy_losses("substitution" if self.scheme == "subset" else neighboring)
+        if neighboring == "substitution" and not isinstance(self.base, Gaussian):
+            raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
+                             "(papers/003 Sec. 4.2)")
         noise = _additive_noise(self.base)
         if noise is not None:
             return self._continuous_losses(noise, neighboring)
@@ -72,9 +75,6 @@ class Subsampled(Mechanism):
             raise ValueError(f"subsampling is implemented for Gaussian, Laplace and discrete-output bases "
                              f"(randomized response, k-RR, discrete Laplace, discrete Gaussian, DiscreteMechanism), "
                              f"not {type(self.base).__name__}")
-        if neighboring == "substitution":
-            raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
-                             "(papers/003 Sec. 4.2)")
         log_p, log_q = log_pmfs("substitution" if self.scheme == "subset" else "add_remove")
         mixture = np.logaddexp(math.log1p(-self.q) + log_q, math.log(self.q) + log_p)
         return _pair_from_pmfs(mixture, log_q)
@@ -88,9 +88,6 @@ class Subsampled(Mechanism):
         return _mixture_pair(noise, self.q, neighboring)
 
     def _continuous_losses(self, noise, neighboring):
-        if neighboring == "substitution" and noise[0] != "gaussian":
-            raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
-                             "(papers/003 Sec. 4.2)")
         pair = _mixture_pair(noise, self.q, neighboring)
         integral = PairMGF(pair)
         label = (f"log_phi_{self.scheme}_q{self.q:g}_{type(self.base).__name__}"

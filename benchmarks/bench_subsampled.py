@@ -49,7 +49,6 @@ import logging
 import math
 import os
 import platform
-import sys
 import time
 import warnings
 
