@@ -16,7 +16,7 @@ import math
 import numpy as np
 import sympy
 
-from .discrete import DiscretePLD
+from .discrete import LossAtoms
 from .privacy_loss import PrivacyLoss, Template, atoms_log_phi, batched_log_phi
 
 
@@ -121,10 +121,10 @@ class ComposedLoss:
         return atoms_log_phi(np.asarray(nodes, dtype=float), [loss.atoms for loss in self.terms]) @ self._counts
 
     @functools.cached_property
-    def atoms(self) -> DiscretePLD:
+    def atoms(self) -> LossAtoms:
         """The composed atomic part, by exact convolution (may raise CompositionTooLargeError)."""
         result = None
         for loss, count in self.terms.items():
             power = loss.atoms.power(count)
             result = power if result is None else result.convolve(power)
-        return result if result is not None else DiscretePLD(np.empty(0), np.empty(0))
+        return result if result is not None else LossAtoms(np.empty(0), np.empty(0))

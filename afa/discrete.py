@@ -1,6 +1,6 @@
 """Finite privacy-loss distributions and their exact composition.
 
-A :class:`DiscretePLD` is a finite set of privacy-loss values with their
+A :class:`LossAtoms` is a finite set of privacy-loss values with their
 probabilities (kept as logarithms), the finite part of a privacy loss whose
 remaining mass sits at +infinity.  Composition of independent mechanisms is
 convolution of their privacy-loss distributions (papers/003_83ef780bcc67edb1.txt
@@ -34,7 +34,7 @@ class CompositionTooLargeError(ValueError):
 
 
 @dataclass(frozen=True, eq=False)
-class DiscretePLD:
+class LossAtoms:
     """Atoms ``losses[i]`` with probability ``exp(log_masses[i])``, sorted by loss.
 
     The masses may sum to less than one: the rest is the mass at +infinity
@@ -45,7 +45,7 @@ class DiscretePLD:
     log_masses: np.ndarray
 
     @classmethod
-    def from_atoms(cls, losses, log_masses) -> "DiscretePLD":
+    def from_atoms(cls, losses, log_masses) -> "LossAtoms":
         """Sort, drop zero-mass atoms and merge equal loss values."""
         losses = np.asarray(losses, dtype=float).ravel()
         log_masses = np.asarray(log_masses, dtype=float).ravel()
@@ -73,10 +73,10 @@ class DiscretePLD:
         """(log of the total mass, masses divided by it)."""
         return normalize(self.log_masses)
 
-    def convolve(self, other: "DiscretePLD") -> "DiscretePLD":
+    def convolve(self, other: "LossAtoms") -> "LossAtoms":
         """The distribution of the sum of independent losses (exact, merged)."""
         if self.size == 0 or other.size == 0:
-            return DiscretePLD(np.empty(0), np.empty(0))
+            return LossAtoms(np.empty(0), np.empty(0))
         pairs = self.size * other.size
         if pairs > MAX_PAIRS:
             raise CompositionTooLargeError(
@@ -84,9 +84,9 @@ class DiscretePLD:
                 "compose fewer discrete mechanisms exactly, or add a continuous mechanism and use method='quadrature'")
         losses = (self.losses[:, None] + other.losses[None, :]).ravel()
         log_masses = (self.log_masses[:, None] + other.log_masses[None, :]).ravel()
-        return DiscretePLD.from_atoms(losses, log_masses)
+        return LossAtoms.from_atoms(losses, log_masses)
 
-    def power(self, count: int) -> "DiscretePLD":
+    def power(self, count: int) -> "LossAtoms":
         """The ``count``-fold self-convolution (``count`` >= 1).
 
         Two-atom distributions (randomized response, approximate DP) use the
@@ -106,7 +106,7 @@ class DiscretePLD:
                 base = base.convolve(base)
         return result
 
-    def _binomial_power(self, count: int) -> "DiscretePLD":
+    def _binomial_power(self, count: int) -> "LossAtoms":
         if count + 1 > MAX_ATOMS:
             raise CompositionTooLargeError(
                 f"exact composition of {count} two-atom mechanisms has {count + 1} atoms (limit {MAX_ATOMS})")
@@ -118,7 +118,7 @@ class DiscretePLD:
             log_total = 0.0  # a probability vector up to rounding; n * rounding would grow with the count
         log_p, log_q = log_high - log_total, log_low - log_total
         log_masses = count * log_total + binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
-        return DiscretePLD.from_atoms(j * high + (count - j) * low, log_masses)
+        return LossAtoms.from_atoms(j * high + (count - j) * low, log_masses)
 
 
 def _merge(losses: np.ndarray, log_masses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -154,12 +154,12 @@ def log_hockey_stick(losses: np.ndarray, log_masses: np.ndarray, epsilons) -> np
     return out.reshape(epsilons.shape)
 
 
-def hockey_stick(pld: DiscretePLD, epsilons) -> np.ndarray:
+def hockey_stick(pld: LossAtoms, epsilons) -> np.ndarray:
     """sum_j w_j (1 - e^{eps - l_j})_+ over the atoms of ``pld``, for each eps (1-d array)."""
     return np.exp(log_hockey_stick(pld.losses, pld.log_masses, np.atleast_1d(np.asarray(epsilons, dtype=float))))
 
 
-def epsilon_for_delta(pld: DiscretePLD, inf_mass: float, delta: float) -> float:
+def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
     """The smallest eps >= 0 with inf_mass + hockey_stick(eps) <= delta, exactly.
 
     Between consecutive atoms delta(eps) = inf_mass + A - B e^eps, so the

@@ -25,7 +25,7 @@ from . import exact
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import DiscretePLD, epsilon_for_delta
+from .discrete import LossAtoms, epsilon_for_delta
 from .quadrature import LevyInversion
 from .results import AccuracyError
 
@@ -51,7 +51,7 @@ class ExactEngine:
     def __init__(self, mu: float, discrete: ComposedLoss):
         self.mu = mu
         self.inf_mass = discrete.inf_mass
-        self.atoms = discrete.atoms if discrete.terms else DiscretePLD(np.zeros(1), np.zeros(1))
+        self.atoms = discrete.atoms if discrete.terms else LossAtoms(np.zeros(1), np.zeros(1))
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         finite = exact.mixture_log_delta(epsilons, self.atoms.losses, self.atoms.log_masses, self.mu)

@@ -27,7 +27,7 @@ import sympy
 from sympy.codegen.cfunctions import expm1, log1p
 
 from ._accurate import complex_log1p, expm1_minus_identity, log_characteristic, weighted_cumulants
-from .discrete import DiscretePLD
+from .discrete import LossAtoms
 
 #: The real variable of every characteristic function.
 t = sympy.Symbol("t", real=True)
@@ -135,7 +135,7 @@ class PrivacyLoss:
     Instances are immutable; mechanisms cache them.
     """
 
-    def __init__(self, *, atoms: DiscretePLD, inf_mass: float, continuous: bool,
+    def __init__(self, *, atoms: LossAtoms, inf_mass: float, continuous: bool,
                  log_phi: sympy.Expr | None, batch: tuple,
                  cumulants: tuple[float, float] | Callable[[], tuple[float, float]],
                  evaluator: Callable[[np.ndarray], np.ndarray] | None = None):
@@ -160,14 +160,14 @@ class PrivacyLoss:
         Its log-CF is computed from the atoms, or from ``template`` (a family and
         the member's parameters) where a closed form is more accurate.
         """
-        atoms = DiscretePLD.from_atoms(losses, log_masses)
+        atoms = LossAtoms.from_atoms(losses, log_masses)
         log_phi = None if template is None else _with_finite_mass(template[0].instantiate(template[1]), inf_mass)
         return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=log_phi,
                    batch=(ATOMS, atoms) if template is None else template,
                    cumulants=lambda: weighted_cumulants(atoms.losses, atoms.log_masses))
 
     @classmethod
-    def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: DiscretePLD | None = None,
+    def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
                  inf_mass: float = 0.0) -> "PrivacyLoss":
         """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family.
 
@@ -200,7 +200,7 @@ class PrivacyLoss:
 
     # -- properties -------------------------------------------------------
     @property
-    def atoms(self) -> DiscretePLD:
+    def atoms(self) -> LossAtoms:
         """The discrete part of the finite loss (possibly empty)."""
         return self._atoms
 
@@ -250,8 +250,8 @@ def _with_finite_mass(normalised_log_phi: sympy.Expr, inf_mass: float) -> sympy.
     return sympy.Float(math.log1p(-inf_mass), 17) + normalised_log_phi
 
 
-def _no_atoms() -> DiscretePLD:
-    return DiscretePLD(np.empty(0), np.empty(0))
+def _no_atoms() -> LossAtoms:
+    return LossAtoms(np.empty(0), np.empty(0))
 
 
 #: Batch keys of losses evaluated from their atoms, and of numeric log-CFs.
@@ -281,7 +281,7 @@ def batched_log_phi(nodes: np.ndarray, losses: list[PrivacyLoss]) -> np.ndarray:
     return out
 
 
-def atoms_log_phi(nodes: np.ndarray, plds: list[DiscretePLD], log_masses: list[float] | None = None) -> np.ndarray:
+def atoms_log_phi(nodes: np.ndarray, plds: list[LossAtoms], log_masses: list[float] | None = None) -> np.ndarray:
     """log-CF of several finite measures at 1-d ``nodes``: shape (nodes, measures); -inf for empty ones.
 
     ``log_masses`` are the measures' exact log total masses, where known.

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import afa.discrete as discrete
-from afa.discrete import CompositionTooLargeError, DiscretePLD, epsilon_for_delta, hockey_stick
+from afa.discrete import CompositionTooLargeError, LossAtoms, epsilon_for_delta, hockey_stick
 
 mpmath.mp.dps = 40
 
@@ -29,13 +29,13 @@ mpmath.mp.dps = 40
 # Brute-force helpers
 # ---------------------------------------------------------------------------
 
-def make(atoms: dict) -> DiscretePLD:
-    """A DiscretePLD from {loss: mass} (masses as probabilities)."""
+def make(atoms: dict) -> LossAtoms:
+    """A LossAtoms from {loss: mass} (masses as probabilities)."""
     losses = list(atoms)
-    return DiscretePLD.from_atoms(losses, np.log([atoms[l] for l in losses]))
+    return LossAtoms.from_atoms(losses, np.log([atoms[l] for l in losses]))
 
 
-def as_dict(pld: DiscretePLD) -> dict:
+def as_dict(pld: LossAtoms) -> dict:
     return dict(zip(pld.losses.tolist(), np.exp(pld.log_masses).tolist()))
 
 
@@ -54,7 +54,7 @@ def brute_power(a: dict, count: int) -> dict:
     return result
 
 
-def assert_pld_equal(pld: DiscretePLD, expected: dict, rel=1e-12):
+def assert_pld_equal(pld: LossAtoms, expected: dict, rel=1e-12):
     expected = {l: w for l, w in expected.items() if w > 0}
     keys = sorted(expected)
     assert pld.size == len(keys), (pld.losses, keys)
@@ -103,13 +103,13 @@ IRR3 = {-math.sqrt(2): 0.3, math.pi / 7: 0.45, math.e / 2: 0.25}  # no coinciden
 # ---------------------------------------------------------------------------
 
 def test_from_atoms_sorts_drops_zero_mass_and_merges():
-    pld = DiscretePLD.from_atoms([0.5, -1.0, 0.5, 2.0, 0.5 + 1e-15],
+    pld = LossAtoms.from_atoms([0.5, -1.0, 0.5, 2.0, 0.5 + 1e-15],
                                  [math.log(0.1), math.log(0.2), math.log(0.3), -math.inf, math.log(0.4)])
     np.testing.assert_array_equal(pld.losses, [-1.0, 0.5])
     np.testing.assert_allclose(np.exp(pld.log_masses), [0.2, 0.8], rtol=1e-15)
     assert pld.size == 2
     assert math.exp(pld.log_mass) == pytest.approx(1.0, rel=1e-15)
-    empty = DiscretePLD.from_atoms([1.0], [-np.inf])
+    empty = LossAtoms.from_atoms([1.0], [-np.inf])
     assert empty.size == 0 and empty.log_mass == -np.inf
 
 
@@ -130,7 +130,7 @@ def test_convolve_matches_enumeration(a, b):
 
 
 def test_convolve_with_empty_is_empty():
-    empty = DiscretePLD.from_atoms([], [])
+    empty = LossAtoms.from_atoms([], [])
     assert make(GRID3).convolve(empty).size == 0
     assert empty.convolve(make(GRID3)).size == 0
 
@@ -216,9 +216,9 @@ def test_convolve_past_max_pairs(monkeypatch):
 
 def test_merge_past_max_atoms(monkeypatch):
     monkeypatch.setattr(discrete, "MAX_ATOMS", 5)
-    DiscretePLD.from_atoms(np.arange(5.0), np.full(5, -math.log(5)))
+    LossAtoms.from_atoms(np.arange(5.0), np.full(5, -math.log(5)))
     with pytest.raises(CompositionTooLargeError, match="6 distinct loss values.*limit 5"):
-        DiscretePLD.from_atoms(np.arange(6.0), np.full(6, -math.log(6)))
+        LossAtoms.from_atoms(np.arange(6.0), np.full(6, -math.log(6)))
     with pytest.raises(CompositionTooLargeError, match="limit 5"):
         make(IRR3).convolve(make(IRR3))
 
@@ -295,7 +295,7 @@ def test_epsilon_for_delta_randomized_response_is_log_odds():
 
 
 def test_epsilon_for_delta_all_mass_at_infinity():
-    empty = DiscretePLD.from_atoms([], [])
+    empty = LossAtoms.from_atoms([], [])
     assert epsilon_for_delta(empty, 1.0, 0.5) == math.inf
     assert epsilon_for_delta(empty, 0.3, 0.5) == 0.0
 
@@ -331,7 +331,7 @@ def test_log_phi_matches_direct_sum(atoms):
 
 
 def test_log_phi_of_empty_pld():
-    values = DiscretePLD.from_atoms([], []).log_phi(np.array([0.0, 1.0]))
+    values = LossAtoms.from_atoms([], []).log_phi(np.array([0.0, 1.0]))
     assert np.all(values.real == -np.inf)
 
 
