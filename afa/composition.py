@@ -42,6 +42,12 @@ class ComposedLoss:
         return any(loss.continuous for loss in self.terms)
 
     @functools.cached_property
+    def loss_max(self) -> float:
+        """An upper bound on the composed finite loss: sum_i k_i (bound of term i), +inf if one is unbounded."""
+        bounds = [count * loss.loss_max for loss, count in self.terms.items()]
+        return math.inf if math.inf in bounds else math.fsum(bounds)
+
+    @functools.cached_property
     def cumulants(self) -> tuple[float, float]:
         """(mean, variance) of the normalised finite composed loss: cumulants add."""
         mean = sum(count * loss.cumulants[0] for loss, count in self.terms.items())

@@ -105,8 +105,8 @@ class _SaddlePointContour:
         None means Psi decreases all the way to c = e^60 and the Chernoff bound there puts
         P(L > eps) below the smallest double (eps at or beyond a bounded loss's maximum).
 
-        Psi' and Psi'' come from one complex evaluation: Psi(c + iu) = Psi + iu Psi'
-        - u^2 Psi'' / 2 + O(u^3), since Psi is real-analytic.  Newton starts from
+        Psi'' comes from Re Psi(c + iu) = Psi - u^2 Psi'' / 2 + O(u^4) (Psi is real-analytic)
+        and Psi' from Psi(c - u), all at one small u.  Newton starts from
         the previous query's saddle (root finding asks for nearby eps), each step
         kept within a factor 8 in c and inside the strip (then from the Gaussian
         approximation's saddle, and a quarter and a sixteenth of it); if it fails (Psi not
@@ -137,6 +137,9 @@ class _SaddlePointContour:
         step = 1e-4 * c
         side = self._psi(np.array([c - step, c + step]), epsilon)
         curvature = (side[0] - 2 * minimum.fun + side[1]) / step ** 2
+        if not math.isfinite(curvature):
+            raise AccuracyError(f"no usable saddle point for eps = {epsilon:.6g} (Psi'' is not finite at "
+                                f"c = {c:.6g}); use method='quadrature'")
         return c, float(minimum.fun), max(curvature, 1e-300)
 
     def _gaussian_saddle(self, epsilon: float) -> float:
@@ -154,16 +157,18 @@ class _SaddlePointContour:
         low, high = 0.0, math.inf
         for _ in range(MAX_NEWTON):
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                log_f = self._log_integrand(np.array([c, c + 1j * probe]), epsilon)
+                log_f = self._log_integrand(np.array([c, c + 1j * probe, c - probe], dtype=complex), epsilon)
             psi = log_f[0].real
             if not _inside_strip(log_f[0]):
                 if previous is None:
                     return None
                 c = 0.5 * (c + previous)  # stepped out of the strip: back off
                 continue
-            slope = log_f[1].imag / probe
+            # Psi(c + iu) = Psi - u^2 Psi''/2 + O(u^4) in its real part (log |.|, never wrapped), and the
+            # backward difference gives Psi' (the phase Im Psi(c + iu) = u Psi' would wrap once u Psi' > pi).
             curvature = 2 * (psi - log_f[1].real) / probe ** 2
-            if not curvature > 0:
+            slope = (psi - log_f[2].real) / probe + 0.5 * probe * curvature
+            if not 0 < curvature < math.inf:
                 return None
             step = -slope / curvature
             # Close enough: Psi(c) - Psi(c*) = Psi'' step^2 / 2 costs a factor e^{that} in cancellation only.
@@ -189,8 +194,8 @@ class _SaddlePointContour:
         with a large gap); S, the same integral with an extra factor s, comes from
         the same nodes and gives Newton's method its derivative.
         """
-        found = self.saddle(epsilon)
-        if found is None:
+        found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon)
+        if found is None:  # the finite loss cannot exceed eps (bounded support, or Chernoff)
             return -math.inf, 0.0, 0.0
         c, psi, curvature = found
         bend, width = self._bend(epsilon)

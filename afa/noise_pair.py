@@ -72,6 +72,20 @@ class NoiseMixturePair:
         spread = float(np.ptp(self.shifts))
         return spread / self.scale ** 2 if self.noise == "gaussian" else 2.0 / self.scale
 
+    @property
+    def loss_upper_bound(self) -> float:
+        """A bound on sup_o log(A/B)(o): max_i log(a_i / b_j(i)) when every A component is also a B
+        component (then A <= max_i (a_i / b_j(i)) B pointwise), else +inf.
+
+        Poisson subsampling's add direction, B = (1 - q) mu + q mu(. - Delta) against A = mu, gives
+        -log(1 - q): its loss never exceeds that.
+        """
+        b_weights = dict(zip(self.b_shifts, self.b_log_weights))
+        ratios = [w - b_weights[c] for c, w in zip(self.a_shifts, self.a_log_weights) if w > -np.inf and c in b_weights]
+        if len(ratios) < sum(w > -np.inf for w in self.a_log_weights):
+            return math.inf
+        return float(max(ratios))
+
     def log_mu(self, o: np.ndarray) -> np.ndarray:
         """log mu(o)."""
         o = np.asarray(o, dtype=float)

@@ -220,6 +220,16 @@ class PrivacyLoss:
         return self._continuous
 
     @property
+    def loss_max(self) -> float:
+        """An upper bound on the finite loss (+inf when none is known): the largest atom of a
+        finite loss, the noise pair's bound (:attr:`afa.noise_pair.NoiseMixturePair.loss_upper_bound`)."""
+        if not self._continuous:
+            return float(self._atoms.losses[-1]) if self._atoms.size else -math.inf
+        if self.noise_pair is not None:
+            return self.noise_pair.loss_upper_bound
+        return math.inf
+
+    @property
     def log_phi(self) -> sympy.Expr:
         """Symbolic log-CF of the finite part, in :data:`afa.t`."""
         if self._log_phi is None and self._atoms.size == 0:

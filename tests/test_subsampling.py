@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 import afa
+from afa import exact
 from afa.certified import certified_delta
 from afa.composition import ComposedLoss
+from afa.contour import ContourInversion
 from afa.mechanisms import Mechanism
 from afa.noise_pair import PairMGF
 
@@ -178,7 +180,8 @@ def test_finite_bases_against_enumeration(base, pmfs):
 def test_rates_zero_and_one():
     assert afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.0), times=10).delta(0.0) == 0.0
     full = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(1.0), times=4)
-    assert full.delta(1.0) == afa.Accountant().compose(afa.Gaussian(1.0), times=4).delta(1.0)
+    # q = 1 is the base mechanism itself (answered by the contour, the base by the closed form)
+    assert full.delta(1.0) == pytest.approx(exact.gaussian_delta(1.0, 2.0), rel=1e-12)
 
 
 @pytest.mark.parametrize("build, error, match", [
@@ -230,3 +233,37 @@ def test_real_line_bounds_cover_the_numeric_cf_error():
     assert real_line.lower <= contour <= real_line.upper
     with pytest.raises(afa.AccuracyError, match="reliable for delta"):
         acc.epsilon(1e-10, method="quadrature")
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "laplace"])
+@pytest.mark.parametrize("q", [0.001, 0.3])
+def test_add_direction_loss_is_bounded_by_minus_log_one_minus_q(noise, q):
+    base = afa.Gaussian(0.8) if noise == "gaussian" else afa.Laplace(0.8)
+    pair = base.poisson_subsampled(q).noise_pair()
+    assert math.isinf(pair.loss_upper_bound)  # remove direction: unbounded above
+    add = pair.swapped()
+    assert add.loss_upper_bound == pytest.approx(-math.log1p(-q), rel=1e-15)
+    outputs = np.linspace(-60, 60, 20001)
+    losses = add.privacy_loss(outputs)
+    assert np.max(losses) <= add.loss_upper_bound + 1e-15
+    if noise == "gaussian":  # approached as o -> -inf: the bound is the supremum
+        assert np.max(losses) >= add.loss_upper_bound - 1e-9
+
+
+def test_bounded_direction_has_zero_delta_beyond_its_maximum():
+    # sigma 0.8, q 0.001, k 100: the add direction's loss is <= 100 (-log(1 - q)) = 0.10005, so its delta at
+    # eps 0.141 is exactly 0 (the contour used to find a spurious saddle point there and refuse).
+    acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), times=100)
+    add = ContourInversion(acc._composed(1))
+    assert add.delta(np.array([0.1001, 0.141]))[0].tolist() == [0.0, 0.0]
+
+
+def test_contour_saddle_search_survives_a_far_gaussian_guess():
+    # k = 2: the Gaussian guess of the saddle point is ~150, where a phase-based slope wrapped
+    # and Newton stopped at a non-stationary point (an OverflowError followed).
+    acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=2)
+    remove = ContourInversion(acc._composed(0))
+    c, psi, curvature = remove.saddle(0.0539)
+    assert 1 < c < 20 and psi < 0
+    slope = (remove._psi(c * (1 + 1e-4), 0.0539)[0] - remove._psi(c * (1 - 1e-4), 0.0539)[0]) / (2e-4 * c)
+    assert abs(slope) * abs(slope) / curvature < 1e-3  # a stationary point of Psi
