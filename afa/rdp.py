@@ -1,4 +1,4 @@
-"""Renyi divergence of a mechanism's dominating pair, by analytic continuation of its log-CF.
+"""Renyi DP: the Renyi divergence of a dominating pair, its symbolic form, and an RDP accountant.
 
 For one direction with privacy loss L = log(p/q)(o), o ~ P, the moment-generating
 function M(s) = E_P[e^{sL}] is the characteristic function continued to imaginary
@@ -10,24 +10,53 @@ The other direction (L' under Q) gives D_alpha(Q||P); the mechanism's value is t
 larger of the two.  It is +infinity where the MGF does not exist at s = alpha - 1
 (outside its strip, e.g. :class:`afa.DataDependentGaussian`, papers/002 App. A
 Example 15), and for alpha > 1 whenever the loss has mass at +infinity
-(:class:`afa.ApproxDP`, Example 14).  Full RDP accounting (composition, conversion
-to (epsilon, delta)) is not here yet.
+(:class:`afa.ApproxDP`, Example 14).  Subsampled Gaussian and Laplace mechanisms,
+whose log-CF is numeric, take their MGF from the noise pair's quadrature at the
+real point s = alpha - 1 (:class:`afa.noise_pair.PairMGF`).
+
+RDP accounting (papers/002 Sec. 2, Def. 6): Renyi divergences of a composition add
+(per direction of the composed dominating pair, Thm 10), and (alpha, rho)-RDP converts
+to (epsilon, delta)-DP by
+
+* "standard" (Mironov 2017, Prop. 3):  eps = rho + log(1/delta) / (alpha - 1);
+* "improved" (Balle et al. 2020, Thm 21; Canonne-Kamath-Steinke 2020, Prop. 12):
+  eps = rho + log((alpha - 1)/alpha) - (log delta + log alpha) / (alpha - 1),
+
+minimised over the orders.  Both are **upper bounds** on the tight epsilon(delta) of
+:class:`afa.Accountant`, and not tight even for the Gaussian mechanism (papers/002
+Sec. 3, Fig. 1): RDP is kept here as the baseline to compare against.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import mpmath
+import numpy as np
 import sympy
 from scipy.special import logsumexp
+from sympy.core.function import AppliedUndef
 
 from . import _validation as check
+from .accountant import Accountant
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
-from .privacy_loss import NUMERIC, PrivacyLoss, t
+from .privacy_loss import NUMERIC, PrivacyLoss, batched_log_phi, t
+from .results import AccuracyError
 
-__all__ = ["renyi_divergence"]
+__all__ = ["CONVERSIONS", "DEFAULT_ORDERS", "RdpAccountant", "alpha", "composed_rdp", "delta_from_rdp",
+           "epsilon_from_rdp", "log_mgf", "renyi_divergence", "renyi_divergence_expression"]
+
+#: The order of the symbolic Renyi divergence (a positive real symbol).
+alpha = sympy.Symbol("alpha", positive=True)
+#: Orders an RDP accountant tracks by default (the best order is about 1 + sqrt(log(1/delta) / rho) for a
+#: Gaussian-like curve rho alpha): dense near 1 for heavy composition (large rho), every integer to 64,
+#: then sparse up to 1024 for light composition and tiny delta.
+DEFAULT_ORDERS: tuple[float, ...] = (1.05, 1.1, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.5, 4.0, 4.5,
+                                     *map(float, range(5, 65)), 80.0, 96.0, 128.0, 192.0, 256.0, 512.0, 1024.0)
+#: RDP to (epsilon, delta) conversions (both upper bounds).
+CONVERSIONS = ("improved", "standard")
 
 #: log M(s) at a real s counts as real (the MGF exists there) when its imaginary part is below this.
 #: Absolute, not relative: past a strip's edge the principal branch leaves an imaginary part of order
@@ -38,49 +67,263 @@ _REAL_TOLERANCE = 1e-8
 _OFFSET, _WORKING_DIGITS = mpmath.mpf("1e-20"), 60
 
 
+# -- the Renyi divergence of one mechanism ------------------------------------------------------
+
 def renyi_divergence(mechanism: Mechanism, alpha: float, neighboring: str = "add_remove") -> float:
     """D_alpha of the mechanism's dominating pair: the larger of D_alpha(P||Q) and D_alpha(Q||P).
 
     ``alpha`` may be any real number > 0 other than 1 (orders in (0, 1) included).
     Returns ``math.inf`` when a direction has mass at +infinity and alpha > 1, or when
-    its moment-generating function does not exist at s = alpha - 1.
+    its moment-generating function does not exist at s = alpha - 1.  Raises
+    NotImplementedError for a mechanism whose log-CF is known on the real line only
+    (:class:`afa.MixtureOfGaussians`).
     """
     if not isinstance(mechanism, Mechanism):
         raise TypeError(f"mechanism must be an afa mechanism, got {type(mechanism).__name__}")
-    alpha = check.real_number("alpha", alpha)
-    if not alpha > 0 or alpha == 1:
-        raise ValueError(f"alpha must be in (0, 1) or (1, inf) (> 0 and != 1), got {alpha}")
+    order = check.real_number("alpha", alpha)
+    if not order > 0 or order == 1:
+        raise ValueError(f"alpha must be in (0, 1) or (1, inf) (> 0 and != 1), got {order}")
     check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+    return float(max(_direction_divergences(mechanism, order, neighboring)))
+
+
+def _direction_divergences(mechanism: Mechanism, order: float, neighboring: str) -> tuple[float, float]:
+    """(D_alpha of the first direction, D_alpha of the second); the same twice for a symmetric mechanism."""
     first, second = mechanism.privacy_losses(neighboring)
-    values = []
-    for loss in (first,) if first is second else (first, second):
-        if alpha > 1 and loss.inf_mass > 0:
-            return math.inf
-        value = _divergence(loss, alpha)
-        if value is None:
-            return math.inf
-        values.append(value)
-    return float(max(values))
+    value = _divergence(first, order)
+    return value, (value if second is first else _divergence(second, order))
 
 
-def _divergence(loss: PrivacyLoss, alpha: float) -> float | None:
-    """log M(alpha - 1) / (alpha - 1) of one direction, or None where the MGF does not exist there.
+def _divergence(loss: PrivacyLoss, order: float) -> float:
+    """log M(alpha - 1) / (alpha - 1) of one direction; +inf where the MGF does not exist there,
+    for alpha > 1 when the loss has mass at +infinity, and where its finite part has no mass."""
+    if order > 1 and loss.inf_mass > 0:
+        return math.inf
+    with mpmath.workdps(_WORKING_DIGITS):
+        s = mpmath.mpf(order) - 1  # exact: no cancellation in s + 1 for small alpha
+        return float(_log_mgf(loss, s) / s)
 
-    log M = -inf (no finite mass where it counts) gives +inf, for alpha < 1 as well.
+
+def log_mgf(loss: PrivacyLoss, s: float) -> float:
+    """log E[e^{sL}; L < inf]: the log-MGF of the loss's finite part at a real s.
+
+    Finite losses sum over their atoms; closed forms continue the symbolic log-CF to
+    t = -is with 60 digits (papers/002 App. B); subsampled Gaussian / Laplace losses take the
+    noise pair's quadrature at the real point s.  +inf outside the MGF's strip, -inf when the
+    finite part has no mass.  Raises NotImplementedError for log-CFs known on the real line
+    only (MixtureOfGaussians).
     """
-    if loss.batch[0] == NUMERIC:
-        raise NotImplementedError("renyi_divergence needs a closed-form or finite privacy loss; this mechanism's "
-                                  "log-CF is computed numerically on the real line only (e.g. MixtureOfGaussians)")
+    with mpmath.workdps(_WORKING_DIGITS):
+        return float(_log_mgf(loss, mpmath.mpf(check.real_number("s", s))))
+
+
+def _log_mgf(loss: PrivacyLoss, s: mpmath.mpf) -> mpmath.mpf:
     if not loss.continuous:
-        # Finite loss: log sum_j w_j e^{s l_j} over the finite atoms (their masses sum to 1 - inf_mass).
         atoms = loss.atoms
         if atoms.size == 0:
-            return math.inf
-        return float(logsumexp(atoms.log_masses + (alpha - 1.0) * atoms.losses)) / (alpha - 1.0)
-    with mpmath.workdps(_WORKING_DIGITS):
-        s = mpmath.mpf(alpha) - 1  # exact: no cancellation in s + 1 for small alpha
-        log_m = _closed_form_log_mgf(loss, s)
-        return None if log_m is None else float(log_m / s)
+            return mpmath.mpf("-inf")
+        return mpmath.mpf(float(logsumexp(atoms.log_masses + float(s) * atoms.losses)))
+    if loss.batch[0] == NUMERIC:
+        return mpmath.mpf(_numeric_log_mgf(loss, float(s)))
+    log_m = _closed_form_log_mgf(loss, s)
+    return mpmath.inf if log_m is None else log_m
+
+
+def _numeric_log_mgf(loss: PrivacyLoss, s: float) -> float:
+    """log M(s) of a numeric loss that continues to complex arguments (subsampled Gaussian / Laplace).
+
+    Its evaluator takes t = -is to the noise pair's quadrature at the real point s (relative error
+    about NUMERIC_RTOL of M(s)); these MGFs exist for every real s.
+    """
+    if not loss.continues_to_complex:
+        raise NotImplementedError("renyi_divergence needs a closed-form, finite or subsampled-noise privacy loss; "
+                                  "this mechanism's log-CF is computed numerically on the real line only "
+                                  "(e.g. MixtureOfGaussians), so its MGF is not available")
+    value = complex(batched_log_phi(np.array([-1j * s]), [loss])[0, 0])
+    if not (math.isfinite(value.real) and abs(value.imag) <= _REAL_TOLERANCE):
+        raise AccuracyError(f"the moment-generating function at s = {s:.6g} is beyond the reach of the output "
+                            "quadrature; use smaller orders alpha")
+    return value.real
+
+
+# -- the symbolic view ----------------------------------------------------------------------------
+
+def renyi_divergence_expression(source: Mechanism | Accountant, neighboring: str = "add_remove") -> sympy.Expr:
+    """D_alpha as a sympy expression in the positive symbol :data:`alpha`, from the symbolic log-CF.
+
+    ``source`` is a mechanism (under ``neighboring``) or an :class:`afa.Accountant` (its own
+    relation; the composed log-CF sum_i k_i log phi_i).  Each direction's log phi(t) is taken at
+    t = -i(alpha - 1) and divided by alpha - 1 (papers/002 App. B), then simplified; two
+    different directions give ``Max`` of the two.  A direction with mass at +infinity gives
+    ``Piecewise`` (its finite part below alpha = 1, +oo above).  Where a closed form has a
+    strip (DataDependentGaussian) the expression is the divergence inside it only.
+    Parameters enter as 17-digit floats.  Raises ValueError for numeric log-CFs (subsampled
+    Gaussian / Laplace, MixtureOfGaussians): use :func:`renyi_divergence` for their values.
+    """
+    if isinstance(source, Accountant):
+        directions = [(source.log_phi[name], source.inf_mass[name]) for name in source.directions]
+    elif isinstance(source, Mechanism):
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        directions = [(loss.log_phi, loss.inf_mass) for loss in dict.fromkeys(source.privacy_losses(neighboring))]
+    else:
+        raise TypeError(f"source must be an afa mechanism or Accountant, got {type(source).__name__}")
+    expressions = list(dict.fromkeys(_expression(log_phi, inf_mass) for log_phi, inf_mass in directions))
+    return expressions[0] if len(expressions) == 1 else sympy.Max(*expressions)
+
+
+@functools.lru_cache(maxsize=256)
+def _expression(log_phi: sympy.Expr, inf_mass: float) -> sympy.Expr:
+    """log phi(-i(alpha - 1)) / (alpha - 1), simplified (custom log1p / expm1 forms rewritten first)."""
+    if log_phi.atoms(AppliedUndef):
+        raise ValueError("the mechanism's log-CF is computed numerically (it has no closed form), so its Renyi "
+                         "divergence has no symbolic expression; use renyi_divergence for its values")
+    continued = log_phi.subs(t, -sympy.I * (alpha - 1)) / (alpha - 1)
+    divergence = sympy.simplify(continued.rewrite(sympy.exp).rewrite(sympy.log))
+    if inf_mass > 0:
+        return sympy.Piecewise((divergence, alpha < 1), (sympy.oo, True))
+    return divergence
+
+
+# -- RDP accounting ---------------------------------------------------------------------------------
+
+def composed_rdp(accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+    """The RDP curve of the accountant's composition at ``orders`` (each > 1).
+
+    Divergences add along each direction of the composed dominating pair (papers/002 Thm 10);
+    the curve is the larger direction's sum at each order (no larger than the usual
+    sum over mechanisms of each mechanism's larger direction).  +inf where any term is.
+    """
+    if not isinstance(accountant, Accountant):
+        raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
+    orders = _orders(orders)
+    total = np.zeros((2, orders.size))
+    for mechanism, count in accountant.mechanisms.items():
+        total += count * _mechanism_rdp(mechanism, accountant.neighboring, tuple(orders))
+    return total.max(axis=0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _mechanism_rdp(mechanism: Mechanism, neighboring: str, orders: tuple[float, ...]) -> np.ndarray:
+    """Both directions' D_alpha at every order, shape (2, orders): computed once per mechanism.
+
+    An order whose MGF is beyond the output quadrature's reach (a subsampled mechanism with
+    very little noise at a very large order) counts as +inf: that order then gives no bound.
+    """
+    curve = np.array([_divergences_or_infinite(mechanism, order, neighboring) for order in orders]).T
+    curve.flags.writeable = False
+    return curve
+
+
+def _divergences_or_infinite(mechanism: Mechanism, order: float, neighboring: str) -> tuple[float, float]:
+    try:
+        return _direction_divergences(mechanism, order, neighboring)
+    except AccuracyError:
+        return math.inf, math.inf
+
+
+def epsilon_from_rdp(orders: Sequence[float], rdp: Sequence[float], delta: float,
+                     conversion: str = "improved") -> tuple[float, float]:
+    """(epsilon, best order): an **upper bound** on epsilon(delta) from an RDP curve.
+
+    The minimum over the orders of the chosen conversion (module docstring), clipped at 0;
+    +inf if every order's RDP is infinite.
+    """
+    orders, rdp = _curve(orders, rdp)
+    delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    check.choice("conversion", conversion, CONVERSIONS)
+    if conversion == "standard":
+        epsilons = rdp - math.log(delta) / (orders - 1)
+    else:
+        epsilons = rdp + np.log1p(-1 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
+    best = int(np.argmin(epsilons))
+    return max(0.0, float(epsilons[best])), float(orders[best])
+
+
+def delta_from_rdp(orders: Sequence[float], rdp: Sequence[float], epsilon: float,
+                   conversion: str = "improved") -> tuple[float, float]:
+    """(delta, best order): an **upper bound** on delta(epsilon) from an RDP curve (epsilon >= 0).
+
+    The conversions of :func:`epsilon_from_rdp` solved for delta, in log space:
+    log delta = (alpha - 1)(rho - eps) ("standard") or
+    (alpha - 1)(rho - eps + log(1 - 1/alpha)) - log alpha ("improved"); capped at 1.
+    """
+    orders, rdp = _curve(orders, rdp)
+    epsilon = check.non_negative("epsilon", epsilon)
+    check.choice("conversion", conversion, CONVERSIONS)
+    if conversion == "standard":
+        log_deltas = (orders - 1) * (rdp - epsilon)
+    else:
+        log_deltas = (orders - 1) * (rdp - epsilon + np.log1p(-1 / orders)) - np.log(orders)
+    best = int(np.argmin(log_deltas))
+    return float(min(1.0, math.exp(min(0.0, log_deltas[best])))), float(orders[best])
+
+
+def _orders(orders) -> np.ndarray:
+    orders = check.real_array("orders", orders)
+    if orders.ndim != 1 or orders.size == 0 or np.any(orders <= 1):
+        raise ValueError(f"orders must be a non-empty 1-d sequence of numbers > 1, got {orders!r}")
+    return orders
+
+
+def _curve(orders, rdp) -> tuple[np.ndarray, np.ndarray]:
+    orders = _orders(orders)
+    try:
+        rdp = np.asarray(rdp, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"rdp must be real numbers, got {rdp!r}") from error
+    if rdp.shape != orders.shape or np.any(np.isnan(rdp)) or np.any(rdp < 0):
+        raise ValueError("rdp must hold one value >= 0 (possibly +inf) per order")
+    return orders, rdp
+
+
+class RdpAccountant:
+    """The RDP (moments) accountant: Renyi divergences composed at fixed orders, converted to (epsilon, delta).
+
+    Its answers are **upper bounds** on the tight values of :class:`afa.Accountant`
+    (papers/002 Sec. 3): use it as the baseline it is.
+
+    >>> RdpAccountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), 1000).epsilon(1e-5)  # doctest: +SKIP
+    """
+
+    def __init__(self, neighboring: str = "add_remove", orders: Sequence[float] = DEFAULT_ORDERS):
+        self.orders = tuple(map(float, _orders(orders)))
+        self._accountant = Accountant(neighboring)
+
+    @classmethod
+    def from_accountant(cls, accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> "RdpAccountant":
+        """An RDP accountant holding the same composition as ``accountant``."""
+        if not isinstance(accountant, Accountant):
+            raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
+        rdp = cls(accountant.neighboring, orders)
+        for mechanism, count in accountant.mechanisms.items():
+            rdp.compose(mechanism, count)
+        return rdp
+
+    def compose(self, mechanism: Mechanism, times: int = 1) -> "RdpAccountant":
+        """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
+        self._accountant.compose(mechanism, times)
+        return self
+
+    @property
+    def neighboring(self) -> str:
+        return self._accountant.neighboring
+
+    @property
+    def rdp(self) -> np.ndarray:
+        """The composed RDP curve at :attr:`orders`."""
+        return composed_rdp(self._accountant, self.orders)
+
+    def epsilon(self, delta: float, conversion: str = "improved") -> float:
+        """An upper bound on epsilon(delta): the best order's conversion."""
+        return epsilon_from_rdp(self.orders, self.rdp, delta, conversion)[0]
+
+    def delta(self, epsilon: float, conversion: str = "improved") -> float:
+        """An upper bound on delta(epsilon): the best order's conversion."""
+        return delta_from_rdp(self.orders, self.rdp, epsilon, conversion)[0]
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{m!r} x{count}" for m, count in self._accountant.mechanisms.items())
+        return f"RdpAccountant(neighboring={self.neighboring!r}, [{items}])"
 
 
 def _closed_form_log_mgf(loss: PrivacyLoss, s) -> mpmath.mpf | None:
