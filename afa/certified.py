@@ -219,8 +219,8 @@ class _CellMasses:
 
     @classmethod
     def of(cls, pair: NoiseMixturePair, edges: np.ndarray) -> "_CellMasses":
-        log_a, error_a = _log_side_masses(pair, pair.a_shifts, pair.a_log_weights, edges)
-        log_b, error_b = _log_side_masses(pair, pair.b_shifts, pair.b_log_weights, edges)
+        log_a, error_a = log_mixture_masses(pair, pair.a_shifts, pair.a_log_weights, edges)
+        log_b, error_b = log_mixture_masses(pair, pair.b_shifts, pair.b_log_weights, edges)
         if not (np.all(np.isfinite(error_a)) and np.all(np.isfinite(error_b))):
             raise ValueError("cells too narrow for double precision at this reach: use fewer cells")
         return cls(log_a, log_b, error_a, error_b)
@@ -235,9 +235,15 @@ class _CellMasses:
         return self.error_a + self.error_b + 4 * U * (np.abs(self.log_a) + np.abs(self.log_b))
 
 
-def _log_side_masses(pair, shifts, log_weights, edges):
-    """log of sum_i w_i mu(. - c_i) on every cell (tails included), with error bounds."""
-    bounds = np.concatenate(([-np.inf], edges, [np.inf]))
+def log_mixture_masses(pair: NoiseMixturePair, shifts, log_weights, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log of sum_i w_i mu(. - c_i) on every cell (-inf, e_0), [e_0, e_1], ..., (e_N, inf), with error bounds.
+
+    The edges run along the first axis of ``edges``; further axes hold independent sets of edges
+    (:class:`afa.loss_tails.NoisePairTails` passes one edge per eps, shape (1, n)).
+    """
+    edges = np.asarray(edges, dtype=float)
+    end = np.ones((1,) + edges.shape[1:])
+    bounds = np.concatenate((-np.inf * end, edges, np.inf * end))
     components = [_log_component_masses(pair.noise, pair.scale, shift, bounds) for shift in shifts]
     terms = np.array([log_weight + value for log_weight, (value, _) in zip(log_weights, components)])
     value = _log_sum_exp(terms)
@@ -247,14 +253,14 @@ def _log_side_masses(pair, shifts, log_weights, edges):
 
 
 def _log_component_masses(noise, scale, shift, bounds):
-    """log of the mass of mu(. - shift) between consecutive ``bounds``, with error bounds."""
+    """log of the mass of mu(. - shift) between consecutive ``bounds`` (along the first axis), with error bounds."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         z = (bounds - shift) / scale
         if noise == "gaussian":
             value, error = _log_gaussian_masses(z)
             log_density = -0.5 * z * z - 0.5 * math.log(2 * math.pi)
         else:
-            value, error = _log_laplace_masses(z[:-1], z[1:], np.diff(bounds) / scale)
+            value, error = _log_laplace_masses(z[:-1], z[1:], np.diff(bounds, axis=0) / scale)
             log_density = -np.abs(z) - math.log(2.0)
         # The computed standardized bounds differ from the exact ones by 2u (|bound| + |shift|) / scale.
         moved = np.where(np.isfinite(bounds), 2 * U * (np.abs(bounds) + abs(shift)) / scale, 0.0)

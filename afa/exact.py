@@ -16,6 +16,7 @@ precision far into the tails (δ ≈ 1e-300 and below, ε in the thousands).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import mpmath
 import numpy as np
@@ -435,17 +436,87 @@ def _ddg_piece_quadrature(root: NDArray, direction: NDArray, length: NDArray, ga
         return -0.5 * z_peak * z_peak - LOG_SQRT_2PI + np.log(total)
 
 
-def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_quadrature: bool = False) -> NDArray:
-    """log δ(ε) of the pair P = N(0, own²), Q = N(shift, other²) (the remove direction's pair).
+@dataclass(frozen=True)
+class QuadraticLoss:
+    """The loss of the pair P = N(0, own²), Q = N(shift, other²), own != other (papers/002 App. A, Example 15).
 
     In z = x/own, P = N(0, 1) and Q = N(μ, ρ²) with μ = shift/own, ρ = other/own; the loss
     L(z) = log(p/q) = α + βz + γz² = γ(z − z*)² + L*, with z* = μ/(1 − ρ²) and the extreme value
-    L* = log ρ − μ²/(2(1 − ρ²)).  A = {L > ε} is everything (γ > 0, ε <= L*: δ = 1 − e^ε), empty
-    (γ < 0, ε >= L*), the complement of (z1, z2) (γ > 0) or (z1, z2) (γ < 0), z1,2 = z* ∓ h,
-    h = sqrt((ε − L*)/γ); the root nearer 0 is formed as g(0)/(γ · the other), without cancellation.
-    δ is a sum of pieces P(piece) − e^ε Q(piece) >= 0: the two tails (γ > 0) or the two halves of
-    (z1, z2) split at z* (γ < 0); each is log P(piece) + log(1 − e^{ε + log Q(piece) − log P(piece)})
-    from log Φ, or, where that cancels, the quadrature of its positive integrand.
+    L* = log ρ − μ²/(2(1 − ρ²)).  α = L(0) and L* are formed in 40-digit arithmetic and kept as
+    hi + lo, so that ε − L* is accurate next to a bounded loss's upper end.
+    """
+
+    mu: float
+    rho: float
+    gamma: float
+    alpha: float
+    alpha_lo: float
+    vertex: float
+    extreme: float
+    extreme_lo: float
+
+    @classmethod
+    def of(cls, own: float, other: float, shift: float) -> "QuadraticLoss":
+        # The coefficients in 40-digit arithmetic (no overflow, no cancellation near ρ = 1).
+        mu = shift / own
+        with mpmath.workdps(40):
+            rho_mp = mpmath.mpf(other) / own
+            mu_mp = mpmath.mpf(shift) / own
+            one_minus_rho2 = 1 - rho_mp ** 2
+            extreme_mp = mpmath.log(rho_mp) - mu_mp ** 2 / (2 * one_minus_rho2)
+            rho, gamma = float(rho_mp), float(one_minus_rho2 / (2 * rho_mp ** 2))
+            alpha_mp = mpmath.log(rho_mp) + (mu_mp / rho_mp) ** 2 / 2  # L(0)
+            alpha = float(alpha_mp)
+            alpha_lo = float(alpha_mp - alpha) if math.isfinite(alpha) else 0.0
+            vertex = float(mu_mp / one_minus_rho2)
+            extreme = float(extreme_mp)
+            extreme_lo = float(extreme_mp - extreme) if math.isfinite(extreme) else 0.0
+        if not all(math.isfinite(v) and v != 0 for v in (rho, gamma)) or not all(
+                math.isfinite(v) for v in (mu, alpha, vertex, extreme)):
+            raise ValueError(f"sigma1, sigma2 and sensitivity are too far apart in scale (own={own}, other={other}, "
+                             f"sensitivity={shift}): the privacy loss's coefficients overflow")
+        return cls(mu, rho, gamma, alpha, alpha_lo, vertex, extreme, extreme_lo)
+
+    def gap(self, eps: NDArray) -> NDArray:
+        """ε − L*."""
+        return (eps - self.extreme) - self.extreme_lo
+
+    def roots(self, e: NDArray, gap: NDArray) -> tuple[NDArray, tuple[NDArray, NDArray], tuple[NDArray, NDArray]]:
+        """h, (z1, z2) and (w1, w2) for ε = ``e`` strictly inside the loss's range (``gap`` = ε − L*).
+
+        A = {L > ε} is the complement of (z1, z2) (γ > 0) or (z1, z2) (γ < 0), z1,2 = z* ∓ h,
+        h = sqrt((ε − L*)/γ); the root nearer 0 is formed as g(0)/(γ · the other), without
+        cancellation.  w = (z − μ)/ρ is z standardized under Q.
+        """
+        h = np.sqrt(gap / self.gamma)
+        far = self.vertex + (h if self.vertex >= 0 else -h)
+        # z1 z2 = g(0)/γ, g(0) = L(0) − ε with L(0) as hi + lo (consistent with ε − L* next to the vertex).
+        near = ((self.alpha - e) + self.alpha_lo) / (self.gamma * far)
+        z1, z2 = np.minimum(near, far), np.maximum(near, far)
+        return h, (z1, z2), ((z1 - self.mu) / self.rho, (z2 - self.mu) / self.rho)
+
+    def pieces(self, e: NDArray, gap: NDArray) -> tuple[NDArray, list]:
+        """h and the pieces of A = {L > ε} (see :meth:`roots`): each is (root, direction, length, z-range,
+        w-range), the two tails outwards from z1 and z2 (γ > 0) or the halves (z1, z*) and (z*, z2)
+        inwards from them (γ < 0)."""
+        h, (z1, z2), (w1, w2) = self.roots(e, gap)
+        infinite = np.full(e.shape, np.inf)
+        if self.gamma > 0:  # the two tails, outwards from z1 and z2
+            return h, [(z1, -1.0, infinite, (-infinite, z1), (-infinite, w1)),
+                       (z2, 1.0, infinite, (z2, infinite), (w2, infinite))]
+        zv, wv = np.full(e.shape, self.vertex), np.full(e.shape, (self.vertex - self.mu) / self.rho)
+        return h, [(z1, 1.0, h, (z1, np.maximum(zv, z1)), (w1, np.maximum(wv, w1))),
+                   (z2, -1.0, h, (np.minimum(zv, z2), z2), (np.minimum(wv, w2), w2))]
+
+
+def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_quadrature: bool = False) -> NDArray:
+    """log δ(ε) of the pair P = N(0, own²), Q = N(shift, other²) (the remove direction's pair).
+
+    With the loss L of :class:`QuadraticLoss`, A = {L > ε} is everything (γ > 0, ε <= L*:
+    δ = 1 − e^ε), empty (γ < 0, ε >= L*), or the pieces of :meth:`QuadraticLoss.pieces`.
+    δ is a sum of pieces P(piece) − e^ε Q(piece) >= 0; each is
+    log P(piece) + log(1 − e^{ε + log Q(piece) − log P(piece)}) from log Φ, or, where that
+    cancels, the quadrature of its positive integrand.
     """
     mu = shift / own
     if not math.isfinite(mu):
@@ -456,26 +527,10 @@ def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_q
                 return np.log(-np.expm1(np.minimum(eps, 0.0)))
         hi, lo = _gaussian_log_delta_parts(eps, mu)
         return hi + lo
-    # The coefficients in 40-digit arithmetic (no overflow, no cancellation near ρ = 1); L* is
-    # kept as hi + lo, so that ε − L* is accurate next to a bounded loss's upper end.
-    with mpmath.workdps(40):
-        rho_mp = mpmath.mpf(other) / own
-        mu_mp = mpmath.mpf(shift) / own
-        one_minus_rho2 = 1 - rho_mp ** 2
-        extreme_mp = mpmath.log(rho_mp) - mu_mp ** 2 / (2 * one_minus_rho2)
-        rho, gamma = float(rho_mp), float(one_minus_rho2 / (2 * rho_mp ** 2))
-        alpha_mp = mpmath.log(rho_mp) + (mu_mp / rho_mp) ** 2 / 2  # L(0)
-        alpha = float(alpha_mp)
-        alpha_lo = float(alpha_mp - alpha) if math.isfinite(alpha) else 0.0
-        vertex = float(mu_mp / one_minus_rho2)
-        extreme = float(extreme_mp)
-        extreme_lo = float(extreme_mp - extreme) if math.isfinite(extreme) else 0.0
-    if not all(math.isfinite(v) and v != 0 for v in (rho, gamma)) or not all(
-            math.isfinite(v) for v in (mu, alpha, vertex, extreme)):
-        raise ValueError(f"sigma1, sigma2 and sensitivity are too far apart in scale (own={own}, other={other}, "
-                         f"sensitivity={shift}): the privacy loss's coefficients overflow")
+    loss = QuadraticLoss.of(own, other, shift)
+    gamma = loss.gamma
     out = np.full(eps.shape, -np.inf)
-    gap = (eps - extreme) - extreme_lo
+    gap = loss.gap(eps)
     if gamma > 0:
         everything = gap <= 0
         with np.errstate(divide="ignore"):
@@ -486,20 +541,7 @@ def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_q
     if not np.any(inside):
         return out
     e = eps[inside]
-    h = np.sqrt(gap[inside] / gamma)
-    far = vertex + (h if vertex >= 0 else -h)
-    # z1 z2 = g(0)/γ, g(0) = L(0) − ε with L(0) as hi + lo (consistent with ε − L* next to the vertex).
-    near = ((alpha - e) + alpha_lo) / (gamma * far)
-    z1, z2 = np.minimum(near, far), np.maximum(near, far)
-    w1, w2 = (z1 - mu) / rho, (z2 - mu) / rho
-    infinite = np.full(e.shape, np.inf)
-    if gamma > 0:  # the two tails, outwards from z1 and z2
-        pieces = [(z1, -1.0, infinite, (-infinite, z1), (-infinite, w1)),
-                  (z2, 1.0, infinite, (z2, infinite), (w2, infinite))]
-    else:  # (z1, z*) and (z*, z2), inwards from z1 and z2
-        zv, wv = np.full(e.shape, vertex), np.full(e.shape, (vertex - mu) / rho)
-        pieces = [(z1, 1.0, h, (z1, np.maximum(zv, z1)), (w1, np.maximum(wv, w1))),
-                  (z2, -1.0, h, (np.minimum(zv, z2), z2), (np.minimum(wv, w2), w2))]
+    h, pieces = loss.pieces(e, gap[inside])
     total = np.full(e.shape, -np.inf)
     for root, direction, length, p_range, q_range in pieces:
         log_p, cond_p = _log_normal_mass(*p_range)

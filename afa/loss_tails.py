@@ -13,16 +13,40 @@ because the hockey-stick curve and its slope follow from them:
     delta(eps)  = P[L = inf] + P[eps < L < inf] - e^eps Q[eps < L < inf],
     delta'(eps) = -e^eps Q[eps < L < inf]        (right derivative).
 
-Mechanisms implement :class:`LossTails` for each direction; the builders never ask
-which mechanism they hold.
+Mechanisms implement :class:`LossTails` for each direction (``Mechanism.loss_tails``); the
+builders never ask which mechanism they hold.  The implementations here:
+
+* :class:`AtomTails` -- finitely many finite loss values (every finite-output mechanism);
+* :class:`GaussianTails` -- L ~ N(mu^2/2, mu^2) (papers/002 Lemma 35);
+* :class:`LaplaceTails` -- the Laplace loss, clipped to [-a, a] (papers/002 Lemma 34,
+  papers/003 Sec. 3.1), optionally mixed with mass at +infinity (propose-test-release);
+* :class:`NoisePairTails` -- a pair of Gaussian or Laplace noise mixtures whose loss is monotone
+  in the output (subsampling, papers/002 Thm 11, papers/003 Sec. 4; mixture of Gaussians,
+  papers/003 Sec. 3.3);
+* :class:`QuadraticGaussianTails` -- Gaussian noise with a data-dependent variance
+  (papers/002 App. A, Example 15).
 """
 
 from __future__ import annotations
 
 import abc
+import math
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.special import log_ndtr, logsumexp
+
+from .certified import _without_empty_components, log_mixture_masses
+from .discrete import LossAtoms
+from .exact import QuadraticLoss, _log_normal_mass
+from .noise_pair import NoiseMixturePair
+
+__all__ = ["AtomTails", "GaussianTails", "LaplaceTails", "LossTails", "NoisePairTails", "QuadraticGaussianTails"]
+
+U = np.finfo(float).eps / 2  # unit roundoff
+#: Accuracy of log_tails: TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) absolute in the log (measured
+#: against 60-digit mpmath, tests/test_loss_tails.py: 64 u + 12 u (|log P| + 4) for Gaussian noise).
+TAILS_LOG_RTOL, TAILS_LOG_ULPS = 64 * U, 16
 
 
 class LossTails(abc.ABC):
@@ -34,7 +58,8 @@ class LossTails(abc.ABC):
         P[L = +inf] (the mass where q = 0; papers/002 App. D.2).
     loss_range:
         (lowest, highest) finite loss value with positive P-mass, the smallest closed
-        interval holding all of it; either end may be infinite.
+        interval holding all of it (its ends are infima / suprema, attained or not); either
+        end may be infinite, and it is (inf, -inf) when all of P's mass is at +infinity.
     """
 
     inf_mass: float
@@ -42,19 +67,319 @@ class LossTails(abc.ABC):
 
     @abc.abstractmethod
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """(log P[eps < L < inf], log Q[eps < L < inf]) for each eps, relatively accurate (-inf for 0)."""
+        """(log P[eps < L < inf], log Q[eps < L < inf]) for each eps (any shape, +-inf allowed),
+        relatively accurate (-inf for 0).  At eps = -inf they are the finite part's masses."""
 
     def hockey_stick(self, epsilons: ArrayLike) -> np.ndarray:
         """delta(eps) = H_{e^eps}(P || Q), formed from the tails without cancellation of e^eps Q against P."""
+        return self.hockey_stick_with_error(epsilons)[0]
+
+    def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """(delta(eps), a bound on its error) from the tails.
+
+        delta = a + P (1 - e^g), g = eps + log Q - log P <= 0.  With each log-tail accurate to
+        TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) (measured, tests/test_loss_tails.py),
+        the error is that times delta plus P e^g times the error of g: small relative to delta
+        unless L piles up just above eps (g near 0), where it stays small relative to P.
+        """
         epsilons = np.asarray(epsilons, dtype=float)
         log_p, log_q = self.log_tails(epsilons)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gap = np.where(log_p > -np.inf, epsilons + log_q - log_p, -np.inf)
-            finite_part = np.where(log_p > -np.inf, np.exp(log_p) * -np.expm1(np.minimum(gap, 0.0)), 0.0)
-        return self.inf_mass + finite_part
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            finite = log_p > -np.inf
+            gap = np.where(finite, np.minimum(epsilons + log_q - log_p, 0.0), -np.inf)
+            p = np.where(finite, np.exp(log_p), 0.0)
+            finite_part = p * -np.expm1(gap)
+            p_error = TAILS_LOG_RTOL + TAILS_LOG_ULPS * U * (np.abs(np.where(finite, log_p, 0.0)) + 4)
+            q_error = TAILS_LOG_RTOL + TAILS_LOG_ULPS * U * (np.abs(np.where(log_q > -np.inf, log_q, 0.0)) + 4)
+            gap_error = p_error + q_error + 2 * U * np.abs(np.where(finite, epsilons, 0.0))
+            error = np.where(finite, finite_part * p_error + p * np.exp(gap) * gap_error, 0.0)
+        return self.inf_mass + finite_part, error + 4 * U * self.inf_mass
 
     def hockey_stick_slope(self, epsilons: ArrayLike) -> np.ndarray:
         """The right derivative d delta / d eps = -e^eps Q[eps < L < inf] (<= 0)."""
         epsilons = np.asarray(epsilons, dtype=float)
         _, log_q = self.log_tails(epsilons)
-        return -np.exp(epsilons + log_q)
+        with np.errstate(invalid="ignore"):
+            return -np.exp(np.where(log_q > -np.inf, epsilons + log_q, -np.inf))
+
+
+def _epsilons(epsilons: ArrayLike) -> np.ndarray:
+    """``epsilons`` as a float array, NaN rejected (+-inf allowed)."""
+    epsilons = np.asarray(epsilons, dtype=float)
+    if np.any(np.isnan(epsilons)):
+        raise ValueError("epsilons must not be NaN")
+    return epsilons
+
+
+class AtomTails(LossTails):
+    """A loss with finitely many finite values plus mass at +infinity (papers/002 Def. 36, App. D.2).
+
+    Built from the atoms of the mechanism's :class:`afa.privacy_loss.PrivacyLoss` (the
+    exact composition's data); an atom of P-mass w at loss l has Q-mass w e^{-l}.  The tails
+    are suffix log-sums over the sorted atoms.
+    """
+
+    def __init__(self, atoms: LossAtoms, inf_mass: float):
+        self.atoms = atoms
+        self.inf_mass = float(inf_mass)
+        losses = atoms.losses
+        self.loss_range = (float(losses[0]), float(losses[-1])) if atoms.size else (math.inf, -math.inf)
+        # log of the P- and Q-mass of atoms j, j+1, ... for j = 0..size (the last entry: no atoms).
+        suffix = lambda log_w: np.append(np.logaddexp.accumulate(log_w[::-1])[::-1], -np.inf)  # noqa: E731
+        self._log_p_above = suffix(atoms.log_masses)
+        self._log_q_above = suffix(atoms.log_masses - losses)
+
+    def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        first = np.searchsorted(self.atoms.losses, _epsilons(epsilons), side="right")  # first atom above eps
+        return self._log_p_above[first], self._log_q_above[first]
+
+
+class GaussianTails(LossTails):
+    """L ~ N(mu^2/2, mu^2) under P and N(-mu^2/2, mu^2) under Q (papers/002 Lemma 35), so
+    P[L > eps] = Phi(mu/2 - eps/mu) and Q[L > eps] = Phi(-mu/2 - eps/mu)."""
+
+    def __init__(self, mu: float):
+        self.mu = float(mu)
+        self.inf_mass = 0.0
+        self.loss_range = (-math.inf, math.inf)
+
+    def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        scaled = _epsilons(epsilons) / self.mu
+        return log_ndtr(self.mu / 2 - scaled), log_ndtr(-self.mu / 2 - scaled)
+
+
+class LaplaceTails(LossTails):
+    """The Laplace loss with a = sensitivity / scale (papers/002 Lemma 34, papers/003 Sec. 3.1),
+    its finite part scaled by 1 - ``inf_mass`` (the rest at +infinity: propose-test-release).
+
+    Under P: atoms a (mass 1/2) and -a (mass e^{-a}/2), density e^{(l - a)/2}/4 on (-a, a); so for
+    -a <= eps < a, P[L > eps] = 1 - e^{(eps - a)/2}/2 and Q[L > eps] = e^{-(eps + a)/2}/2
+    (delta = 1 - e^{(eps - a)/2}); both are the whole finite mass below -a and 0 from a on.
+    """
+
+    def __init__(self, a: float, inf_mass: float = 0.0):
+        self.a = float(a)
+        self.inf_mass = float(inf_mass)
+        self.loss_range = (-self.a, self.a)
+        self._log_rest = math.log1p(-self.inf_mass)
+
+    def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        epsilons, a = _epsilons(epsilons), self.a
+        inside = np.clip(epsilons, -a, a)
+        log_p = np.where(epsilons < -a, 0.0, np.log1p(-np.exp((inside - a) / 2) / 2))
+        log_q = np.where(epsilons < -a, 0.0, -(inside + a) / 2 - math.log(2))
+        above = epsilons >= a
+        return (np.where(above, -np.inf, self._log_rest + log_p), np.where(above, -np.inf, self._log_rest + log_q))
+
+
+class NoisePairTails(LossTails):
+    """The pair (A, B) of Gaussian or Laplace noise mixtures (:class:`afa.noise_pair.NoiseMixturePair`)
+    whose loss L(o) = log(A/B)(o) is monotone in the output o.
+
+    L' is the difference of the posterior means of the components' log-density slopes (papers/002
+    App. E; see :mod:`afa.certified`, item 2); when every A shift is >= every B shift, every A slope
+    is >= every B slope (log-concave noise), so L is nondecreasing -- nonincreasing in the mirror
+    case.  This covers Poisson and subset subsampling (remove and add) and Poisson subsampling under
+    substitution (papers/002 Thm 11, papers/003 Secs. 4.1-4.2) and the mixture of Gaussians
+    (papers/003 Sec. 3.3).  Then {L > eps} is a half-line beyond o*(eps) = the crossing of L with eps,
+    found by bisection on o to an ulp (vectorised over eps), and the tails are that half-line's
+    A- and B-masses from the component CDFs in log space (:func:`afa.certified.log_mixture_masses`).
+    A Laplace loss is constant beyond the outermost shifts: those flat parts are atoms of L, at the
+    ends of ``loss_range``, and come out of the same half-lines.
+
+    Accuracy: the relative error of a tail is the A-hazard at o* times the error of o*, the rounding
+    of L(o*) divided by L'(o*), plus the rounding of the standardized o*.  For Gaussian noise both grow
+    like u |log P[L > eps]| (as does the tails' own condition number in eps, 2u |log P| for one
+    Gaussian); measured against 60-digit mpmath (q = 0.5, 1e-3; remove, add, substitution;
+    |log P| <= 745): |error of log P| <= 64u + 12u (|log P| + 4), and a few u for Laplace noise.
+    """
+
+    #: The bisection never leaves |o - centre| <= REACH noise scales (beyond, the masses are below e^-1e199).
+    REACH = 1e100
+    #: Half-width of the bracket around a closed-form guess of o*, relative to |o*| + scale.
+    GUESS_WIDTH = 1e-9
+
+    def __init__(self, pair: NoiseMixturePair):
+        pair = _without_empty_components(pair)
+        a_shifts, b_shifts = np.asarray(pair.a_shifts), np.asarray(pair.b_shifts)
+        if a_shifts.min() >= b_shifts.max():
+            self._orientation = 1.0
+        elif a_shifts.max() <= b_shifts.min():
+            self._orientation = -1.0
+        else:
+            raise ValueError(f"the loss of {pair} is not monotone in the output (the shifts of A and B interleave)")
+        self.pair = pair
+        self.inf_mass = 0.0
+        limits = self._limits()
+        self.loss_range = (min(limits), max(limits))
+        # A Gaussian loss only tends to its ends (unless it is constant); a Laplace loss takes them.
+        self._bottom_attained = pair.noise == "laplace" or limits[0] == limits[1]
+        self._centre = float(np.ptp(pair.shifts) / 2 + pair.shifts.min())
+        self._reach = self.REACH * pair.scale + float(np.max(np.abs(pair.shifts)))
+
+    def _limits(self) -> tuple[float, float]:
+        """L(-inf) and L(+inf).  Laplace: L is constant beyond the outermost shifts.  Gaussian: the
+        outermost components dominate; L tends to +-inf unless A and B share their outermost shift,
+        then to the log-ratio of their weights there."""
+        pair = self.pair
+        if pair.noise == "laplace":
+            ends = pair.privacy_loss(np.array([pair.shifts.min(), pair.shifts.max()]))
+            return float(ends[0]), float(ends[1])
+        sides = [(np.asarray(pair.a_shifts), np.asarray(pair.a_log_weights)),
+                 (np.asarray(pair.b_shifts), np.asarray(pair.b_log_weights))]
+        limits = []
+        for toward in (-1.0, 1.0):  # the outermost component towards o = toward * inf dominates
+            (a_end, a_log_w), (b_end, b_log_w) = [
+                (toward * np.max(toward * shifts), log_w) for shifts, log_w in sides]
+            if a_end == b_end:
+                limits.append(float(np.logaddexp.reduce(a_log_w[sides[0][0] == a_end])
+                                    - np.logaddexp.reduce(b_log_w[sides[1][0] == b_end])))
+            else:
+                limits.append(math.inf if toward * (a_end - b_end) > 0 else -math.inf)
+        return limits[0], limits[1]
+
+    def _loss_along(self, x: np.ndarray) -> np.ndarray:
+        """g(x) = L(orientation * x), nondecreasing in x."""
+        return self.pair.privacy_loss(self._orientation * x)
+
+    def _guess(self, eps: np.ndarray) -> np.ndarray | None:
+        """o*(eps) in closed form for Gaussian noise with two distinct shifts s0 < s1 (NaN where it fails).
+
+        With z = e^{kappa(o, s1) - kappa(o, s0)}, A / mu(. - s0) = a0 + a1 z and likewise B, so
+        e^L = (a0 + a1 z) / (b0 + b1 z) is a Moebius map: z = (a0 - e^L b0) / (e^L b1 - a1), and
+        log z = (s1 - s0)(2 o - s0 - s1) / (2 sigma^2) gives o.  (A starting bracket only: the
+        bisection in :meth:`_crossing` still settles o* to an ulp.)
+        """
+        pair = self.pair
+        shifts = pair.shifts
+        if pair.noise != "gaussian" or shifts.size != 2:
+            return None
+        s0, s1 = float(shifts[0]), float(shifts[1])
+
+        def weights(side_shifts, side_log_weights):
+            found = dict(zip(side_shifts, np.exp(side_log_weights)))
+            return found.get(s0, 0.0), found.get(s1, 0.0)
+
+        (a0, a1), (b0, b1) = weights(pair.a_shifts, pair.a_log_weights), weights(pair.b_shifts, pair.b_log_weights)
+        with np.errstate(all="ignore"):
+            ratio = np.exp(eps)
+            log_z = np.log((a0 - ratio * b0) / (ratio * b1 - a1))
+            return pair.scale ** 2 * log_z / (s1 - s0) + (s0 + s1) / 2
+
+    def _crossing(self, eps: np.ndarray) -> np.ndarray:
+        """x* with g <= eps below it and g > eps above it (to an ulp), for eps in loss_range.
+
+        The bracket starts at the closed-form guess (:meth:`_guess`) +- GUESS_WIDTH where that
+        brackets x*, else at the centre +- one noise scale, widened by doubling.
+        """
+        centre = self._orientation * self._centre
+        scale = self.pair.scale
+        guess = self._guess(eps)
+        if guess is not None:
+            guess = self._orientation * guess
+            width = self.GUESS_WIDTH * (np.abs(guess) + scale)
+            low, high = guess - width, guess + width
+            with np.errstate(invalid="ignore"):
+                good = np.isfinite(guess) & (self._loss_along(low) <= eps) & (self._loss_along(high) > eps)
+        else:
+            good = np.zeros(eps.shape, dtype=bool)
+        bounds = []
+        for outward in (-1.0, 1.0):  # widen [centre - scale, centre + scale] until it brackets x*
+            x = np.where(good, low if outward < 0 else high, centre + outward * scale) if guess is not None else \
+                np.full(eps.shape, centre + outward * scale)
+            active = np.flatnonzero(~good & ((self._loss_along(x) > eps) == (outward < 0)))
+            while active.size:
+                x[active] = np.clip(centre + 2 * (x[active] - centre), centre - self._reach, centre + self._reach)
+                beyond = (self._loss_along(x[active]) > eps[active]) == (outward < 0)
+                active = active[beyond & (np.abs(x[active] - centre) < self._reach)]
+            bounds.append(x)
+        low, high = bounds
+        active = np.arange(eps.size)
+        while active.size:
+            middle = low[active] / 2 + high[active] / 2
+            above = self._loss_along(middle) > eps[active]
+            high[active[above]] = middle[above]
+            low[active[~above]] = middle[~above]
+            width = high[active] - low[active]
+            active = active[width > 2 * U * np.maximum(np.maximum(np.abs(low[active]), np.abs(high[active])), scale)]
+        return low / 2 + high / 2
+
+    def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        epsilons = _epsilons(epsilons)
+        flat = epsilons.ravel()
+        low, high = self.loss_range
+        everything = (flat < low) | ((flat == low) & (not self._bottom_attained))
+        log_p = np.where(everything, 0.0, -np.inf)
+        log_q = log_p.copy()
+        inside = np.flatnonzero(~everything & (flat < high))
+        if inside.size:
+            o_star = self._orientation * self._crossing(flat[inside])
+            side = 1 if self._orientation > 0 else 0  # {L > eps} is (o*, inf), or (-inf, o*)
+            pair = self.pair
+            log_p[inside] = log_mixture_masses(pair, pair.a_shifts, pair.a_log_weights, o_star[None, :])[0][side]
+            log_q[inside] = log_mixture_masses(pair, pair.b_shifts, pair.b_log_weights, o_star[None, :])[0][side]
+        return log_p.reshape(epsilons.shape), log_q.reshape(epsilons.shape)
+
+
+class QuadraticGaussianTails(LossTails):
+    """The pair P = N(0, own^2), Q = N(shift, other^2), own != other: Gaussian noise with a
+    data-dependent variance (papers/002 App. A, Example 15).
+
+    The loss is quadratic in the output (:class:`afa.exact.QuadraticLoss`): unbounded above with
+    minimum L* when own > other, bounded above by L* when own < other.  {L > eps} is everything,
+    nothing, the complement of an interval or an interval, whose P- and Q-masses come from log Phi
+    (:func:`afa.exact._log_normal_mass`), or, for the narrow interval just below a bounded loss's
+    top L* (where that difference of CDFs cancels), from Gauss-Legendre quadrature of the density.
+    """
+
+    def __init__(self, own: float, other: float, shift: float):
+        self._loss = QuadraticLoss.of(own, other, shift)
+        self.inf_mass = 0.0
+        # L* is extreme + extreme_lo: the range's finite end is rounded outwards.
+        extreme, below = self._loss.extreme, self._loss.extreme_lo
+        if self._loss.gamma > 0:
+            self.loss_range = (extreme if below >= 0 else float(np.nextafter(extreme, -math.inf)), math.inf)
+        else:
+            self.loss_range = (-math.inf, extreme if below <= 0 else float(np.nextafter(extreme, math.inf)))
+
+    def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        epsilons = _epsilons(epsilons)
+        flat = epsilons.ravel()
+        loss = self._loss
+        gap = loss.gap(flat)
+        everything = (gap <= 0) if loss.gamma > 0 else (flat == -np.inf)
+        log_p = np.where(everything, 0.0, -np.inf)
+        log_q = log_p.copy()
+        inside = np.flatnonzero(np.isfinite(flat) & ((gap > 0) if loss.gamma > 0 else (gap < 0)))
+        if inside.size:
+            h, (z1, z2), (w1, w2) = loss.roots(flat[inside], gap[inside])
+            if loss.gamma > 0:  # the two tails beyond z1 and z2
+                log_p[inside] = np.logaddexp(_log_normal_mass(-np.inf, z1)[0], _log_normal_mass(z2, np.inf)[0])
+                log_q[inside] = np.logaddexp(_log_normal_mass(-np.inf, w1)[0], _log_normal_mass(w2, np.inf)[0])
+            else:  # (z1, z2), of half-width h about the vertex
+                log_p[inside] = _log_normal_interval(z1, z2, loss.vertex, h)
+                log_q[inside] = _log_normal_interval(w1, w2, (loss.vertex - loss.mu) / loss.rho, h / loss.rho)
+        return log_p.reshape(epsilons.shape), log_q.reshape(epsilons.shape)
+
+
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+
+
+def _log_normal_interval(low: np.ndarray, high: np.ndarray, centre: float, half_width: np.ndarray) -> np.ndarray:
+    """log(Phi(high) - Phi(low)) for the interval (low, high) = centre -+ half_width, relatively accurate
+    also when it is narrow.
+
+    Where the log-density -z^2/2 changes by at most 1 across the interval, the difference of CDFs
+    would cancel (and so would high - low): there the density is integrated over centre + u,
+    |u| <= half_width, by 16-point Gauss-Legendre (exact to rounding for so small a change);
+    elsewhere from log Phi (:func:`afa.exact._log_normal_mass`).
+    """
+    value = _log_normal_mass(low, high)[0]
+    narrow = np.flatnonzero(half_width * (abs(centre) + half_width) <= 0.5)
+    if narrow.size:
+        half = half_width[narrow, None]
+        z = centre + half * _GL_NODES
+        with np.errstate(divide="ignore"):  # (an interval of width 0 has mass 0)
+            log_weights = np.log(half * _GL_WEIGHTS)
+        value[narrow] = logsumexp(-z * z / 2 + log_weights, axis=1) - 0.5 * math.log(2 * math.pi)
+    return value

@@ -12,6 +12,10 @@ Sensitivity enters in one place per family: additive-noise mechanisms shift
 their noise by ``sensitivity`` (given for the relation the accountant uses),
 and every finite-output mechanism goes through :func:`_pair_from_pmfs`, which
 derives both directions, their atoms and their masses at +infinity.
+
+:meth:`Mechanism.loss_tails` gives the same two directions as tails of the loss
+(:mod:`afa.loss_tails`), what the discretized-PLD backend builds from: finite-output
+mechanisms from the atoms of their privacy losses, the others from their noise.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
 from ._accurate import log_characteristic, normalize, weighted_cumulants
+from .loss_tails import AtomTails, GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
+from .noise_pair import NoiseMixturePair
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError
 
@@ -105,6 +111,23 @@ class Mechanism:
     def _losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         raise NotImplementedError
 
+    def loss_tails(self, neighboring: str = "add_remove") -> tuple[LossTails, LossTails]:
+        """The two directions of :meth:`privacy_losses` (same order) as tails of their losses, for the PLD backend."""
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        return self._cached_tails(neighboring)
+
+    @functools.lru_cache(maxsize=None)
+    def _cached_tails(self, neighboring: str) -> tuple[LossTails, LossTails]:
+        return self._tails(neighboring)
+
+    def _tails(self, neighboring: str) -> tuple[LossTails, LossTails]:
+        """From the atoms of :meth:`privacy_losses` (a finite loss); mechanisms with a continuous loss override it."""
+        first, second = self.privacy_losses(neighboring)
+        if first.continuous or second.continuous:
+            raise NotImplementedError(f"{type(self).__name__} has a continuous privacy loss but no loss tails")
+        forward = AtomTails(first.atoms, first.inf_mass)
+        return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
+
     def poisson_subsampled(self, q: float) -> "Mechanism":
         """This mechanism on a Poisson subsample with rate ``q`` (papers/002 Thm 11(1); :mod:`afa.subsampling`)."""
         from .subsampling import Subsampled
@@ -158,6 +181,10 @@ class Gaussian(Mechanism):
         loss = PrivacyLoss.symbolic(GAUSSIAN_LOG_PHI, (self.mu ** 2 / 2,))
         return loss, loss
 
+    def _tails(self, neighboring):
+        tails = GaussianTails(self.mu)
+        return tails, tails
+
 
 @dataclass(frozen=True)
 class Laplace(Mechanism):
@@ -184,6 +211,10 @@ class Laplace(Mechanism):
 
     def _losses(self, neighboring):
         return _laplace_loss(self.epsilon0, 0.0)
+
+    def _tails(self, neighboring):
+        tails = LaplaceTails(self.epsilon0)
+        return tails, tails
 
 
 def _laplace_loss(a: float, inf_mass: float) -> tuple[PrivacyLoss, PrivacyLoss]:
@@ -259,6 +290,15 @@ class DataDependentGaussian(Mechanism):
         first = PrivacyLoss.symbolic(family, remove)
         return (first, first) if remove == add else (first, PrivacyLoss.symbolic(family, add))
 
+    def _tails(self, neighboring):
+        if self.sigma1 == self.sigma2:
+            if self.sensitivity == 0:
+                return super()._tails(neighboring)  # P = Q: one atom at 0
+            tails = GaussianTails(self.sensitivity / self.sigma1)
+            return tails, tails
+        return (QuadraticGaussianTails(self.sigma1, self.sigma2, self.sensitivity),
+                QuadraticGaussianTails(self.sigma2, self.sigma1, self.sensitivity))
+
 
 @dataclass(frozen=True)
 class MixtureOfGaussians(Mechanism):
@@ -291,15 +331,24 @@ class MixtureOfGaussians(Mechanism):
         _set(self, sigma=sigma, sensitivities=tuple(map(float, sensitivities)),
              probabilities=tuple(map(float, probabilities)))
 
-    def _losses(self, neighboring):
+    def _components(self) -> tuple[np.ndarray, np.ndarray]:
+        """(c_i, log p_i) of the components with positive probability, c_i = sensitivities[i] / sigma."""
         shifts = np.asarray(self.sensitivities) / self.sigma
         log_p = np.log(np.asarray(self.probabilities))
         keep = log_p > -np.inf
-        integral = _OutputQuadrature(shifts[keep], log_p[keep])
+        return shifts[keep], log_p[keep]
+
+    def _losses(self, neighboring):
+        integral = _OutputQuadrature(*self._components())
         label = f"log_phi_MoG_sigma{self.sigma:g}"
         return tuple(PrivacyLoss.numeric(f"{label}_{side}", functools.partial(integral.log_phi, side=side),
                                          integral.cumulants(side))
                      for side in ("P", "Q"))
+
+    def _tails(self, neighboring):
+        shifts, log_p = self._components()  # (P, Q) in units of sigma; the weights sum to 1 only to 1e-9
+        pair = NoiseMixturePair("gaussian", 1.0, tuple(shifts), tuple(log_p - logsumexp(log_p)), (0.0,), (0.0,))
+        return NoisePairTails(pair), NoisePairTails(pair.swapped())
 
 
 class _OutputQuadrature:
@@ -500,6 +549,10 @@ class ProposeTestRelease(Mechanism):
 
     def _losses(self, neighboring):
         return _laplace_loss(self.epsilon, self.delta)
+
+    def _tails(self, neighboring):
+        tails = LaplaceTails(self.epsilon, self.delta)
+        return tails, tails
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validation as check
+from .loss_tails import NoisePairTails
 from .mechanisms import Gaussian, Laplace, Mechanism, _pair_from_pmfs, _set
 from .noise_pair import NoiseMixturePair, PairMGF
 from .privacy_loss import PrivacyLoss
@@ -55,18 +56,26 @@ class Subsampled(Mechanism):
         _set(self, q=check.in_interval("q", self.q, 0.0, 1.0))
         check.choice("scheme", self.scheme, SCHEMES)
 
-    def _losses(self, neighboring):
+    def _check(self, neighboring: str) -> None:
+        """Raise for a relation the subsampled pair is not derived for."""
         if self.scheme == "subset" and neighboring != "add_remove":
             raise ValueError("subset sampling is analysed under neighboring='add_remove' (papers/002 Thm 11(2), "
                              "from the base's replacement pair)")
+        if 0 < self.q < 1 and neighboring == "substitution" and not isinstance(self.base, Gaussian):
+            raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
+                             "(papers/003 Sec. 4.2)")
+
+    def _full_relation(self, neighboring: str) -> str:
+        """The base's relation when q = 1 (subset sampling uses the replacement pair)."""
+        return "substitution" if self.scheme == "subset" else neighboring
+
+    def _losses(self, neighboring):
+        self._check(neighboring)
         if self.q == 0:
             loss = PrivacyLoss.discrete([0.0], [0.0])  # the record is never used
             return loss, loss
         if self.q == 1:
-            return self.base.privacy_losses("substitution" if self.scheme == "subset" else neighboring)
-        if neighboring == "substitution" and not isinstance(self.base, Gaussian):
-            raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
-                             "(papers/003 Sec. 4.2)")
+            return self.base.privacy_losses(self._full_relation(neighboring))
         noise = _additive_noise(self.base)
         if noise is not None:
             return self._continuous_losses(noise, neighboring)
@@ -78,6 +87,17 @@ class Subsampled(Mechanism):
         log_p, log_q = log_pmfs("substitution" if self.scheme == "subset" else "add_remove")
         mixture = np.logaddexp(math.log1p(-self.q) + log_q, math.log(self.q) + log_p)
         return _pair_from_pmfs(mixture, log_q)
+
+    def _tails(self, neighboring):
+        self._check(neighboring)
+        if self.q == 1:
+            return self.base.loss_tails(self._full_relation(neighboring))
+        noise = _additive_noise(self.base)
+        if self.q == 0 or noise is None:
+            return super()._tails(neighboring)  # a finite pair: from the atoms
+        pair = _mixture_pair(noise, self.q, neighboring)
+        remove = NoisePairTails(pair)
+        return (remove, remove) if neighboring == "substitution" else (remove, NoisePairTails(pair.swapped()))
 
     def noise_pair(self, neighboring: str = "add_remove") -> NoiseMixturePair:
         """The remove direction's pair of noise mixtures (continuous bases only); the add direction is its swap."""
