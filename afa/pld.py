@@ -1,0 +1,847 @@
+"""Discretized privacy-loss distributions (PLDs) on a uniform loss grid, composed by FFT.
+
+A :class:`DiscretePLD` is a measure on the loss grid ``interval * (offset + arange(n))`` plus a
+mass at +infinity: a discretized PLD (papers/003_83ef780bcc67edb1.txt Sec. 2).  Builders turn
+one direction of a dominating pair, seen through its loss tails (:class:`afa.loss_tails.LossTails`),
+into one:
+
+* :func:`privacy_buckets` -- round the loss up (pessimistic) or down (optimistic) to the grid
+  (papers/003 Sec. 2.1; papers/001_3ee39eb892cc4de2.txt Secs. 4.1 and 5.2);
+* :func:`connect_the_dots` -- the best pessimistic PLD on the grid: its hockey-stick curve joins
+  the true curve's values at the grid points by straight lines in e^eps (papers/001 Sec. 4,
+  Lemma 4.1; papers/003 Sec. 2.2);
+* :func:`greedy_hull_optimistic` -- tangent-line candidates and their lower convex hull
+  (papers/001 Sec. 5.1, Algorithm 2, with the tangents at both ends of each grid segment).
+
+Composition is convolution (papers/003 Obs. 3): :meth:`DiscretePLD.compose` by FFT,
+:meth:`DiscretePLD.self_compose` by one FFT power on a window chosen by Chernoff bounds
+(papers/003 Sec. 5.2).  :meth:`DiscretePLD.delta_of_composition` evaluates the divergence of a
+composition of two PLDs without convolving them (papers/003 Sec. 5.1).
+
+Soundness.  Write delta_S(eps) = inf_mass + sum_i p_i (1 - e^{eps - x_i})_+ for the stored measure
+S and delta(eps) for the privacy profile it stands for.  Each DiscretePLD carries slacks rho
+(``relative_error``) and eta(eps) (``error``, plus ``bulk_error`` for eps < ``bulk_top``) with
+
+    pessimistic:  delta(eps) <= (1 + rho) delta_S(eps) + eta(eps),
+    optimistic:   delta_S(eps) <= (1 + rho) delta(eps) + eta(eps)       for every real eps.
+
+:meth:`DiscretePLD.delta` and :meth:`DiscretePLD.epsilon` report the bounds this gives, with the
+rounding of the evaluation added, so pessimistic answers are certified upper bounds and optimistic
+ones certified lower bounds.  The form survives composition because delta_{X+Y}(eps) =
+int delta_X(eps - y) dY(y) for independent losses and the stored measures are kept positive.  The
+builders round every tail in the safe direction and enforce monotone tails by raising them
+(pessimistic: a stochastic increase) or lowering them (optimistic: a stochastic decrease), which
+needs no slack.  Truncated mass goes up (pessimistic: to the lowest kept point, or to +inf above
+the top) or down (optimistic: to the highest kept point, or dropped below the bottom).  FFT
+rounding is bounded componentwise, |fl(DFT x) - DFT x| <= c log2(M) u ||x||_1 (Higham, *Accuracy
+and Stability of Numerical Algorithms*, 2nd ed., Sec. 24.1), pushed through the power and the
+inverse transform by Parseval's identity, and added to eta.
+
+Tiny delta.  FFT rounding is absolute (about count * 1e-14), so it hides deltas below that.  When
+``self_compose`` is asked for a smaller ``tail_mass_truncation``, it also raises the exponentially
+tilted PMF p_i e^{lam x_i} / M(lam) to the power -- the discrete form of shifting the Fourier
+contour into the strip of the moment-generating function (DESIGN.md, "Numerics that matter") --
+and untilts it above the point from which its rounding, multiplied back by M(lam)^k e^{-lam x},
+is below the tolerance; the plain power supplies the values below that point, whose larger error
+is carried in ``bulk_error``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.fft import irfft, rfft
+from scipy.signal import lfilter
+from scipy.special import logsumexp
+
+from . import _validation as check
+from .loss_tails import LossTails
+
+__all__ = [
+    "DEFAULT_TAIL_MASS",
+    "MAX_GRID_POINTS",
+    "TAILS_RTOL",
+    "DiscretePLD",
+    "PLDTooLargeError",
+    "connect_the_dots",
+    "greedy_hull_optimistic",
+    "privacy_buckets",
+]
+
+U = float(np.finfo(float).eps) / 2  # unit roundoff
+#: Largest number of grid points a PLD (or the window of a composition) may have.
+MAX_GRID_POINTS = 2 ** 26
+#: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
+DEFAULT_TAIL_MASS = 1e-15
+#: Relative accuracy assumed of the tails exp(LossTails.log_tails(eps)), plus LOG_ROUNDING ulps per unit of
+#: |log tail|: Gaussian-noise tails measured against 60-digit mpmath are within 64 u + 12 u (|log P| + 4)
+#: (tests/test_loss_tails.py; rounding eps by one ulp alone moves log P by about 2 u |log P|).
+TAILS_RTOL = 64 * U
+LOG_ROUNDING = 16
+#: Losses are kept in [-LOSS_LIMIT, LOSS_LIMIT] (e^{+-700} is still a float).
+LOSS_LIMIT = 700.0
+#: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
+FFT_ERROR_CONSTANT = 8.0
+#: Rounding of z -> |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
+POWER_ERROR_CONSTANT = 8.0
+#: Chernoff orders tried, relative to the Gaussian-approximation optimum (papers/003 Sec. 5.2).
+CHERNOFF_FACTORS = np.geomspace(1 / 64, 64, 25)
+#: Probes per round of the vectorised search for the ends of a builder's grid.
+FIRST_TRUE_PROBES = 64
+#: Relative slack of a builder's output: the rounding of the mass differences of its tails.
+BUILDER_RELATIVE_ERROR = 4 * U
+
+
+class PLDTooLargeError(ValueError):
+    """A discretized PLD would need more than MAX_GRID_POINTS grid points."""
+
+
+@dataclass(frozen=True, eq=False)
+class DiscretePLD:
+    """Masses ``probs[i]`` at losses ``interval * (offset + i)`` and ``inf_mass`` at +infinity.
+
+    ``pessimistic`` says which way the PLD errs (upper or lower bounds on delta); the slacks
+    ``relative_error``, ``error``, ``bulk_error`` (applying to eps < ``bulk_top``) make the bounds
+    certified, as the module docstring explains.  Built by :func:`privacy_buckets`,
+    :func:`connect_the_dots`, :func:`greedy_hull_optimistic`, or directly from a grid PMF.
+    """
+
+    interval: float
+    offset: int
+    probs: np.ndarray
+    inf_mass: float
+    pessimistic: bool
+    relative_error: float = 0.0
+    error: float = 0.0
+    bulk_error: float = 0.0
+    bulk_top: float = -math.inf
+
+    def __post_init__(self):
+        assign = functools.partial(object.__setattr__, self)
+        assign("interval", check.positive("interval", self.interval))
+        if isinstance(self.offset, bool) or not isinstance(self.offset, numbers.Integral):
+            raise TypeError(f"offset must be an integer, got {self.offset!r}")
+        assign("offset", int(self.offset))
+        probs = np.array(check.real_array("probs", self.probs), dtype=float)
+        if probs.ndim != 1 or probs.size == 0 or np.any(probs < 0):
+            raise ValueError("probs must be a non-empty 1-d array of non-negative masses")
+        probs.flags.writeable = False
+        assign("probs", probs)
+        assign("inf_mass", check.in_interval("inf_mass", self.inf_mass, 0.0, 1.0))
+        if not isinstance(self.pessimistic, (bool, np.bool_)):
+            raise TypeError(f"pessimistic must be True or False, got {self.pessimistic!r}")
+        assign("pessimistic", bool(self.pessimistic))
+        for name in ("relative_error", "error", "bulk_error"):
+            assign(name, check.non_negative(name, getattr(self, name)))
+        if isinstance(self.bulk_top, bool) or not isinstance(self.bulk_top, numbers.Real) or math.isnan(self.bulk_top):
+            raise ValueError(f"bulk_top must be a real number or an infinity, got {self.bulk_top!r}")
+        assign("bulk_top", float(self.bulk_top))
+
+    @property
+    def losses(self) -> np.ndarray:
+        """The grid losses x_i = interval * (offset + i)."""
+        return self.interval * (self.offset + np.arange(self.probs.size))
+
+    @property
+    def total_mass(self) -> float:
+        """Finite mass plus inf_mass (1 for an exact PLD)."""
+        return float(self.probs.sum()) + self.inf_mass
+
+    # ----- divergence ---------------------------------------------------------------------
+
+    def delta(self, epsilons: ArrayLike) -> np.ndarray:
+        """Certified delta(eps), vectorised (papers/003 Obs. 2): an upper bound if pessimistic, else a lower one.
+
+        delta_S(eps) = inf_mass + sum_{x_i > eps} p_i (1 - e^{eps - x_i}) is evaluated from suffix
+        sums of positive terms only (see ``_suffix_sums``), then the slacks are applied.  An
+        optimistic bound below ``bulk_top`` is raised to the bound at ``bulk_top`` (delta is
+        non-increasing), so the larger ``bulk_error`` does not make it collapse.
+        """
+        epsilons = check.real_array("epsilons", epsilons)
+        bound = self._certified(epsilons)
+        if not self.pessimistic and self.bulk_error > 0 and math.isfinite(self.bulk_top):
+            bound = np.where(epsilons < self.bulk_top, np.maximum(bound, self._certified(self.bulk_top)), bound)
+        return bound
+
+    def epsilon(self, delta: float) -> float:
+        """The smallest eps >= 0 with ``self.delta(eps) <= delta``; math.inf if there is none.
+
+        There is none when delta is below the mass at +infinity (plus slack).  Between grid points
+        delta_S(eps) = A - B e^eps, so the crossing is solved in closed form on the one segment found
+        by a binary search over the values at the grid points (papers/003 Obs. 2), once with the
+        slack below ``bulk_top`` and once with the slack above it.
+        """
+        delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        below = self._crossing(delta, self.error + self.bulk_error)
+        above = self._crossing(delta, self.error)
+        if self.pessimistic:
+            epsilon = below if below < self.bulk_top else max(above, self.bulk_top)
+        else:
+            epsilon = above if above >= self.bulk_top else below
+        if epsilon == math.inf:
+            return math.inf
+        epsilon, step = max(epsilon, 0.0), 0.0
+        for _ in range(256):  # the closed form may land a few roundings short
+            if self.delta(epsilon) <= delta:
+                return float(epsilon)
+            step = max(2 * step, np.spacing(epsilon) + np.spacing(1.0))
+            epsilon += step
+        return math.inf
+
+    def delta_of_composition(self, other: DiscretePLD, epsilons: ArrayLike) -> np.ndarray:
+        """Certified delta(eps) of ``self`` composed with ``other`` without convolving them.
+
+        papers/003 Sec. 5.1, eq. (2): delta_{X+Y}(eps) = sum_v p_X(v) delta_Y(eps - v) + inf_X |Y|,
+        each delta_Y read from ``other``'s suffix sums: O(len(self)) per eps.
+        """
+        self._check_partner(other)
+        epsilons = check.real_array("epsilons", epsilons)
+        losses, flat = self.losses, epsilons.ravel()
+        value, rounding = np.empty(flat.shape), np.empty(flat.shape)
+        for k, epsilon in enumerate(flat):
+            shifted = epsilon - losses  # each rounded by at most u (|eps| + 2 |v|), counted below
+            inner, inner_rounding = other._raw_delta(shifted, U * (abs(epsilon) + 2 * np.abs(losses)))
+            value[k] = self.probs @ inner + self.inf_mass * other.total_mass
+            rounding[k] = self.probs @ inner_rounding + (self.probs.size + 4) * U * value[k]
+        rho, eta = _combined_slack(self, other)
+        result = _certify(value, rounding, rho, eta, self.pessimistic)
+        return result.reshape(epsilons.shape)
+
+    def _certified(self, epsilons) -> np.ndarray:
+        value, rounding = self._raw_delta(np.asarray(epsilons, dtype=float))
+        slack = self.error + np.where(epsilons < self.bulk_top, self.bulk_error, 0.0)
+        return _certify(value, rounding, self.relative_error, slack, self.pessimistic)
+
+    @functools.cached_property
+    def _suffix_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """(C, D): C_j = sum_{i>=j} p_i e^{-(x_i - x_j)}, D_j = sum_{i>=j} p_i (1 - e^{-(x_i - x_j)}).
+
+        For x_{j-1} <= eps < x_j, delta_S(eps) = inf_mass + D_j + (1 - e^{eps - x_j}) C_j: positive
+        terms only.  C_j = p_j + e^{-h} C_{j+1} and D_j = D_{j+1} + (1 - e^{-h}) C_{j+1}.
+        """
+        c = lfilter([1.0], [1.0, -math.exp(-self.interval)], self.probs[::-1])[::-1]
+        d = np.zeros_like(c)
+        d[:-1] = -math.expm1(-self.interval) * np.cumsum(c[:0:-1])[::-1]
+        return c, d
+
+    def _raw_delta(self, epsilons: np.ndarray, shift_error: ArrayLike = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """(delta_S(eps), bound on its rounding); ``shift_error`` bounds rounding already in eps."""
+        c, d = self._suffix_sums
+        losses = self.losses
+        last = self.probs.size - 1
+        j = np.minimum(np.searchsorted(losses, epsilons, side="right"), last)
+        inside = epsilons < losses[last]
+        factor = np.where(inside, -np.expm1(np.minimum(epsilons - losses[j], 0.0)), 0.0)
+        finite = np.where(inside, d[j] + factor * c[j], 0.0)
+        value = self.inf_mass + finite
+        argument_error = shift_error + U * (np.abs(epsilons) + 2 * np.abs(losses[j]) + 4)
+        rounding = (3 * self.probs.size + 10) * U * value + np.where(inside, c[j] * argument_error, 0.0)
+        return value, rounding
+
+    def _crossing(self, delta: float, eta: float) -> float:
+        """Smallest eps (may be -inf or +inf) at which the certified delta with absolute slack eta is <= delta."""
+        n = self.probs.size
+        relative = (3 * n + 10) * U
+        if self.pessimistic:
+            target = (delta - eta) / ((1 + self.relative_error) * (1 + relative))
+        else:
+            target = ((1 + self.relative_error) * delta + eta) / (1 - relative)
+        if target < self.inf_mass:
+            return math.inf
+        c, d = self._suffix_sums
+        at_grid = self.inf_mass + d  # delta_S at the grid points, non-increasing, ends at inf_mass
+        i = min(int(np.searchsorted(-at_grid, -target, side="left")), n - 1)
+        if c[i] == 0.0:
+            return -math.inf if i == 0 else float(self.losses[i - 1])
+        ratio = (at_grid[i] - target) / c[i]
+        if ratio <= -1.0:
+            return -math.inf
+        return float(self.losses[i] + math.log1p(ratio))
+
+    # ----- composition --------------------------------------------------------------------
+
+    def compose(self, other: DiscretePLD, tail_mass_truncation: float = DEFAULT_TAIL_MASS) -> DiscretePLD:
+        """The PLD of the composition: FFT convolution, then tails of mass <= tail_mass_truncation truncated.
+
+        papers/003 Sec. 2 Obs. 3 and Sec. 5.2.  Both PLDs need the same interval and the same tag;
+        the infinity masses combine exactly, 1 - (1 - a)(1 - b) for probability measures.
+        """
+        self._check_partner(other)
+        tail_mass_truncation = _tail_tolerance(tail_mass_truncation)
+        length = self.probs.size + other.probs.size - 1
+        _check_size(length, "the composition")
+        size = _fft_size(length)
+        left, left_eta = _spectrum(self.probs, size)
+        right, right_eta = _spectrum(other.probs, size)
+        product = left * right
+        bound = (np.abs(left) * right_eta + np.abs(right) * left_eta + left_eta * right_eta
+                 + 4 * U * np.abs(product))
+        values, fft_error = _inverse(product, bound, size, 0, length)
+        rho, eta = _combined_slack(self, other)
+        left_finite, right_finite = float(self.probs.sum()), float(other.probs.sum())
+        inf_mass = self.inf_mass * (right_finite + other.inf_mass) + left_finite * other.inf_mass
+        composed = DiscretePLD(self.interval, self.offset + other.offset, values, min(1.0, inf_mass),
+                               self.pessimistic, relative_error=rho + 4 * U, error=eta + (1 + rho) * fft_error)
+        return composed.truncated(tail_mass_truncation)
+
+    def self_compose(self, count: int, tail_mass_truncation: float = DEFAULT_TAIL_MASS) -> DiscretePLD:
+        """The PLD of ``count`` compositions with itself: one FFT power, no loop over count.
+
+        papers/003 Sec. 5.2: the input's negligible tails are truncated first, then the output
+        window [lo, hi] is chosen by Chernoff bounds from the input's moment-generating function
+        (in log space, so tolerances like 1e-30 work) such that the mass outside is at most
+        ``tail_mass_truncation``; the FFT holds the whole window.  Mass beyond hi goes to +inf when
+        pessimistic and is dropped when optimistic; whatever the circular FFT wraps into the window
+        is counted.  Pass a tolerance scaled to the smallest delta you will ask about: below the FFT
+        rounding it also triggers the tilted power (module docstring), which makes the PLD accurate to
+        about that tolerance where delta is small.
+        """
+        count = check.positive_integer("count", count)
+        tail_mass_truncation = _tail_tolerance(tail_mass_truncation)
+        if count == 1:
+            return self
+        per_copy = tail_mass_truncation / count
+        base = self.truncated(per_copy) if per_copy > 0 else self
+        return _self_power(base, count, tail_mass_truncation)
+
+    def truncated(self, tail_mass: float) -> DiscretePLD:
+        """Cut each end's longest run of mass <= tail_mass / 2, keeping the bound's direction.
+
+        Pessimistic: the lower run joins the lowest kept point, the upper run goes to +inf
+        (papers/003 Sec. 2.1); optimistic: the lower run is dropped, the upper run joins the highest
+        kept point.  Each move is a stochastic increase (decrease), so no slack is needed.
+        """
+        tail_mass = check.in_interval("tail_mass", tail_mass, 0.0, 1.0, low_open=True, high_open=True)
+        n = self.probs.size
+        lower_sums, upper_sums = np.cumsum(self.probs), np.cumsum(self.probs[::-1])
+        cut_low = min(int(np.searchsorted(lower_sums, tail_mass / 2, side="right")), n - 1)
+        cut_high = min(int(np.searchsorted(upper_sums, tail_mass / 2, side="right")), n - 1 - cut_low)
+        if cut_low == cut_high == 0:
+            return self
+        kept = self.probs[cut_low:n - cut_high].copy()
+        lower = lower_sums[cut_low - 1] if cut_low else 0.0
+        upper = upper_sums[cut_high - 1] if cut_high else 0.0
+        inf_mass = self.inf_mass
+        if self.pessimistic:
+            kept[0] += lower * (1 + n * U)
+            inf_mass = min(1.0, inf_mass + upper * (1 + n * U))
+        else:
+            kept[-1] += upper * (1 - n * U)
+        return dataclasses.replace(self, offset=self.offset + cut_low, probs=kept, inf_mass=inf_mass)
+
+    def _check_partner(self, other) -> None:
+        if not isinstance(other, DiscretePLD):
+            raise TypeError(f"other must be a DiscretePLD, got {type(other).__name__}")
+        if other.interval != self.interval:
+            raise ValueError(f"other has interval {other.interval!r}, this PLD {self.interval!r}; "
+                             "build both PLDs with the same value_discretization_interval")
+        if other.pessimistic != self.pessimistic:
+            raise ValueError("cannot compose a pessimistic PLD with an optimistic one (other)")
+
+
+# ----- builders ---------------------------------------------------------------------------
+
+def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
+                    tail_mass: float = DEFAULT_TAIL_MASS, *, tails_rtol: float = TAILS_RTOL) -> DiscretePLD:
+    """Privacy buckets (papers/003 Sec. 2.1; papers/001 Secs. 4.1 and 5.2).
+
+    Pessimistic: the mass of L in (x_{i-1}, x_i] goes to x_i, L <= x_0 to x_0 and L > x_top to +inf.
+    Optimistic: the mass of L in [x_i, x_{i+1}) goes to x_i, L >= x_top to x_top and L < x_0 is
+    dropped.  The grid ends where the tails beyond carry at most tail_mass / 2 (or at the ends of
+    ``tails.loss_range``).  ``tails_rtol`` is the relative accuracy assumed of the tails.
+    """
+    interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
+    if not isinstance(pessimistic, (bool, np.bool_)):
+        raise TypeError(f"pessimistic must be True or False, got {pessimistic!r}")
+    first, losses = _loss_grid(tails, interval, tail_mass)
+    inf_mass = tails.inf_mass
+    if pessimistic:
+        upper = _exp_bounds(tails.log_tails(losses)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
+        tail_values = np.concatenate(([1.0], (upper + inf_mass) * (1 + 2 * U)))
+    else:
+        below = np.nextafter(losses, -np.inf)  # P[L >= x_i] = P[L > x_i^-]
+        lower = _exp_bounds(tails.log_tails(below)[0], tails_rtol)[0]
+        tail_values = np.concatenate(((lower + inf_mass) * (1 - 2 * U), [inf_mass]))
+    return _from_tail_values(tail_values, first, interval, bool(pessimistic))
+
+
+def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
+                     tails_rtol: float = TAILS_RTOL) -> DiscretePLD:
+    """The pessimistic connect-the-dots PLD (papers/001 Sec. 4, Algorithm 1; papers/003 Sec. 2.2).
+
+    Its hockey-stick curve h(alpha) = delta(log alpha) is the piecewise-linear interpolation of the
+    true curve at alpha = 0 (value 1) and alpha_i = e^{x_i}, constant beyond the top point, whose
+    delta becomes the mass at +infinity.  As a PLD, the mass at or above x_i is
+    delta_i + (delta_{i-1} - delta_i) / (1 - e^{x_{i-1} - x_i}).  (papers/003 prints the point masses
+    with the opposite overall sign; papers/001 Algorithm 1 has it right.)  The true delta_i are
+    rounded up by their error bounds first, and the grid ends as in :func:`privacy_buckets`; the
+    curve is exact at the grid points, so atoms, the ends of the loss range and the mass at
+    +infinity need no special case.
+    """
+    interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
+    first, losses = _loss_grid(tails, interval, tail_mass)
+    log_p, log_q = tails.log_tails(losses)
+    upper = (tails.inf_mass + _excess_bounds(log_p, log_q, losses, tails_rtol)[1]) * (1 + 2 * U)
+    curve = np.concatenate(([1.0], np.maximum.accumulate(upper[::-1])[::-1]))
+    return _from_tail_values(_curve_tail_values(curve, interval) * (1 + 8 * U), first, interval, True)
+
+
+def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
+                           tails_rtol: float = TAILS_RTOL) -> DiscretePLD:
+    """Optimistic PLD from tangent lines and a lower convex hull (papers/001 Sec. 5.1, Algorithm 2).
+
+    Work with the curve h(alpha) = delta(log alpha) - a of the finite part (a = mass at +inf, kept
+    at +inf), grid alpha_{-1} = 0 < alpha_0 < ... < alpha_{n-1}, alpha_i = e^{x_i}.  A
+    piecewise-linear curve f with kinks at the grid lies below h -- so its PLD is optimistic -- if
+    on each segment [alpha_s, alpha_{s+1}] it lies below max(t_s, t_{s+1}), the tangents of h at
+    the two ends (slopes -Q[L > x_s] and -Q[L >= x_{s+1}], subgradients of h), which lie below h by
+    convexity.
+    The chord of h exceeds that maximum by at most E_s = D ab / (a + b) (D = alpha_{s+1} - alpha_s,
+    a = sigma - |h'(alpha_{s+1})|, b = |h'(alpha_s)| - sigma, sigma = |chord slope|), at the
+    tangents' intersection; so each grid value is h(alpha_i) lowered by the larger E of its two
+    segments (or, where that would go below 0, read off t_{s+1}), 0 at the top point.  The PLD's
+    curve is the lower convex hull of these candidates (papers/001 Algorithm 2's ConvexHull step).
+
+    Departures from Algorithm 2, which draws one tangent per segment (at the end nearer alpha = 1):
+    (i) both ends' tangents are used, which lowers smooth curves half as much (E = c D^2 / 4 against
+    c D^2 / 2 for curvature c) and does not collapse to 0 where h bends within one segment near
+    alpha = 1 (coarse grids, small sampling rates); (ii) the mass at +infinity is kept (Algorithm 2
+    sets f(+inf) = 0, papers/001 Sec. 5.2).  Validity needs only the segment condition, not
+    Q-validity, because only the delta-functional of a positive measure matters here (module
+    docstring); every quantity is rounded in the safe direction.
+    """
+    interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
+    first, losses = _loss_grid(tails, interval, tail_mass)
+    log_p, log_q = tails.log_tails(losses)
+    curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, tails_rtol)[0]))
+    # Tangent slopes: right derivative -Q[L > x] at a segment's left end (alpha = 0: -Q[L > -inf]),
+    # left derivative -Q[L >= x] at its right end; the steeper the left end's, the shallower the right's, the safer.
+    q_finite = float(np.asarray(tails.log_tails(-math.inf)[1]))  # log Q[L > -inf]: the slope at alpha = 0
+    steep = np.concatenate((_exp_bounds([min(q_finite, 0.0)], tails_rtol)[1], _exp_bounds(log_q[:-1], tails_rtol)[1]))
+    shallow = _exp_bounds(tails.log_tails(np.nextafter(losses, -np.inf))[1], tails_rtol)[0]
+    width = np.exp(losses) * np.concatenate(([1.0], np.full(losses.size - 1, -math.expm1(-interval))))
+    left, right = _segment_limits(curve[:-1], curve[1:], width, steep, shallow)
+    candidates = np.concatenate((np.minimum(right[:-1], left[1:]), [0.0]))
+    values = _lower_hull_at_grid(left[0], candidates, losses)
+    values = np.minimum.accumulate(np.minimum(values, candidates))
+    finite_tails = _curve_tail_values(np.concatenate(([left[0]], values)), interval) * (1 - 8 * U)
+    return _from_tail_values(finite_tails + tails.inf_mass * (1 - U), first, interval, False)
+
+
+def _segment_limits(start: np.ndarray, end: np.ndarray, width: np.ndarray, steep: np.ndarray,
+                    shallow: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Largest values at both ends of each segment keeping the chord below max(tangent at start, at end).
+
+    Tangents: start - steep (alpha - alpha_s) and end + shallow (alpha_{s+1} - alpha).  The chord
+    minus their maximum peaks at E = width a b / (a + b), a = sigma - shallow, b = steep - sigma;
+    the ends are lowered by (an upper bound on) E, or, if that would make one negative, set on the
+    end tangent.  ``start`` and ``end`` are lower bounds on h, ``steep`` an upper and ``shallow`` a
+    lower bound on the slope magnitudes.
+    """
+    sigma = (start - end) / width
+    error = 6 * U * (np.abs(sigma) + steep + shallow)
+    a = np.maximum(sigma - shallow + error, 0.0)
+    b = np.maximum(steep - sigma + error, 0.0)
+    with np.errstate(invalid="ignore"):
+        excess = np.where(a * b > 0, width * (1 + 4 * U) * a * b / (a + b), 0.0) * (1 + 8 * U)
+    symmetric = np.minimum(start, end) >= excess
+    left = np.where(symmetric, start - excess, end + shallow * width * (1 - 4 * U)) * (1 - 2 * U)
+    right = np.where(symmetric, end - excess, end) * (1 - 2 * U)
+    return np.maximum(left, 0.0), np.maximum(right, 0.0)
+
+
+# ----- builder helpers --------------------------------------------------------------------
+
+def _builder_arguments(tails, interval, tail_mass, tails_rtol) -> tuple[float, float, float]:
+    if not isinstance(tails, LossTails):
+        raise TypeError(f"tails must be a LossTails, got {type(tails).__name__}")
+    interval = check.in_interval("interval", interval, 0.0, LOSS_LIMIT / 2, low_open=True)
+    tail_mass = check.in_interval("tail_mass", tail_mass, 0.0, 1.0, low_open=True, high_open=True)
+    tails_rtol = check.in_interval("tails_rtol", tails_rtol, 0.0, 1e-3)
+    check.in_interval("tails.inf_mass", tails.inf_mass, 0.0, 1.0)
+    return interval, tail_mass, tails_rtol
+
+
+def _loss_grid(tails: LossTails, interval: float, tail_mass: float) -> tuple[int, np.ndarray]:
+    """(first index, grid losses) covering the loss range, or where the tails beyond hold <= tail_mass / 2.
+
+    The grid always holds a point below 0, 0 itself (papers/001 Assumption 5.2) and a point above 0.
+    """
+    low, high = tails.loss_range
+    limit = math.ceil(LOSS_LIMIT / interval)
+    log_half = math.log(tail_mass / 2)
+
+    def tail(indices: np.ndarray) -> np.ndarray:
+        return tails.log_tails(indices * interval)[0]
+
+    if math.isfinite(high):
+        top = math.ceil(min(high, LOSS_LIMIT) / interval)
+    else:
+        top = _first_true(lambda i: tail(i) <= log_half, 1, limit)
+    if math.isfinite(low):
+        bottom = math.floor(max(low, -LOSS_LIMIT) / interval)
+    else:  # P[L <= x] = 1 - a - P[x < L < inf]
+        below = 1.0 - tails.inf_mass
+        bottom = -_first_true(lambda j: below - np.exp(tail(-j)) <= tail_mass / 2, 1, limit)
+    bottom, top = min(bottom, -1), max(top, 1)
+    _check_size(top - bottom + 1, "the PLD of one mechanism")
+    return bottom, interval * np.arange(bottom, top + 1)
+
+
+def _first_true(predicate, start: int, stop: int) -> int:
+    """Smallest i in [start, stop] with predicate(i) (monotone False .. True), or stop.
+
+    ``predicate`` takes an array of indices (one vectorised call per round): doubling probes
+    first, then rounds of FIRST_TRUE_PROBES evenly spaced probes inside the bracket.
+    """
+    doubling = np.unique(np.minimum(start - 1 + 2 ** np.arange(int(math.log2(max(stop - start + 1, 1))) + 2), stop))
+    hits = np.flatnonzero(predicate(doubling))
+    if hits.size == 0:
+        return stop
+    good = int(doubling[hits[0]])
+    bad = int(doubling[hits[0] - 1]) if hits[0] > 0 else start - 1
+    while good - bad > 1:
+        probes = np.unique(np.linspace(bad + 1, good - 1, min(FIRST_TRUE_PROBES, good - bad - 1)).astype(np.int64))
+        hits = np.flatnonzero(predicate(probes))
+        if hits.size:
+            good = int(probes[hits[0]])
+            bad = int(probes[hits[0] - 1]) if hits[0] > 0 else bad
+        else:
+            bad = int(probes[-1])
+    return good
+
+
+def _exp_bounds(log_values: ArrayLike, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) bounds on e^y for y relatively accurate to rtol (plus the rounding of y and exp)."""
+    log_values = np.asarray(log_values, dtype=float)
+    values = np.exp(log_values)
+    with np.errstate(invalid="ignore"):
+        spread = np.where(values > 0, rtol + LOG_ROUNDING * U * (np.abs(log_values) + 4), 0.0)
+    return values * (1 - spread), values * (1 + spread)
+
+
+def _excess_bounds(log_p: np.ndarray, log_q: np.ndarray, at: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on P[L > x] - e^at Q[L > x] = P[L > x] (1 - e^g), g = at + log Q - log P <= 0 (at <= x).
+
+    Formed without cancelling e^at Q against P (as LossTails.hockey_stick); with at = x it is the
+    finite part of the hockey-stick divergence delta(x).
+    """
+    p_low, p_high = _exp_bounds(log_p, rtol)
+    with np.errstate(invalid="ignore"):
+        gap = np.where(log_p > -np.inf, np.minimum(at + log_q - log_p, 0.0), -np.inf)
+        gap_error = np.where(log_q > -np.inf, 2 * rtol + 2 * LOG_ROUNDING * U * (np.abs(at) + np.abs(log_q) + np.abs(log_p) + 4),
+                             0.0)
+    factor = -np.expm1(gap)
+    factor_error = np.exp(np.minimum(gap + gap_error, 0.0)) * np.expm1(gap_error) + 2 * U * factor
+    lower = p_low * np.maximum(factor - factor_error, 0.0) * (1 - 2 * U)
+    upper = p_high * np.minimum(factor + factor_error, 1.0) * (1 + 2 * U)
+    return lower, upper
+
+
+def _curve_tail_values(curve: np.ndarray, interval: float) -> np.ndarray:
+    """Tails of the PLD whose hockey-stick curve interpolates ``curve`` (papers/001 Algorithm 1).
+
+    ``curve`` = [h(0), h(alpha_0), ..., h(alpha_{n-1})], non-increasing.  Returns t_0 .. t_n with t_i
+    the mass at or above x_i (t_n the mass at +infinity): t_0 = h(0),
+    t_i = h_i + (h_{i-1} - h_i) / (1 - e^{-interval}), t_n = h_{n-1}; positive terms only.
+    """
+    values = curve[1:]
+    tails = np.empty(values.size + 1)
+    tails[0] = curve[0]
+    tails[1:-1] = values[1:] + (values[:-1] - values[1:]) / -math.expm1(-interval)
+    tails[-1] = values[-1]
+    return tails
+
+
+def _lower_hull_at_grid(origin: float, candidates: np.ndarray, losses: np.ndarray) -> np.ndarray:
+    """The lower convex hull, in alpha = e^x, of (0, origin) and (e^{losses[i]}, candidates[i]), read at the grid.
+
+    Andrew's monotone chain (papers/001 Algorithm 2, ConvexHull step).  Its rounding only costs
+    tightness: the caller clips the result to the candidates.
+    """
+    alphas = np.concatenate(([0.0], np.exp(losses))).tolist()
+    values = np.concatenate(([origin], candidates)).tolist()
+    hull: list[int] = []
+    for i, (alpha, value) in enumerate(zip(alphas, values)):
+        while len(hull) >= 2:
+            j, k = hull[-2], hull[-1]
+            if (values[k] - values[j]) * (alpha - alphas[j]) < (value - values[j]) * (alphas[k] - alphas[j]):
+                break
+            hull.pop()
+        hull.append(i)
+    vertices = np.array(hull)
+    return np.interp(np.exp(losses), np.asarray(alphas)[vertices], np.asarray(values)[vertices])
+
+
+def _from_tail_values(tail_values: np.ndarray, first: int, interval: float, pessimistic: bool) -> DiscretePLD:
+    """The PLD whose mass at or above x_i is tail_values[i] (mass at +inf: the last entry).
+
+    Tails are made non-increasing by raising them (pessimistic) or lowering them (optimistic).
+    """
+    if pessimistic:
+        tail_values = np.maximum.accumulate(tail_values[::-1])[::-1]
+    else:
+        tail_values = np.minimum.accumulate(np.maximum(tail_values, 0.0))
+    probs = tail_values[:-1] - tail_values[1:]
+    return DiscretePLD(interval, first, probs, float(min(tail_values[-1], 1.0)), pessimistic,
+                       relative_error=BUILDER_RELATIVE_ERROR)
+
+
+# ----- composition helpers ----------------------------------------------------------------
+
+def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
+    """``base`` composed ``count`` times (``DiscretePLD.self_compose`` after truncating the input)."""
+    h, finite, inf_mass = base.interval, float(base.probs.sum()), base.inf_mass
+    rho_in, eta_in = base.relative_error, base.error + base.bulk_error
+    rho = math.expm1(count * math.log1p(rho_in))
+    growth = math.log1p(rho_in) + math.log(max(1.0, base.total_mass))
+    eta = count * eta_in * math.exp((count - 1) * growth) if eta_in else 0.0
+    composed_inf = _composed_inf_mass(finite, inf_mass, count)
+    support = np.flatnonzero(base.probs > 0)
+    if support.size == 0:
+        return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, eta)
+    masses, positions = base.probs[support], base.offset + support
+    mgf = _LogMGF(np.log(masses), h * positions)
+    plan = _WindowPlan(mgf, count, tolerance, h, int(positions[0]), int(positions[-1]))
+    length = plan.top - plan.bottom + 1
+    _check_size(length, f"the {count}-fold composition")
+    size = _fft_size(length)
+    losses = h * np.arange(plan.bottom, plan.top + 1)
+    power = functools.partial(_power_on_window, masses, positions, h, count=count, bottom=plan.bottom,
+                              length=length, size=size)
+
+    normalizer = count * mgf(0.0)[0]  # the plain power is of p / sum(p)
+    values, plain_error, rounding = power(0.0, mgf(0.0)[0])
+    values *= math.exp(normalizer)
+    plain_error = math.exp(normalizer) * (plain_error + (0.0 if base.pessimistic else plan.outside_mass))
+    tail_error, bulk_error, bulk_top = plain_error, 0.0, -math.inf
+    if plan.tilt > 0:  # above the cut, the tilted power (module docstring)
+        tilted, tilted_error, tilted_rounding = power(plan.tilt, mgf(plan.tilt)[0])
+        if not base.pessimistic:
+            tilted_error += plan.tilted_outside_mass
+        start = int(np.searchsorted(losses, plan.cut, side="left"))
+        normalizer = count * mgf(plan.tilt)[0]
+        exponent = normalizer - plan.tilt * losses[start:]
+        values[start:] = tilted[start:] * np.exp(exponent)
+        tail_error = tilted_error * math.exp(exponent[0])
+        bulk_error, bulk_top = (1 + rho) * plain_error, float(losses[start])
+        rounding = max(rounding, tilted_rounding + 2 * U * (abs(normalizer) + plan.tilt * np.max(np.abs(losses))))
+    if base.pessimistic:
+        values[0] += plan.lower_mass
+        composed_inf += plan.upper_mass
+    return DiscretePLD(h, plan.bottom, values, min(1.0, composed_inf), base.pessimistic,
+                       relative_error=rho + rounding + 2 * U * (abs(count * mgf(0.0)[0]) + 4),
+                       error=eta + (1 + rho) * tail_error, bulk_error=bulk_error, bulk_top=bulk_top)
+
+
+def _composed_inf_mass(finite: float, inf_mass: float, count: int) -> float:
+    """Mass at +inf of the count-fold power: (F + a)^k - F^k (1 - (1 - a)^k for F + a = 1)."""
+    if inf_mass == 0.0:
+        return 0.0
+    if finite == 0.0:
+        return math.exp(count * math.log(inf_mass))
+    total = finite + inf_mass
+    return math.exp(count * math.log(total)) * -math.expm1(count * math.log1p(-inf_mass / total))
+
+
+class _LogMGF:
+    """t -> K(t) = log sum_i p_i e^{t x_i} of a positive measure on finitely many points."""
+
+    def __init__(self, log_masses: np.ndarray, losses: np.ndarray):
+        self.log_masses, self.losses = log_masses, losses
+        weights = np.exp(log_masses - logsumexp(log_masses))
+        mean = float(weights @ losses)
+        self.spread = math.sqrt(max(float(weights @ (losses - mean) ** 2), 0.0))
+
+    def __call__(self, ts: ArrayLike) -> np.ndarray:
+        return np.array([logsumexp(self.log_masses + t * self.losses) for t in np.atleast_1d(ts)])
+
+    def magnitude(self, t: float) -> float:
+        """Bound on |K(t)| plus the magnitudes rounded inside it (K(t)'s rounding is a few u times this)."""
+        return (abs(self(t)[0]) + abs(t) * float(np.max(np.abs(self.losses)))
+                + float(np.max(np.abs(self.log_masses))) + math.log(self.losses.size) + 4)
+
+
+class _WindowPlan:
+    """Output window [bottom, top] (grid indices) of a count-fold power, and the tilt (papers/003 Sec. 5.2).
+
+    Chernoff: the mass of the k-fold power at or above a is at most exp(k K(t) - t a) for t > 0, and
+    at or below a at most exp(k K(t) - t a) for t < 0; eq. (3) gives the point for a tolerance, best
+    over the orders in CHERNOFF_FACTORS.  The plain window holds all but tolerance / 2 on each side.
+    If the FFT rounding (about 4 k c log2(M) u) exceeds tolerance / 4, the tilt lam and the cut are
+    the Chernoff order and point for the tolerance tolerance / (4 * rounding): above the cut, the
+    tilted power's rounding times e^{k K(lam) - lam x} is below tolerance / 4.  The window then also
+    holds the tilted measure to within its rounding.  ``lower_mass``, ``upper_mass`` bound the mass
+    strictly outside the window, ``outside_mass`` and ``tilted_outside_mass`` that of the normalized
+    plain and tilted measures the FFTs power.
+    """
+
+    def __init__(self, mgf: _LogMGF, count: int, tolerance: float, interval: float, first: int, last: int):
+        x_low, x_high = count * first * interval, count * last * interval
+        log_half = math.log(tolerance / 2)
+        orders = self._orders(mgf, count, log_half, interval)
+        low = _chernoff_point(mgf, count, log_half, -orders, x_low)[0]
+        high = _chernoff_point(mgf, count, log_half, orders, x_high)[0]
+        rounding = 4 * count * _fft_gamma(_fft_size(max(1, int((high - low) / interval) + 1)))
+        self.tilt, self.cut = 0.0, math.inf
+        tilted = None
+        if rounding > tolerance / 4:
+            cut, tilt = _chernoff_point(mgf, count, math.log(tolerance / (4 * rounding)), orders, x_high)
+            if cut < high:
+                self.tilt, self.cut = tilt, cut
+                tilted = _ShiftedLogMGF(mgf, tilt)
+                log_rounding = math.log(rounding / 8)
+                tilted_orders = self._orders(mgf, count, log_rounding, interval)
+                low = min(low, _chernoff_point(tilted, count, log_rounding, -tilted_orders, x_low)[0])
+                high = max(high, _chernoff_point(tilted, count, log_rounding, tilted_orders, x_high)[0])
+        self.bottom = max(math.floor(low / interval), count * first)
+        self.top = min(math.ceil(high / interval), count * last)
+        below, above = (self.bottom - 0.5) * interval, (self.top + 0.5) * interval  # strictly outside
+        has_below, has_above = self.bottom > count * first, self.top < count * last
+
+        def outside(measure) -> tuple[float, float]:
+            lower = math.exp(_chernoff_log_mass(measure, count, below, -orders)) if has_below else 0.0
+            upper = math.exp(_chernoff_log_mass(measure, count, above, orders)) if has_above else 0.0
+            return lower, upper
+
+        self.lower_mass, self.upper_mass = outside(mgf)
+        self.outside_mass = (self.lower_mass + self.upper_mass) * math.exp(-count * mgf(0.0)[0])
+        self.tilted_outside_mass = sum(outside(tilted)) if tilted is not None else 0.0
+
+    @staticmethod
+    def _orders(mgf: _LogMGF, count: int, log_tolerance: float, interval: float) -> np.ndarray:
+        """Chernoff orders t > 0 around sqrt(2 log(1/tol) / k) / sigma, the Gaussian optimum."""
+        spread = max(mgf.spread, interval)
+        return math.sqrt(2 * max(1.0, -log_tolerance) / count) / spread * CHERNOFF_FACTORS
+
+
+class _ShiftedLogMGF:
+    """K(lam + t) - K(lam): the log-MGF of the tilted, normalized measure p_i e^{lam x_i} / M(lam)."""
+
+    def __init__(self, mgf: _LogMGF, tilt: float):
+        self.mgf, self.tilt, self.at_tilt = mgf, tilt, mgf(tilt)[0]
+
+    def __call__(self, ts: ArrayLike) -> np.ndarray:
+        return self.mgf(self.tilt + np.atleast_1d(ts)) - self.at_tilt
+
+    def magnitude(self, t: float) -> float:
+        return self.mgf.magnitude(self.tilt + t) + abs(self.at_tilt)
+
+
+def _chernoff_point(mgf, count: int, log_tolerance: float, orders: np.ndarray, cap: float) -> tuple[float, float]:
+    """(a, t): beyond a the count-fold power has mass <= e^log_tolerance, papers/003 Sec. 5.2 eq. (3).
+
+    a = (k K(t) - log tol) / t, smallest over orders t > 0 (upper side) or largest over t < 0
+    (lower side), never beyond cap = k * (extreme loss).
+    """
+    points = (count * mgf(orders) - log_tolerance) / orders
+    best = int(np.argmin(points) if orders[0] > 0 else np.argmax(points))
+    point = min(points[best], cap) if orders[0] > 0 else max(points[best], cap)
+    return float(point), float(orders[best])
+
+
+def _chernoff_log_mass(mgf, count: int, point: float, orders: np.ndarray) -> float:
+    """log of a bound on the count-fold power's mass at or above point (orders > 0) or at or below it (< 0).
+
+    min over t of k K(t) - t a (t = 0 gives the total mass), raised by a bound on its rounding.
+    """
+    orders = np.append(orders, 0.0)
+    exponents = count * mgf(orders) - orders * point
+    best = int(np.argmin(exponents))
+    rounding = 8 * U * (count * mgf.magnitude(orders[best]) + abs(orders[best] * point) + 4)
+    return float(exponents[best] + rounding)
+
+
+def _power_on_window(masses: np.ndarray, positions: np.ndarray, interval: float, tilt: float, log_normalizer: float,
+                     *, count: int, bottom: int, length: int, size: int) -> tuple[np.ndarray, float, float]:
+    """The count-fold power of w_i = p_i e^{tilt x_i - log_normalizer} on grid indices [bottom, bottom + length).
+
+    One FFT of length ``size`` (circular: mass outside the window wraps into it).  Returns the values,
+    a bound on their l1 rounding error -- forward error eta = gamma ||w||_1 per frequency (Higham
+    Sec. 24.1), through the power as k eta (|z| + eta)^{k-1} plus the power's own rounding, then
+    l1 <= ||spectral error||_2 (Parseval) plus the inverse transform's rounding -- and the relative
+    error (1 + theta)^k - 1 that the rounding theta of the weights themselves causes.
+    """
+    exponents = tilt * interval * positions - log_normalizer
+    weights = masses * np.exp(exponents)
+    theta = U * (float(np.max(np.abs(exponents))) + 4)
+    first = int(positions[0])
+    spectrum, eta = _spectrum(weights, size, positions - first)
+    modulus = np.abs(spectrum)
+    with np.errstate(divide="ignore"):
+        log_modulus = np.log(modulus)
+    power_modulus = np.exp(count * log_modulus)
+    phase = float(count) * np.angle(spectrum)
+    power = power_modulus * (np.cos(phase) + 1j * np.sin(phase))
+    finite_log = np.where(modulus > 0, np.abs(log_modulus), 0.0)
+    bound = (count * eta * np.exp((count - 1) * np.log(modulus + eta))
+             + POWER_ERROR_CONSTANT * U * (1 + count * (math.pi + finite_log)) * power_modulus)
+    values, error = _inverse(power, bound, size, (bottom - count * first) % size, length)
+    return values, error, math.expm1(count * math.log1p(theta))
+
+
+def _spectrum(weights: np.ndarray, size: int, positions: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """(rfft of weights placed at positions mod size, componentwise bound on its rounding)."""
+    folds = 1
+    if positions is not None:
+        folds = -(-int(positions[-1] + 1) // size)
+        weights = np.bincount(positions % size, weights=weights, minlength=size)
+    spectrum = rfft(weights, n=size)
+    return spectrum, (_fft_gamma(size) + folds * U) * float(np.sum(weights))
+
+
+def _inverse(spectrum: np.ndarray, bound: np.ndarray, size: int, start: int, length: int) -> tuple[np.ndarray, float]:
+    """(irfft values at bins start, start+1, ... (mod size), clipped at 0; l1 bound on their error)."""
+    values = irfft(spectrum, n=size)
+    values = np.maximum(np.take(values, (start + np.arange(length)) % size), 0.0)
+    weights = np.full(spectrum.size, 2.0)
+    weights[0] = 1.0
+    if size % 2 == 0:
+        weights[-1] = 1.0
+    bound_norm = math.sqrt(float(weights @ bound ** 2))
+    spectrum_norm = math.sqrt(float(weights @ np.abs(spectrum) ** 2))
+    return values, bound_norm + _fft_gamma(size) * (spectrum_norm + bound_norm)
+
+
+def _fft_gamma(size: int) -> float:
+    return FFT_ERROR_CONSTANT * max(1.0, math.log2(size)) * U
+
+
+def _fft_size(length: int) -> int:
+    return 1 << max(0, (length - 1).bit_length())
+
+
+def _check_size(points: int, what: str) -> None:
+    if points > MAX_GRID_POINTS:
+        raise PLDTooLargeError(
+            f"{what} needs {points:.3g} grid points (limit {MAX_GRID_POINTS:.3g}); use a coarser "
+            "value_discretization_interval, a larger tail_mass, or the analytic engine (method='contour')")
+
+
+def _tail_tolerance(value) -> float:
+    return check.in_interval("tail_mass_truncation", value, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _combined_slack(first: DiscretePLD, second: DiscretePLD) -> tuple[float, float]:
+    """(rho, eta) of a composition of two PLDs, before its own rounding.
+
+    From delta_{X+Y}(eps) = int delta_X(eps - y) dY(y) and the bounds on each factor (module
+    docstring): rho = (1 + rho_X)(1 + rho_Y) - 1, eta = (eta_X + (1 + rho_X) eta_Y) max(1, |X|, |Y|).
+    """
+    rho = (1 + first.relative_error) * (1 + second.relative_error) - 1
+    mass = max(1.0, first.total_mass, second.total_mass)
+    eta = (first.error + first.bulk_error + (1 + first.relative_error) * (second.error + second.bulk_error)) * mass
+    return rho, eta
+
+
+def _certify(value: np.ndarray, rounding: np.ndarray, rho: float, eta, pessimistic: bool) -> np.ndarray:
+    """The certified bound from a computed delta_S, its rounding bound and the slacks (rho, eta)."""
+    if pessimistic:
+        return np.minimum(1.0, (1 + rho) * (value + rounding) + eta)
+    return np.maximum(0.0, (value - rounding - eta) / (1 + rho))

@@ -1,0 +1,503 @@
+"""Tests for the discretized PLD / FFT backend (afa/pld.py).
+
+Every expected value comes from an independent source: the closed-form privacy profile of the
+composed Gaussian mechanism (papers/004_d41287a43ce5d174.txt Thm 5), exact binomial sums for
+randomized response and for the (eps, delta)-DP pair of papers/003_83ef780bcc67edb1.txt Sec. 3.7,
+closed-form Laplace hockey-stick curves, and brute-force convolution (numpy) of small grid PMFs.
+Pessimistic answers must be >= the truth and optimistic ones <= it (certified, rounding included).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, logsumexp
+from scipy.stats import binom
+
+from afa import pld
+from afa.loss_tails import LossTails
+from afa.pld import (
+    DiscretePLD,
+    PLDTooLargeError,
+    connect_the_dots,
+    greedy_hull_optimistic,
+    privacy_buckets,
+)
+
+# ----- mechanisms (one direction of a dominating pair, seen through its loss tails) --------
+
+class GaussianTails(LossTails):
+    """L ~ N(mu^2/2, mu^2) under P, N(-mu^2/2, mu^2) under Q (papers/004 Sec. 5)."""
+
+    inf_mass = 0.0
+    loss_range = (-math.inf, math.inf)
+
+    def __init__(self, mu: float):
+        self.mu = mu
+
+    def log_tails(self, epsilons):
+        epsilons = np.asarray(epsilons, dtype=float)
+        return log_ndtr(self.mu / 2 - epsilons / self.mu), log_ndtr(-self.mu / 2 - epsilons / self.mu)
+
+
+class AtomTails(LossTails):
+    """Finitely many losses with P-masses; Q-mass p e^{-loss}; ``inf_mass`` at +inf."""
+
+    def __init__(self, losses, p_masses, inf_mass=0.0):
+        self.losses, self.p = np.asarray(losses, float), np.asarray(p_masses, float)
+        self.inf_mass = inf_mass
+        self.loss_range = (float(self.losses.min()), float(self.losses.max()))
+
+    def log_tails(self, epsilons):
+        above = np.asarray(epsilons, dtype=float)[..., None] < self.losses
+        p_tail = np.sum(np.where(above, self.p, 0.0), axis=-1)
+        q_tail = np.sum(np.where(above, self.p * np.exp(-self.losses), 0.0), axis=-1)
+        with np.errstate(divide="ignore"):
+            return np.log(p_tail), np.log(q_tail)
+
+
+def randomized_response(p: float) -> AtomTails:
+    c = math.log(p / (1 - p))
+    return AtomTails([-c, c], [1 - p, p])
+
+
+def approximate_dp(epsilon: float, delta: float) -> AtomTails:
+    """The dominating pair of any (epsilon, delta)-DP algorithm (papers/003 Sec. 3.7, Thm 1)."""
+    weight = (1 - delta) / (1 + math.exp(epsilon))
+    return AtomTails([-epsilon, epsilon], [weight, weight * math.exp(epsilon)], inf_mass=delta)
+
+
+class LaplaceTails(LossTails):
+    """Laplace noise of scale b, sensitivity 1: P = Lap(0, b), Q = Lap(1, b), L in [-1/b, 1/b]."""
+
+    inf_mass = 0.0
+
+    def __init__(self, b: float):
+        self.b = b
+        self.loss_range = (-1 / b, 1 / b)
+
+    def log_tails(self, epsilons):
+        epsilons = np.asarray(epsilons, dtype=float)
+        b = self.b
+        clipped = np.clip(epsilons, -1 / b, 1 / b)
+        # L > eps  <=>  o < (1 - b eps) / 2 for the P-sample o
+        log_p = np.log(1 - 0.5 * np.exp(-(1 - b * clipped) / (2 * b)))
+        log_q = math.log(0.5) - (1 + b * clipped) / (2 * b)
+        inside = lambda value: np.where(epsilons < -1 / b, 0.0, np.where(epsilons >= 1 / b, -np.inf, value))
+        return inside(log_p), inside(log_q)
+
+
+class SubsampledGaussianTails(LossTails):
+    """Poisson-subsampled Gaussian, remove direction: P = (1-q) N(0, s^2) + q N(1, s^2), Q = N(0, s^2)."""
+
+    inf_mass = 0.0
+
+    def __init__(self, q: float, sigma: float):
+        self.q, self.sigma = q, sigma
+        self.loss_range = (math.log1p(-q), math.inf)
+
+    def log_tails(self, epsilons):
+        epsilons = np.asarray(epsilons, dtype=float)
+        q, s = self.q, self.sigma
+        ratio = np.expm1(epsilons) + q  # L > eps  <=>  q e^{(o - 1/2)/s^2} > ratio
+        with np.errstate(divide="ignore", invalid="ignore"):
+            threshold = 0.5 + s * s * np.log(ratio / q)
+            log_q = np.where(ratio > 0, log_ndtr(-threshold / s), 0.0)
+            log_shifted = np.where(ratio > 0, log_ndtr((1 - threshold) / s), 0.0)
+        return np.logaddexp(math.log1p(-q) + log_q, math.log(q) + log_shifted), log_q
+
+
+# ----- independent truths ---------------------------------------------------------------------
+
+def gaussian_log_delta(mu: float, epsilons) -> np.ndarray:
+    """log delta(eps) of the Gaussian pair with mu = sensitivity / sigma (papers/004 Thm 5):
+    delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), in log space."""
+    epsilons = np.asarray(epsilons, dtype=float)
+    upper, lower = log_ndtr(mu / 2 - epsilons / mu), log_ndtr(-mu / 2 - epsilons / mu)
+    return upper + np.log(-np.expm1(epsilons + lower - upper))
+
+
+def gaussian_delta(mu: float, epsilons) -> np.ndarray:
+    return np.exp(gaussian_log_delta(mu, epsilons))
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    return brentq(lambda e: float(gaussian_log_delta(mu, e)) - math.log(delta), 0.0, 80.0, xtol=1e-13)
+
+
+def atoms_delta(losses, log_masses, inf_mass, epsilons) -> np.ndarray:
+    """inf_mass + sum_j w_j (1 - e^{eps - l_j})_+ by direct summation."""
+    epsilons = np.asarray(epsilons, dtype=float)[:, None]
+    terms = np.exp(log_masses) * -np.expm1(np.minimum(epsilons - losses, 0.0))
+    return inf_mass + terms.sum(axis=1)
+
+
+def two_atom_power_delta(low, high, p_high, inf_mass, count, epsilons) -> np.ndarray:
+    """delta of the count-fold composition of {low: (1-a)(1-p), high: (1-a)p, +inf: a}: binomial sum."""
+    j = np.arange(count + 1)
+    log_pmf = binom.logpmf(j, count, p_high)
+    log_masses = log_pmf - logsumexp(log_pmf) + count * math.log1p(-inf_mass)  # scipy's pmf is off by ~k u
+    return atoms_delta(j * high + (count - j) * low, log_masses, -math.expm1(count * math.log1p(-inf_mass)), epsilons)
+
+
+def laplace_delta(b: float, epsilons) -> np.ndarray:
+    """Hockey-stick divergence of Lap(0, b) against Lap(1, b), closed form."""
+    epsilons = np.asarray(epsilons, dtype=float)
+    inside = 1 - np.exp((epsilons - 1 / b) / 2)
+    return np.where(epsilons >= 1 / b, 0.0, np.where(epsilons <= -1 / b, -np.expm1(epsilons), inside))
+
+
+def grid_power_delta(probs, offset, inf_mass, interval, count, epsilons) -> np.ndarray:
+    """delta of the count-fold self-convolution of a grid PMF by repeated numpy convolution."""
+    result = np.array([1.0])
+    for _ in range(count):
+        result = np.convolve(result, probs)
+    losses = interval * (count * offset + np.arange(result.size))
+    with np.errstate(divide="ignore"):
+        log_masses = np.log(result)
+    finite = float(np.sum(probs))  # composed mass at +inf: (finite + inf_mass)^count - finite^count
+    return atoms_delta(losses, log_masses, (finite + inf_mass) ** count - finite ** count, epsilons)
+
+
+BUILDERS = {
+    "buckets_pessimistic": (lambda t, h, m=pld.DEFAULT_TAIL_MASS: privacy_buckets(t, h, True, m), True),
+    "buckets_optimistic": (lambda t, h, m=pld.DEFAULT_TAIL_MASS: privacy_buckets(t, h, False, m), False),
+    "connect_the_dots": (connect_the_dots, True),
+    "greedy_hull": (greedy_hull_optimistic, False),
+}
+
+
+def assert_bracket(bound, exact, pessimistic, what=""):
+    bound, exact = np.asarray(bound), np.asarray(exact)
+    if pessimistic:
+        assert np.all(bound >= exact), (what, np.min(bound - exact))
+    else:
+        assert np.all(bound <= exact), (what, np.max(bound - exact))
+
+
+# ----- single mechanisms ---------------------------------------------------------------------
+
+EPSILONS = np.array([-1.0, -0.2, 0.0, 0.3, 1.0, 2.0, 3.5, 5.0])
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("interval", [1e-2, 1e-3, 1e-4])
+@pytest.mark.parametrize("mu", [0.5, 1.0, 2.0])
+def test_single_gaussian_bracket(builder, interval, mu):
+    build, pessimistic = BUILDERS[builder]
+    bound = build(GaussianTails(mu), interval).delta(EPSILONS)
+    exact = gaussian_delta(mu, EPSILONS)
+    assert_bracket(bound, exact, pessimistic, builder)
+    # The error is first order in the interval for buckets, second order for the other two.
+    order = 1 if builder.startswith("buckets") else 2
+    assert np.all(np.abs(bound - exact) <= 2 * (10 * interval) ** order * exact + 1e-12)
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("tails, exact", [
+    (LaplaceTails(1.0), lambda e: laplace_delta(1.0, e)),
+    (LaplaceTails(0.4), lambda e: laplace_delta(0.4, e)),
+    (randomized_response(0.8), lambda e: two_atom_power_delta(-math.log(4), math.log(4), 0.8, 0.0, 1, e)),
+    (approximate_dp(1.0, 1e-3), lambda e: two_atom_power_delta(-1.0, 1.0, math.e / (1 + math.e), 1e-3, 1, e)),
+])
+@pytest.mark.parametrize("interval", [0.05, 1e-3])
+def test_single_atom_and_laplace_bracket(builder, tails, exact, interval):
+    build, pessimistic = BUILDERS[builder]
+    epsilons = np.linspace(-3, 3, 121)
+    assert_bracket(build(tails, interval).delta(epsilons), exact(epsilons), pessimistic, builder)
+
+
+# ----- compositions ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("interval", [1e-2, 1e-3, 1e-4])
+@pytest.mark.parametrize("mu, count", [(0.3, 10), (0.1, 100), (0.02, 2500), (0.01, 10_000)])
+def test_composed_gaussian_bracket(builder, interval, mu, count):
+    build, pessimistic = BUILDERS[builder]
+    composed = build(GaussianTails(mu), interval).self_compose(count)
+    epsilons = np.array([0.0, 0.5, 1.0, 2.0, 3.0, 4.0])
+    total_mu = mu * math.sqrt(count)
+    assert_bracket(composed.delta(epsilons), gaussian_delta(total_mu, epsilons), pessimistic, builder)
+
+
+def test_composed_gaussian_brackets_shrink_with_interval():
+    epsilons = np.array([0.0, 1.0, 3.0])
+    exact = gaussian_delta(1.0, epsilons)
+    widths = []
+    for interval in (1e-2, 1e-3, 1e-4):
+        upper = connect_the_dots(GaussianTails(0.1), interval).self_compose(100).delta(epsilons)
+        lower = greedy_hull_optimistic(GaussianTails(0.1), interval).self_compose(100).delta(epsilons)
+        widths.append(np.max((upper - lower) / exact))
+    # second order: ten times finer, a hundred times narrower
+    assert widths[0] < 0.05 and widths[1] < widths[0] / 80 and widths[2] < widths[1] / 80, widths
+
+
+def test_compose_two_different_gaussians():
+    # Gaussians with mu_1, mu_2 compose to one with sqrt(mu_1^2 + mu_2^2) (papers/004 Thm 5).
+    epsilons = np.array([0.0, 1.0, 2.5])
+    exact = gaussian_delta(math.hypot(0.6, 0.8), epsilons)
+    for builder, (build, pessimistic) in BUILDERS.items():
+        composed = build(GaussianTails(0.6), 1e-3).compose(build(GaussianTails(0.8), 1e-3))
+        assert_bracket(composed.delta(epsilons), exact, pessimistic, builder)
+        tolerance = 1e-2 if builder.startswith("buckets") else 2e-5  # first / second order in the interval
+        assert np.all(np.abs(composed.delta(epsilons) / exact - 1) < tolerance)
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("p, count", [(0.6, 40), (0.9, 7), (0.75, 300)])
+@pytest.mark.parametrize("interval", [1e-2, 1e-3])
+def test_randomized_response_against_binomial(builder, p, count, interval):
+    build, pessimistic = BUILDERS[builder]
+    c = math.log(p / (1 - p))
+    epsilons = np.linspace(0, count * c, 9)[:-1]
+    exact = two_atom_power_delta(-c, c, p, 0.0, count, epsilons)
+    assert_bracket(build(randomized_response(p), interval).self_compose(count).delta(epsilons), exact, pessimistic)
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_approximate_dp_keeps_mass_at_infinity(builder):
+    build, pessimistic = BUILDERS[builder]
+    count, epsilon, delta = 30, 0.5, 1e-4
+    composed = build(approximate_dp(epsilon, delta), 1e-3).self_compose(count)
+    epsilons = np.array([0.0, 1.0, 3.0, 6.0, 20.0])
+    exact = two_atom_power_delta(-epsilon, epsilon, math.exp(epsilon) / (1 + math.exp(epsilon)), delta, count, epsilons)
+    assert_bracket(composed.delta(epsilons), exact, pessimistic, builder)
+    # Beyond count * epsilon only the mass at +inf is left, and every builder keeps it (to rounding).
+    assert composed.delta(20.0) == pytest.approx(-math.expm1(count * math.log1p(-delta)), rel=1e-9)
+
+
+def test_epsilon_is_infinite_below_the_mass_at_infinity():
+    composed = connect_the_dots(approximate_dp(0.5, 1e-4), 1e-3).self_compose(10)
+    assert composed.epsilon(5e-4) == math.inf  # 1 - (1 - 1e-4)^10 ~ 1e-3 > 5e-4
+    assert math.isfinite(composed.epsilon(2e-3))
+
+
+# ----- grid PMFs: the FFT against brute force ---------------------------------------------
+
+@pytest.mark.parametrize("pessimistic", [True, False])
+@pytest.mark.parametrize("count", [3, 1000, 10 ** 6])
+def test_two_atom_grid_power_against_binomial(pessimistic, count):
+    interval, low, high, p_high, inf_mass = 0.01, -3, 5, 0.3, 1e-9
+    probs = np.zeros(high - low + 1)
+    probs[0], probs[-1] = (1 - inf_mass) * (1 - p_high), (1 - inf_mass) * p_high
+    base = DiscretePLD(interval, low, probs, inf_mass, pessimistic)
+    composed = base.self_compose(count, tail_mass_truncation=1e-12)
+    mean = count * interval * (low + (high - low) * p_high)
+    spread = math.sqrt(count) * interval * (high - low)
+    epsilons = mean + spread * np.array([-1.0, 0.0, 1.0, 2.0, 4.0])
+    exact = two_atom_power_delta(low * interval, high * interval, p_high, inf_mass, count, epsilons)
+    bound = composed.delta(epsilons)
+    assert_bracket(bound, exact, pessimistic)
+    # the certified FFT rounding bound grows like count * 1e-13
+    assert np.all(np.abs(bound - exact) <= 1e-6 * exact + 2e-12 + count * 5e-13)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=7), st.integers(-6, 3), st.integers(1, 12),
+       st.booleans(), st.floats(0.0, 0.01))
+def test_grid_self_compose_against_convolution(weights, offset, count, pessimistic, inf_mass):
+    weights = np.asarray(weights)
+    if weights.sum() == 0:
+        weights[0] = 1.0
+    probs = (1 - inf_mass) * weights / weights.sum()
+    interval = 0.25
+    base = DiscretePLD(interval, offset, probs, inf_mass, pessimistic)
+    epsilons = np.linspace(-2.0, 6.0, 17)
+    exact = grid_power_delta(probs, offset, inf_mass, interval, count, epsilons)
+    bound = base.self_compose(count, tail_mass_truncation=1e-13).delta(epsilons)
+    slack = 1e-15 + 1e-12 * exact  # the brute-force truth is itself rounded
+    assert_bracket(bound + (slack if pessimistic else -slack), exact, pessimistic)
+    assert np.all(np.abs(bound - exact) <= 1e-10 + 1e-9 * exact)
+    twice = base.compose(base, tail_mass_truncation=1e-13).delta(epsilons)
+    assert np.all(np.abs(twice - grid_power_delta(probs, offset, inf_mass, interval, 2, epsilons)) <= 1e-10)
+
+
+def test_delta_of_composition_equals_convolution():
+    epsilons = np.array([-0.5, 0.0, 0.4, 1.0, 2.0, 3.0])
+    for build, pessimistic in BUILDERS.values():
+        first, second = build(GaussianTails(0.7), 1e-3), build(LaplaceTails(1.5), 1e-3)
+        direct = first.delta_of_composition(second, epsilons)
+        convolved = first.compose(second).delta(epsilons)
+        assert np.allclose(direct, convolved, rtol=1e-9, atol=1e-11)  # compose adds its FFT rounding bound
+        # and brute force on the stored PMFs (numpy's direct convolution)
+        losses = first.interval * (first.offset + second.offset + np.arange(first.probs.size + second.probs.size - 1))
+        with np.errstate(divide="ignore"):
+            log_masses = np.log(np.convolve(first.probs, second.probs))
+        brute = atoms_delta(losses, log_masses, 0.0, epsilons)
+        assert np.allclose(direct, brute, rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_truncation_moves_mass_the_safe_way(builder):
+    build, pessimistic = BUILDERS[builder]
+    full = build(GaussianTails(1.0), 1e-3, 1e-300)
+    epsilons = np.linspace(-4, 8, 25).reshape(5, 5)
+    before, after = full.delta(epsilons), full.truncated(1e-6).delta(epsilons)
+    assert after.shape == (5, 5) and full.truncated(1e-6).probs.size < full.probs.size
+    slack = 1e-10  # the certified bounds' rounding terms shrink with the number of grid points
+    if pessimistic:
+        assert np.all(before <= after + slack) and np.all(after <= before + 1e-6)
+    else:
+        assert np.all(after <= before + slack) and np.all(before <= after + 1e-6)
+    assert np.any(np.abs(after - before) > 1e-8)
+
+
+# ----- the three builders against each other --------------------------------------------------
+
+@pytest.mark.parametrize("tails, strict", [
+    (GaussianTails(0.5), True), (GaussianTails(2.0), True), (LaplaceTails(1.0), True),
+    (SubsampledGaussianTails(0.1, 1.0), True), (randomized_response(0.7), True),
+    (approximate_dp(1.0, 1e-3), False),  # atoms on the grid: both are exact
+])
+@pytest.mark.parametrize("interval", [0.05, 1e-3])
+@pytest.mark.parametrize("count", [1, 20])
+def test_connect_the_dots_below_privacy_buckets(tails, strict, interval, count):
+    """papers/001 Cor. 4.3 (and composition preserves it)."""
+    epsilons = np.linspace(-1, 4, 51)
+    dots = connect_the_dots(tails, interval).self_compose(count).delta(epsilons)
+    buckets = privacy_buckets(tails, interval, True).self_compose(count).delta(epsilons)
+    assert np.all(dots <= buckets * (1 + 1e-9) + 1e-15)  # the atoms' rounding bounds differ slightly
+    assert np.any(dots < buckets - 1e-9) == strict
+
+
+@pytest.mark.parametrize("mu", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("interval", [1e-2, 1e-3])
+@pytest.mark.parametrize("count", [1, 10])
+def test_greedy_hull_between_optimistic_buckets_and_truth(mu, interval, count):
+    epsilons = np.linspace(0, 4 * mu * math.sqrt(count), 21)
+    hull = greedy_hull_optimistic(GaussianTails(mu), interval).self_compose(count).delta(epsilons)
+    buckets = privacy_buckets(GaussianTails(mu), interval, False).self_compose(count).delta(epsilons)
+    exact = gaussian_delta(mu * math.sqrt(count), epsilons)
+    assert np.all(buckets <= hull) and np.all(hull <= exact)
+
+
+def test_greedy_hull_does_not_collapse_on_coarse_grids():
+    """Subsampled Gaussian (q = 0.01, sigma = 1, remove direction), 100 steps, eps(1e-5).
+
+    At interval 1e-2 the loss is spread over about one grid step; optimistic buckets lose most of
+    eps and Algorithm 2's left tangents give 0.  The fine-grid bracket (interval 1e-4) holds the truth.
+    """
+    tails, count, delta = SubsampledGaussianTails(0.01, 1.0), 100, 1e-5
+    fine_lower = greedy_hull_optimistic(tails, 1e-4).self_compose(count).epsilon(delta)
+    fine_upper = connect_the_dots(tails, 1e-4).self_compose(count).epsilon(delta)
+    assert fine_upper - fine_lower < 1e-3
+    coarse_hull = greedy_hull_optimistic(tails, 1e-2).self_compose(count).epsilon(delta)
+    coarse_buckets = privacy_buckets(tails, 1e-2, False).self_compose(count).epsilon(delta)
+    assert coarse_buckets < coarse_hull <= fine_upper
+    assert coarse_hull > 0.6 * fine_lower
+    medium_hull = greedy_hull_optimistic(tails, 1e-3).self_compose(10 * count).epsilon(delta)
+    assert 0.99 * connect_the_dots(tails, 1e-4).self_compose(10 * count).epsilon(delta) < medium_hull
+
+
+# ----- epsilon(delta) --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("interval", [1e-2, 1e-3])
+@pytest.mark.parametrize("delta", [1e-2, 1e-5, 1e-9])
+def test_epsilon_consistent_with_delta_and_exact(builder, interval, delta):
+    build, pessimistic = BUILDERS[builder]
+    composed = build(GaussianTails(0.2), interval).self_compose(50)
+    epsilon = composed.epsilon(delta)
+    assert composed.delta(epsilon) <= delta
+    assert composed.delta(epsilon - 1e-9 * max(1.0, epsilon)) > delta
+    exact = gaussian_epsilon(0.2 * math.sqrt(50), delta)
+    assert (epsilon >= exact) if pessimistic else (epsilon <= exact)
+    tolerance = 60 * interval if builder.startswith("buckets") else 4 * interval ** 2 * 50 + 1e-9
+    assert abs(epsilon - exact) < tolerance
+
+
+def test_epsilon_is_zero_when_delta_at_zero_is_small_enough():
+    composed = connect_the_dots(GaussianTails(0.1), 1e-3)
+    assert composed.epsilon(0.5) == 0.0
+    assert composed.delta(0.0) <= 0.5
+
+
+@pytest.mark.parametrize("delta", [1e-16, 1e-30])
+def test_tiny_delta_certified_with_scaled_tail_tolerance(delta):
+    """eps(delta) for 10 composed Gaussians (mu = 1 in total) at deltas below the FFT rounding."""
+    count, mu, tolerance = 10, 1 / math.sqrt(10), 1e-3 * delta
+    upper = connect_the_dots(GaussianTails(mu), 1e-3, tolerance / count).self_compose(count, tolerance)
+    lower = greedy_hull_optimistic(GaussianTails(mu), 1e-3, tolerance / count).self_compose(count, tolerance)
+    exact = gaussian_epsilon(1.0, delta)
+    assert lower.epsilon(delta) <= exact <= upper.epsilon(delta) < exact + 1e-3
+    assert lower.epsilon(delta) > exact - 1e-3
+    exact_delta = math.exp(float(gaussian_log_delta(1.0, exact)))
+    assert lower.delta(exact) <= exact_delta <= upper.delta(exact) <= 1.01 * exact_delta
+    assert lower.delta(exact) >= 0.99 * exact_delta
+
+
+def test_default_tolerance_cannot_certify_tiny_delta():
+    upper = connect_the_dots(GaussianTails(1 / math.sqrt(10)), 1e-3).self_compose(10)
+    assert upper.epsilon(1e-30) == math.inf
+
+
+# ----- limits and validation ---------------------------------------------------------------
+
+def test_too_many_grid_points():
+    with pytest.raises(PLDTooLargeError, match="value_discretization_interval.*method='contour'"):
+        connect_the_dots(GaussianTails(1.0), 1e-9)
+    assert issubclass(PLDTooLargeError, ValueError)
+
+
+def test_too_large_composition(monkeypatch):
+    base = connect_the_dots(GaussianTails(0.5), 1e-2)
+    monkeypatch.setattr(pld, "MAX_GRID_POINTS", 4 * base.probs.size)
+    base.self_compose(2)
+    with pytest.raises(PLDTooLargeError, match="100-fold"):
+        base.self_compose(100)
+    with pytest.raises(PLDTooLargeError):
+        base.self_compose(50).compose(base.self_compose(50))
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.0), ValueError, "interval"),
+    (lambda: connect_the_dots(GaussianTails(1.0), float("nan")), ValueError, "interval"),
+    (lambda: connect_the_dots(GaussianTails(1.0), "0.1"), TypeError, "interval"),
+    (lambda: privacy_buckets(GaussianTails(1.0), 0.1, True, 1.0), ValueError, "tail_mass"),
+    (lambda: privacy_buckets(GaussianTails(1.0), 0.1, "yes"), TypeError, "pessimistic"),
+    (lambda: greedy_hull_optimistic(GaussianTails(1.0), 0.1, 0.0), ValueError, "tail_mass"),
+    (lambda: greedy_hull_optimistic(object(), 0.1), TypeError, "tails"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(2.5), TypeError, "count"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(0), ValueError, "count"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(3, 0.0), ValueError, "tail_mass_truncation"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).epsilon(1.0), ValueError, "delta"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).epsilon(0.0), ValueError, "delta"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).delta([0.0, float("nan")]), ValueError, "epsilons"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).compose(connect_the_dots(GaussianTails(1.0), 0.2)),
+     ValueError, "interval"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).compose(greedy_hull_optimistic(GaussianTails(1.0), 0.1)),
+     ValueError, "optimistic"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).compose("pld"), TypeError, "other"),
+    (lambda: DiscretePLD(0.1, 0, [0.5, -0.1], 0.0, True), ValueError, "probs"),
+    (lambda: DiscretePLD(0.1, 0.5, [1.0], 0.0, True), TypeError, "offset"),
+    (lambda: DiscretePLD(0.1, 0, [1.0], 1.5, True), ValueError, "inf_mass"),
+])
+def test_validation(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
+
+
+# ----- peer library (optional) ------------------------------------------------------------------
+
+def test_connect_the_dots_agrees_with_dp_accounting():
+    dp_pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        peer = dp_pld.from_gaussian_mechanism(2.0, pessimistic_estimate=True, value_discretization_interval=1e-3,
+                                              use_connect_dots=True).self_compose(10)
+    finally:
+        root.setLevel(level)
+    epsilons = np.array([0.0, 1.0, 2.0, 3.0])
+    ours = connect_the_dots(GaussianTails(0.5), 1e-3).self_compose(10).delta(epsilons)
+    theirs = np.array([peer.get_delta_for_epsilon(e) for e in epsilons])
+    exact = gaussian_delta(0.5 * math.sqrt(10), epsilons)
+    assert np.all(ours >= exact) and np.all(theirs >= exact)
+    assert np.all(np.abs(ours - theirs) <= 1e-6 * exact)
