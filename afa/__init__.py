@@ -22,12 +22,14 @@ from .mechanisms import (
 )
 from .privacy_loss import t
 from .rdp import renyi_divergence
-from .results import AccuracyError, Result
+from .calibration import Calibration, calibrate_sigma, gaussian_sigma
+from .results import AccuracyError, Result, Validation, ValidationError
 from .subsampling import Subsampled
 
 __all__ = [
-    "Accountant", "AccuracyError", "ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
+    "Accountant", "AccuracyError", "ApproxDP", "Calibration", "calibrate_sigma", "gaussian_sigma", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
     "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians",
-    "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled", "renyi_divergence", "t",
+    "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled", "Validation", "ValidationError",
+    "renyi_divergence", "t",
 ]
 __version__ = "0.1.0"

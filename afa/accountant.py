@@ -19,20 +19,24 @@ from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError
 from . import exact
 from .engines import (
+    CERTIFIED_METHODS,
     CertifiedEngine,
     ClosedFormEngine,
     ContourEngine,
     ExactEngine,
+    PLDEngine,
     QuadratureEngine,
     solve_epsilon,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, DataDependentGaussian, Gaussian, Mechanism
-from .results import AccuracyError, Result
+from .results import AccuracyError, Result, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
-METHODS = ("auto", "exact", "quadrature", "contour", "certified")
-#: Below this many uses in all, 'auto' tries the certified bracket before the real line (see Accountant._run).
-FEW_USES = 50
+METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
+#: Default grid step of method='pld', and the bulk of the composed loss it must resolve in PLD_POINTS points.
+DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
+#: What 'auto' tries, in order, after the contour method refuses a query (see Accountant._run).
+AUTO_FALLBACKS = ("pld", "quadrature", "certified")
 
 
 class Accountant:
@@ -42,8 +46,13 @@ class Accountant:
     >>> round(acc.epsilon(1e-5), 4)   # doctest: +SKIP
     """
 
-    def __init__(self, neighboring: str = "add_remove"):
+    def __init__(self, neighboring: str = "add_remove", value_discretization_interval: float | None = None):
         self.neighboring = check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        if value_discretization_interval is not None:
+            value_discretization_interval = check.positive("value_discretization_interval",
+                                                           value_discretization_interval)
+        #: Grid step of the loss for method='pld' (None: chosen per composition, see _pld_interval).
+        self.value_discretization_interval = value_discretization_interval
         self._counts: dict[Mechanism, int] = {}
         self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
         self._engines: dict[str, list] = {}
@@ -93,16 +102,18 @@ class Accountant:
         same = all(first is second for first, second in self._losses.values())
         return [0] if same else [0, 1]
 
-    def _single_data_dependent(self) -> DataDependentGaussian | None:
-        """The mechanism if the composition is one use of a DataDependentGaussian (it has a closed form)."""
+    def _single_use(self) -> Mechanism | None:
+        """The mechanism if the composition is one use of one mechanism with a continuous loss (a closed
+        form from its loss tails; DataDependentGaussian has its own), else None."""
         if len(self._counts) == 1:
             (mechanism, count), = self._counts.items()
-            if isinstance(mechanism, DataDependentGaussian) and count == 1:
+            if count == 1 and not isinstance(mechanism, Gaussian) and any(loss.continuous
+                                                                           for loss in self._losses[mechanism]):
                 return mechanism
         return None
 
     def _exact_available(self) -> bool:
-        return self._single_data_dependent() is not None or all(
+        return self._single_use() is not None or all(
             isinstance(m, Gaussian) or not losses[0].continuous for m, losses in self._losses.items())
 
     def _resolve(self, method: str) -> str:
@@ -121,15 +132,15 @@ class Accountant:
             return "quadrature"
         if method == "exact" and not self._exact_available():
             raise ValueError("method='exact' needs a composition of Gaussian and finite-output mechanisms only "
-                             "(or one use of a DataDependentGaussian); use method='contour' or 'quadrature'")
+                             "(or one use of a single mechanism); use method='contour', 'pld' or 'quadrature'")
         return method
 
     def _engines_for(self, method: str) -> list:
         if method not in self._engines:
             engines = []
             for index in self._distinct_directions():
-                if method == "exact" and self._single_data_dependent() is not None:
-                    engines.append(self._data_dependent_engine(index))
+                if method == "exact" and self._single_use() is not None:
+                    engines.append(self._single_use_engine(index))
                 elif method == "exact":
                     mu = math.sqrt(sum(count * m.mu ** 2 for m, count in self._counts.items()
                                        if isinstance(m, Gaussian)))
@@ -138,20 +149,38 @@ class Accountant:
                     engines.append(ContourEngine(self._composed(index)))
                 elif method == "certified":
                     engines.append(CertifiedEngine(self._composed(index)))
+                elif method == "pld":
+                    engines.append(self._pld_engine(index))
                 else:
                     engines.append(QuadratureEngine(self._composed(index)))
             self._engines[method] = engines
         return self._engines[method]
 
-    def _data_dependent_engine(self, index: int) -> ClosedFormEngine:
-        mechanism = self._single_data_dependent()
-        direction = ("remove", "add")[index]  # DataDependentGaussian's losses are (remove, add) in both relations
+    def _pld_engine(self, index: int) -> PLDEngine:
+        terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self._counts.items()]
+        loss = self._composed(index)
+        return PLDEngine(terms, self._pld_interval(loss), loss)
 
-        def delta_function(epsilons):
-            return exact.data_dependent_gaussian_delta(epsilons, mechanism.sigma1, mechanism.sigma2,
-                                                       mechanism.sensitivity, direction)
-        # 1e-12: the closed form's measured error is <= 2e-13 relative (tests/test_data_dependent.py).
-        return ClosedFormEngine(delta_function, 1e-12, self._composed(index))
+    def _pld_interval(self, loss: ComposedLoss) -> float:
+        """The user's value_discretization_interval, else DEFAULT_INTERVAL widened so that the composed
+        loss's bulk (mean +- PLD_SPREAD standard deviations) fits in PLD_POINTS grid points."""
+        if self.value_discretization_interval is not None:
+            return self.value_discretization_interval
+        return max(DEFAULT_INTERVAL, 2 * PLD_SPREAD * math.sqrt(max(loss.cumulants[1], 0.0)) / PLD_POINTS)
+
+    def _single_use_engine(self, index: int) -> ClosedFormEngine:
+        mechanism = self._single_use()
+        if isinstance(mechanism, DataDependentGaussian):
+            direction = ("remove", "add")[index]  # its losses are (remove, add) in both relations
+
+            def delta_and_error(epsilons):
+                values = exact.data_dependent_gaussian_delta(epsilons, mechanism.sigma1, mechanism.sigma2,
+                                                             mechanism.sensitivity, direction)
+                # 1e-12: the closed form's measured error is <= 2e-13 relative (tests/test_data_dependent.py).
+                return values, 1e-12 * values
+        else:
+            delta_and_error = mechanism.loss_tails(self.neighboring)[index].hockey_stick_with_error
+        return ClosedFormEngine(delta_and_error, self._composed(index))
 
     # -- queries ---------------------------------------------------------
     def delta_result(self, epsilon: float, method: str = "auto") -> Result:
@@ -159,7 +188,7 @@ class Accountant:
         epsilon = check.real_number("epsilon", epsilon)
         value, lower, upper, error, name = self._profile(np.array([epsilon]), method)
         return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), name,
-                      certified=name == "certified")
+                      certified=name in CERTIFIED_METHODS)
 
     def delta(self, epsilon: float, method: str = "auto") -> float:
         """The tight delta(epsilon) of the composition."""
@@ -173,10 +202,9 @@ class Accountant:
     def _run(self, method: str, query):
         """(engine name, query(engines)).
 
-        Under 'auto' a contour refusal falls back to the real line and, where that cannot resolve
-        the query either, to the certified discretization (one subsampled mechanism).  A subsampled
-        mechanism used fewer than FEW_USES times goes to the certified bracket first: its CF decays
-        too slowly for the real line to be quick.
+        Under 'auto' a contour refusal (a loss piled up near one value, a CF decaying slowly) falls
+        back to the discretized PLD (a certified bracket), then to the real line, then to papers/002
+        Algorithm 2 (one subsampled mechanism); each is skipped when it cannot serve the composition.
         """
         name = self._resolve(method)
         try:
@@ -184,13 +212,13 @@ class Accountant:
         except AccuracyError:
             if method != "auto" or name != "contour":
                 raise
-        first, last = "quadrature", "certified"
-        if sum(self._counts.values()) < FEW_USES:
-            first, last = last, first
-        try:
-            return first, query(self._engines_for(first))
-        except (AccuracyError, ValueError):
-            return last, query(self._engines_for(last))
+        failures = []
+        for fallback in AUTO_FALLBACKS:
+            try:
+                return fallback, query(self._engines_for(fallback))
+            except (AccuracyError, ValueError, NotImplementedError) as error:
+                failures.append(f"{fallback}: {error}")
+        raise AccuracyError("no method answers this query for this composition; " + "; ".join(failures))
 
     def _profile(self, epsilons: np.ndarray, method: str):
         name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines])
@@ -212,7 +240,7 @@ class Accountant:
         name, solutions = self._run(method, lambda engines: _solve_directions(engines, delta))
         value, lower, upper = (max(column) for column in zip(*solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
-        return Result(value, lower, upper, error, name, certified=name == "certified")
+        return Result(value, lower, upper, error, name, certified=name in CERTIFIED_METHODS)
 
     def epsilon(self, delta: float, method: str = "auto") -> float:
         """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity)."""
@@ -222,6 +250,32 @@ class Accountant:
         """(lower, upper) on epsilon(delta) from the engine's error estimate."""
         result = self.epsilon_result(delta, method)
         return result.lower, result.upper
+
+    def validate(self, *, delta: float | None = None, epsilon: float | None = None,
+                 method: str = "auto") -> Validation:
+        """Answer eps(delta) or delta(eps) with ``method`` and with the discretized PLD, and check them.
+
+        The two engines share nothing but the mechanisms' definitions (characteristic functions or
+        closed forms against loss tails on a grid, papers/003), so agreement is strong evidence for
+        both.  Raises :class:`afa.ValidationError` if the estimate lies outside the PLD's certified
+        bracket.  Give exactly one of ``delta`` and ``epsilon``.
+        """
+        if (delta is None) == (epsilon is None):
+            raise ValueError("give exactly one of delta (to check epsilon(delta)) and epsilon (to check delta(epsilon))")
+        if method == "pld":
+            raise ValueError("method='pld' is the reference here; validate another method")
+        if delta is not None:
+            estimate, bracket = self.epsilon_result(delta, method), self.epsilon_result(delta, "pld")
+        else:
+            estimate, bracket = self.delta_result(epsilon, method), self.delta_result(epsilon, "pld")
+        if estimate.method == "pld":
+            raise ValueError(f"method={method!r} answered with the PLD itself (no other engine serves this query); "
+                             "nothing independent to compare")
+        if not bracket.lower <= estimate.value <= bracket.upper:
+            what = f"epsilon(delta={delta:g})" if delta is not None else f"delta(epsilon={epsilon:g})"
+            raise ValidationError(f"{what}: method {estimate.method!r} gives {estimate.value:.17g}, outside the PLD's "
+                                  f"certified bracket [{bracket.lower:.17g}, {bracket.upper:.17g}]; please report it")
+        return Validation(estimate, bracket)
 
     def cdf(self, x, direction: str | None = None) -> np.ndarray:
         """Pr[L <= x] of the composed finite privacy loss of one direction (Levy inversion, Lemma 18).

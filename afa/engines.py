@@ -11,6 +11,9 @@ absolute error for each value.  Two exist so far:
   CF (:mod:`afa.quadrature`); its error is the quadrature's estimate.
 * :class:`ContourEngine` -- the saddle-point contour inversion of the MGF
   (:mod:`afa.contour`); its error is relative to delta.
+* :class:`CertifiedEngine` -- papers/002 Algorithm 2 for one subsampled mechanism.
+* :class:`PLDEngine` -- the discretized PLD backend (:mod:`afa.pld`): certified lower and
+  upper bounds for every mechanism that has loss tails.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
 from .discrete import LossAtoms, epsilon_for_delta
+from .loss_tails import LossTails
+from .pld import DiscretePLD, connect_the_dots, greedy_hull_optimistic
 from .quadrature import LevyInversion
 from .results import AccuracyError
 
@@ -33,6 +38,8 @@ from .results import AccuracyError
 EXACT_RTOL = 1e-13
 #: epsilon(delta) needs delta to exceed the engine's absolute error by this factor.
 RESOLUTION_FACTOR = 100.0
+#: Engines whose bounds are certified (never refused for a wide bracket).
+CERTIFIED_METHODS = ("certified", "pld")
 #: Iterations of the eps(delta) Newton solver (bisection steps included).
 MAX_NEWTON_EPSILON = 100
 
@@ -72,22 +79,24 @@ class ExactEngine:
 
 
 class ClosedFormEngine:
-    """delta(eps) of one direction from a closed-form function of eps (no mass at infinity).
+    """delta(eps) of one direction from a closed-form function of eps returning (values, errors).
 
     Used for one use of :class:`afa.DataDependentGaussian`
-    (:func:`afa.exact.data_dependent_gaussian_delta`, papers/002 App. A Example 15).
+    (:func:`afa.exact.data_dependent_gaussian_delta`, papers/002 App. A Example 15) and for one
+    use of any other mechanism with a continuous loss, from its loss tails
+    (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).
     """
 
     method = "exact"
-    inf_mass = 0.0
 
-    def __init__(self, delta_function: Callable[[np.ndarray], np.ndarray], rtol: float, loss: ComposedLoss):
-        self.delta_function, self.rtol = delta_function, rtol
+    def __init__(self, delta_and_error: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], loss: ComposedLoss):
+        self.delta_and_error = delta_and_error
+        self.inf_mass = loss.inf_mass
         self.epsilon_scale = loss_epsilon_scale(loss)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        values = np.asarray(self.delta_function(epsilons), dtype=float)
-        return values, self.rtol * values
+        values, errors = self.delta_and_error(epsilons)
+        return np.asarray(values, dtype=float), np.asarray(errors, dtype=float)
 
     def epsilon(self, delta: float) -> None:
         return None
@@ -120,6 +129,62 @@ class CertifiedEngine:
 
     def epsilon(self, delta: float) -> None:
         return None
+
+
+class PLDEngine:
+    """Certified bracket of one direction from discretized PLDs (:mod:`afa.pld`, papers/001, papers/003).
+
+    Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta,
+    papers/001 Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT
+    powers and distinct terms FFT convolutions.  The tail truncation follows the delta asked
+    about: mass e-3 times below it (papers/003 Sec. 5.2 with a threshold scaled to the query,
+    not a fixed 1e-15), so tiny deltas keep a finite bracket.  delta's value is the midpoint (an
+    estimate) and its error the half-width; lower and upper are certified.
+    """
+
+    method = "pld"
+    inf_mass = 0.0  # the PLDs carry their own; solve_epsilon uses epsilon_bracket
+    #: Truncated tail mass relative to the delta of interest, and the first query's tolerance.
+    TAIL_FRACTION, FIRST_TAIL, SMALLEST_TAIL = 1e-7, 1e-10, 1e-300
+
+    def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
+        self.terms, self.interval = terms, interval
+        self.epsilon_scale = loss_epsilon_scale(loss)
+        self._built: dict[float, tuple[DiscretePLD, DiscretePLD]] = {}
+
+    def bounds(self, tail_mass: float) -> tuple[DiscretePLD, DiscretePLD]:
+        """(pessimistic, optimistic) composed PLDs truncated to ``tail_mass`` (cached per tolerance)."""
+        if tail_mass not in self._built:
+            uses = sum(count for _, count in self.terms)
+            pair = []
+            for build in (connect_the_dots, greedy_hull_optimistic):
+                composed = None
+                for tails, count in self.terms:
+                    single = build(tails, self.interval, tail_mass / (4 * uses)).self_compose(count, tail_mass / 4)
+                    composed = single if composed is None else composed.compose(single, tail_mass / 4)
+                pair.append(composed)
+            self._built[tail_mass] = tuple(pair)
+        return self._built[tail_mass]
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below
+        FIRST_TAIL / TAIL_FRACTION, once more at TAIL_FRACTION times its lower bound (at least SMALLEST_TAIL)."""
+        pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
+        upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
+        if np.min(upper) < self.FIRST_TAIL / self.TAIL_FRACTION:
+            tail_mass = max(float(np.min(lower)) * self.TAIL_FRACTION, self.SMALLEST_TAIL)
+            pessimistic, optimistic = self.bounds(min(tail_mass, self.FIRST_TAIL))
+            upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
+        return (lower + upper) / 2, (upper - lower) / 2
+
+    def epsilon(self, delta: float) -> None:
+        return None
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs."""
+        pessimistic, optimistic = self.bounds(max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL))
+        upper, lower = pessimistic.epsilon(delta), optimistic.epsilon(delta)
+        return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
 
 
 class _InversionEngine:
@@ -257,6 +322,8 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
             return float(values[0] + sign * errors[0])
         return delta_of
 
+    if hasattr(engine, "epsilon_bracket"):
+        return engine.epsilon_bracket(delta)
     closed = engine.epsilon(delta)
     if closed is None and delta <= engine.inf_mass:
         closed = math.inf
@@ -307,7 +374,7 @@ def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: floa
 def _check_resolution(engine, delta: float, error: float) -> None:
     """Refuse a target delta that the engine's absolute error estimate cannot resolve (a certified
     bracket's bounds stay valid however wide, so it is never refused)."""
-    if engine.method != "certified" and error * RESOLUTION_FACTOR > delta:
+    if engine.method not in CERTIFIED_METHODS and error * RESOLUTION_FACTOR > delta:
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
             f"(absolute error about {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}). "

@@ -12,6 +12,10 @@ class AccuracyError(ArithmeticError):
     """
 
 
+class ValidationError(AccuracyError):
+    """Two independent engines disagree: an estimate lies outside another engine's certified bracket."""
+
+
 @dataclass(frozen=True)
 class Result:
     """A numeric answer and what is known about its error.
@@ -30,3 +34,15 @@ class Result:
 
     def __float__(self) -> float:
         return float(self.value)
+
+
+@dataclass(frozen=True)
+class Validation:
+    """An answer checked by a second, independent engine (``Accountant.validate``).
+
+    ``estimate`` is the answer of the requested method; ``bracket`` the discretized PLD's
+    certified (lower, upper); the estimate's value lies inside it (else ValidationError).
+    """
+
+    estimate: Result
+    bracket: Result

@@ -110,17 +110,18 @@ def test_tiny_delta_two_quadrature_rules_agree(monkeypatch, target):
         Mechanism._cached_losses.cache_clear()
 
 
-def test_near_atom_regime_real_line_inside_the_certified_bracket():
+def test_near_atom_regime_real_line_inside_the_certified_brackets():
     """sigma 2, q 0.001, 1000 steps (q k = 1): the contour refuses (the tilted loss is bimodal); 'auto'
-    answers by the real line, to 1e-6 relative by its own error estimate, and that answer lies inside
-    the certified Algorithm 2 bracket (a second, independent algorithm)."""
+    answers with the discretized PLD's certified bracket; the real line's answer, to 1e-6 relative by
+    its own error estimate, lies inside it and inside the certified Algorithm 2 bracket (two
+    independent algorithms)."""
     acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=1000)
-    result = acc.epsilon_result(1e-6)
-    assert result.method == "quadrature"
+    result = acc.epsilon_result(1e-6, method="quadrature")
     assert result.upper - result.lower <= 1e-6 * result.value
-    bracket = acc.epsilon_result(1e-6, method="certified")
-    assert bracket.certified
-    assert bracket.lower <= result.lower <= result.upper <= bracket.upper
+    for method in ("auto", "certified"):
+        bracket = acc.epsilon_result(1e-6, method=method)
+        assert bracket.certified and bracket.method == ("pld" if method == "auto" else method)
+        assert bracket.lower <= result.lower <= result.upper <= bracket.upper
     assert (bracket.upper - bracket.lower) / bracket.value < 2e-5
 
 

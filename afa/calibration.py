@@ -1,0 +1,155 @@
+"""Noise calibration: the smallest sigma (or the largest step count) that meets a target (epsilon, delta).
+
+DP-SGD users fix the privacy target and ask for the noise.  Every answer here is
+*monotone-safe*: the returned parameter's **upper** bound on epsilon(delta) is at
+most the target (never a value that overshoots it, as an estimate-based search
+can), and a parameter ``rtol`` less private is shown to miss it, so the answer is
+tight to ``rtol``.  The search brackets the parameter geometrically and then runs
+Brent's method on log delta_upper(target_epsilon) - log delta, a smooth monotone
+function of log sigma; the bracket's safe end is returned after a final check.
+
+For composed Gaussian mechanisms without subsampling the closed form applies
+(papers/004_d41287a43ce5d174.txt Thm 5 and the calibration after Cor. 5.1, the
+"analytic Gaussian mechanism" of Balle and Wang 2018): delta depends on mu =
+sqrt(steps) sensitivity / sigma only, so one root in mu gives sigma
+(:func:`gaussian_sigma`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from scipy.optimize import brentq
+
+from . import _validation as check
+from . import exact
+from .accountant import Accountant
+from .mechanisms import NEIGHBORING_RELATIONS, Gaussian
+from .results import AccuracyError
+
+#: Bracket growth factor and the most growth steps before giving up.
+GROWTH, MAX_GROWTH = 2.0, 60
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibrated parameter and the evidence that it is safe and tight.
+
+    ``value`` meets the target: its upper epsilon(delta) is ``epsilon_upper`` <= target.
+    ``rejected`` is a value within ``rtol`` of it (less private) whose upper epsilon was
+    checked to exceed the target.  ``certified`` says whether the upper bounds are certified
+    (closed form up to rounding, or the PLD backend's pessimistic estimate) or estimated.
+    """
+
+    value: float
+    epsilon_upper: float
+    rejected: float
+    rtol: float
+    method: str
+    certified: bool
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: float = 1.0) -> float:
+    """The smallest sigma with which ``steps`` Gaussian mechanisms satisfy (epsilon, delta)-DP (closed form).
+
+    Solves delta_Gauss(epsilon; mu) = delta for mu (papers/004 Thm 5; delta increases with mu)
+    and returns sensitivity sqrt(steps) / mu, to about 1e-12 relative.
+    """
+    epsilon = check.non_negative("epsilon", epsilon)
+    delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    steps = check.positive_integer("steps", steps)
+    sensitivity = check.positive("sensitivity", sensitivity)
+    log_delta = math.log(delta)
+
+    def gap(log_mu: float) -> float:
+        return float(exact.gaussian_log_delta(epsilon, math.exp(log_mu))) - log_delta
+
+    low, high = _bracket(gap, 0.0, increasing=True)
+    log_mu = brentq(gap, low, high, xtol=1e-14, rtol=1e-15)
+    return sensitivity * math.sqrt(steps) / math.exp(log_mu)
+
+
+def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_probability: float | None = None, *,
+                    sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
+                    rtol: float = 1e-3) -> Calibration:
+    """The smallest sigma (to ``rtol``) whose upper epsilon(delta) after ``steps`` uses is <= ``target_epsilon``.
+
+    The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_probability``
+    if given (DP-SGD).  ``method`` defaults to "exact" without subsampling (closed form) and "pld"
+    with it (the pessimistic discretized PLD: a certified upper bound); any accountant method may be
+    named, and the answer is then as safe as that method's upper bound.
+    """
+    target_epsilon = check.non_negative("target_epsilon", target_epsilon)
+    delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    steps = check.positive_integer("steps", steps)
+    sensitivity = check.positive("sensitivity", sensitivity)
+    check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+    rtol = check.in_interval("rtol", rtol, 1e-10, 0.5)
+    if sampling_probability is not None:
+        sampling_probability = check.in_interval("sampling_probability", sampling_probability, 0.0, 1.0,
+                                                 low_open=True)
+    if method is None:
+        method = "exact" if sampling_probability is None else "pld"
+
+    def accountant(sigma: float) -> Accountant:
+        mechanism = Gaussian(sigma, sensitivity)
+        if sampling_probability is not None:
+            mechanism = mechanism.poisson_subsampled(sampling_probability)
+        return Accountant(neighboring).compose(mechanism, steps)
+
+    start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
+    if sampling_probability is not None:
+        start *= sampling_probability  # privacy amplification: roughly q times less noise
+    return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=False)
+
+
+def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float, delta: float, start: float,
+               rtol: float, method: str, increasing: bool) -> Calibration:
+    """Bracket and Brent on log delta_upper(target_epsilon) - log delta over x = log(parameter).
+
+    ``increasing``: whether delta grows with the parameter (steps, q) or falls (sigma).
+    The returned parameter is Brent's root moved rtol / 4 to the safe side (further if its
+    check fails); the rejected value lies rtol beyond it on the other side and is checked too.
+    """
+    log_delta = math.log(delta)
+    certified = []
+
+    def gap(x: float) -> float:
+        result = accountant(math.exp(x)).delta_result(target_epsilon, method=method)
+        certified.append(result.certified or result.method == "exact")
+        upper = max(result.upper, 1e-320)
+        return math.log(upper) - log_delta
+
+    low, high = _bracket(gap, start, increasing)
+    root = brentq(gap, low, high, xtol=rtol / 4, rtol=1e-15)
+    toward_safety = -rtol / 4 if increasing else rtol / 4
+    safe = root + toward_safety
+    while gap(safe) > 0:  # Brent's root is within xtol of the crossing; step on if the upper bound jitters
+        safe += toward_safety
+    unsafe = safe - 4 * toward_safety
+    if not gap(unsafe) > 0:
+        raise AccuracyError(f"calibration did not isolate the target to rtol={rtol:g}: the upper delta is not "
+                            "monotone at this resolution (a discretized method?); use a larger rtol")
+    value = math.exp(safe)
+    epsilon_upper = float(accountant(value).epsilon_result(delta, method=method).upper)
+    return Calibration(value, epsilon_upper, math.exp(unsafe), rtol, method, all(certified))
+
+
+def _bracket(gap: Callable[[float], float], start: float, increasing: bool) -> tuple[float, float]:
+    """(low, high) around the root of a monotone ``gap`` (increasing or not), grown geometrically from ``start``."""
+    low, high = start - math.log(GROWTH), start + math.log(GROWTH)
+    for _ in range(MAX_GROWTH):
+        g_low, g_high = gap(low), gap(high)
+        if (g_low > 0) != (g_high > 0):
+            return low, high
+        width = high - low
+        if (g_low > 0) == increasing:  # both above the root's level on its rising side: go down
+            low, high = low - width, high - width
+        else:
+            low, high = low + width, high + width
+    raise ValueError("no parameter meets the target within e^60 of the start; check target_epsilon and delta")
