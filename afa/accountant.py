@@ -33,8 +33,10 @@ from .results import AccuracyError, Result, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
 METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
-#: Default grid step of method='pld', and the bulk of the composed loss it must resolve in PLD_POINTS points.
+#: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
+#: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.
+STEP_RESOLUTION = 100.0
 #: What 'auto' tries, in order, after the contour method refuses a query (see Accountant._run).
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
 
@@ -162,11 +164,14 @@ class Accountant:
         return PLDEngine(terms, self._pld_interval(loss), loss)
 
     def _pld_interval(self, loss: ComposedLoss) -> float:
-        """The user's value_discretization_interval, else DEFAULT_INTERVAL widened so that the composed
+        """The user's value_discretization_interval, else the smaller of DEFAULT_INTERVAL and the
+        narrowest term's loss standard deviation / STEP_RESOLUTION, widened so that the composed
         loss's bulk (mean +- PLD_SPREAD standard deviations) fits in PLD_POINTS grid points."""
         if self.value_discretization_interval is not None:
             return self.value_discretization_interval
-        return max(DEFAULT_INTERVAL, 2 * PLD_SPREAD * math.sqrt(max(loss.cumulants[1], 0.0)) / PLD_POINTS)
+        narrowest = min(math.sqrt(max(term.cumulants[1], 0.0)) or math.inf for term in loss.terms)
+        interval = min(DEFAULT_INTERVAL, narrowest / STEP_RESOLUTION)
+        return max(interval, 2 * PLD_SPREAD * math.sqrt(max(loss.cumulants[1], 0.0)) / PLD_POINTS)
 
     def _single_use_engine(self, index: int) -> ClosedFormEngine:
         mechanism = self._single_use()

@@ -3,10 +3,11 @@
 DP-SGD users fix the privacy target and ask for the noise.  Every answer here is
 *monotone-safe*: the returned parameter's **upper** bound on epsilon(delta) is at
 most the target (never a value that overshoots it, as an estimate-based search
-can), and a parameter ``rtol`` less private is shown to miss it, so the answer is
-tight to ``rtol``.  The search brackets the parameter geometrically and then runs
-Brent's method on log delta_upper(target_epsilon) - log delta, a smooth monotone
-function of log sigma; the bracket's safe end is returned after a final check.
+can), and a parameter ``rtol`` less private is shown to miss it (by its *lower*
+bound), so the answer is tight to ``rtol``.  The search brackets the parameter
+geometrically and runs Brent's method on log delta(target_epsilon) - log delta, a
+smooth monotone function of log sigma, with the fast analytic estimate; only the two
+final checks use the certifying method (the PLD's pessimistic and optimistic bounds).
 
 For composed Gaussian mechanisms without subsampling the closed form applies
 (papers/004_d41287a43ce5d174.txt Thm 5 and the calibration after Cor. 5.1, the
@@ -29,6 +30,8 @@ from .accountant import Accountant
 from .mechanisms import NEIGHBORING_RELATIONS, Gaussian
 from .results import AccuracyError
 
+#: PLD grid step for the search's estimates (the final checks use the accountant's default).
+SEARCH_INTERVAL = 1e-3
 #: Bracket growth factor and the most growth steps before giving up.
 GROWTH, MAX_GROWTH = 2.0, 60
 
@@ -38,7 +41,7 @@ class Calibration:
     """A calibrated parameter and the evidence that it is safe and tight.
 
     ``value`` meets the target: its upper epsilon(delta) is ``epsilon_upper`` <= target.
-    ``rejected`` is a value within ``rtol`` of it (less private) whose upper epsilon was
+    ``rejected`` is a value within ``rtol`` of it (less private) whose *lower* epsilon was
     checked to exceed the target.  ``certified`` says whether the upper bounds are certified
     (closed form up to rounding, or the PLD backend's pessimistic estimate) or estimated.
     """
@@ -96,11 +99,11 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
     if method is None:
         method = "exact" if sampling_probability is None else "pld"
 
-    def accountant(sigma: float) -> Accountant:
+    def accountant(sigma: float, interval: float | None = None) -> Accountant:
         mechanism = Gaussian(sigma, sensitivity)
         if sampling_probability is not None:
             mechanism = mechanism.poisson_subsampled(sampling_probability)
-        return Accountant(neighboring).compose(mechanism, steps)
+        return Accountant(neighboring, value_discretization_interval=interval).compose(mechanism, steps)
 
     start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
     if sampling_probability is not None:
@@ -110,34 +113,42 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
 
 def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float, delta: float, start: float,
                rtol: float, method: str, increasing: bool) -> Calibration:
-    """Bracket and Brent on log delta_upper(target_epsilon) - log delta over x = log(parameter).
+    """Search with the fast analytic estimate, then certify both ends with ``method``, over x = log(parameter).
 
+    Brent's method on log delta(target_epsilon) - log delta (the 'auto' estimate) gives the crossing;
+    the returned parameter is rtol / 4 beyond it on the safe side, moved on until ``method``'s
+    *upper* delta at target_epsilon is <= delta (so its upper epsilon(delta) is <= target), and
+    the rejected one rtol before it is checked to have ``method``'s *lower* delta above delta.
     ``increasing``: whether delta grows with the parameter (steps, q) or falls (sigma).
-    The returned parameter is Brent's root moved rtol / 4 to the safe side (further if its
-    check fails); the rejected value lies rtol beyond it on the other side and is checked too.
     """
     log_delta = math.log(delta)
-    certified = []
 
-    def gap(x: float) -> float:
-        result = accountant(math.exp(x)).delta_result(target_epsilon, method=method)
-        certified.append(result.certified or result.method == "exact")
-        upper = max(result.upper, 1e-320)
-        return math.log(upper) - log_delta
+    def gap(x: float, use: str = "auto", side: str = "value") -> float:
+        # The search may fall back to a coarse PLD (its midpoint is estimate enough); the checks use the default grid.
+        interval = SEARCH_INTERVAL if use == "auto" else None
+        result = accountant(math.exp(x), interval).delta_result(target_epsilon, method=use)
+        gap.certified = gap.certified and (result.certified or result.method == "exact")
+        return math.log(max(getattr(result, side), 1e-320)) - log_delta
+    gap.certified = True
 
     low, high = _bracket(gap, start, increasing)
-    root = brentq(gap, low, high, xtol=rtol / 4, rtol=1e-15)
+    root = brentq(gap, low, high, xtol=rtol / 8, rtol=1e-15)
     toward_safety = -rtol / 4 if increasing else rtol / 4
     safe = root + toward_safety
-    while gap(safe) > 0:  # Brent's root is within xtol of the crossing; step on if the upper bound jitters
+    gap.certified = True  # only the certifying evaluations count from here
+    for _ in range(MAX_GROWTH):
+        if gap(safe, method, "upper") <= 0:
+            break
         safe += toward_safety
+    else:
+        raise AccuracyError(f"method={method!r} does not certify the target near the estimated crossing")
     unsafe = safe - 4 * toward_safety
-    if not gap(unsafe) > 0:
-        raise AccuracyError(f"calibration did not isolate the target to rtol={rtol:g}: the upper delta is not "
-                            "monotone at this resolution (a discretized method?); use a larger rtol")
+    if not gap(unsafe, method, "lower") > 0:
+        raise AccuracyError(f"calibration did not isolate the target to rtol={rtol:g}: method={method!r} "
+                            "brackets delta too loosely here (a coarse discretization?); use a larger rtol")
     value = math.exp(safe)
     epsilon_upper = float(accountant(value).epsilon_result(delta, method=method).upper)
-    return Calibration(value, epsilon_upper, math.exp(unsafe), rtol, method, all(certified))
+    return Calibration(value, epsilon_upper, math.exp(unsafe), rtol, method, gap.certified)
 
 
 def _bracket(gap: Callable[[float], float], start: float, increasing: bool) -> tuple[float, float]:

@@ -1,0 +1,78 @@
+"""Noise calibration: safe (upper epsilon <= target) and tight (rtol less noise misses the target).
+
+Truths: the composed-Gaussian formula written out here with scipy.stats (papers/004 Thm 5) for the
+closed-form case, and the contour engine (characteristic functions, independent of the PLD that
+certifies the subsampled case) for DP-SGD.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+import afa
+
+
+def gaussian_delta(epsilon: float, mu: float) -> float:
+    return norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
+
+
+def gaussian_epsilon(delta: float, mu: float) -> float:
+    return brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, 200.0, xtol=1e-14)
+
+
+@pytest.mark.parametrize("target", [0.5, 1.0, 3.0, 8.0])
+@pytest.mark.parametrize("steps", [100, 10_000])
+def test_gaussian_calibration_is_safe_and_tight(target, steps):
+    result = afa.calibrate_sigma(target, 1e-5, steps)
+    assert result.method == "exact" and result.certified
+    mu = math.sqrt(steps) / result.value
+    assert gaussian_epsilon(1e-5, mu) <= target
+    assert gaussian_epsilon(1e-5, math.sqrt(steps) / result.rejected) > target
+    assert result.rejected >= result.value * (1 - 1.01 * result.rtol)
+    assert result.epsilon_upper <= target
+
+
+@pytest.mark.parametrize("target", [0.5, 1.0, 3.0, 8.0])
+def test_closed_form_sigma_matches_the_formula(target):
+    sigma = afa.gaussian_sigma(target, 1e-5, steps=100, sensitivity=2.0)
+    assert gaussian_delta(target, 2.0 * 10 / sigma) == pytest.approx(1e-5, rel=1e-9)
+
+
+def _contour_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
+    acc = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), steps)
+    return acc.epsilon(delta, method="contour")
+
+
+@pytest.mark.parametrize("target, steps", [
+    (0.5, 10_000), (1.0, 10_000),
+    pytest.param(3.0, 10_000, marks=pytest.mark.slow), pytest.param(8.0, 10_000, marks=pytest.mark.slow),
+    pytest.param(0.5, 100, marks=pytest.mark.slow), pytest.param(1.0, 100, marks=pytest.mark.slow),
+    pytest.param(3.0, 100, marks=pytest.mark.slow), pytest.param(8.0, 100, marks=pytest.mark.slow)])
+def test_dp_sgd_calibration_is_certified_safe_and_tight(target, steps):
+    """The certifying method is the PLD (pessimistic for the answer, optimistic for the rejected sigma);
+    the contour engine confirms both sides."""
+    result = afa.calibrate_sigma(target, 1e-5, steps, sampling_probability=0.01)
+    assert result.method == "pld" and result.certified
+    assert result.epsilon_upper <= target
+    assert _contour_epsilon(result.value, 0.01, steps, 1e-5) <= target
+    assert _contour_epsilon(result.rejected, 0.01, steps, 1e-5) > target
+    assert result.rejected >= result.value * (1 - 1.01 * result.rtol)
+
+
+def test_calibration_validation():
+    with pytest.raises(ValueError, match="delta"):
+        afa.calibrate_sigma(1.0, 1.5, 10)
+    with pytest.raises(ValueError, match="steps"):
+        afa.calibrate_sigma(1.0, 1e-5, 0)
+    with pytest.raises(ValueError, match="sampling_probability"):
+        afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=0.0)
+    with pytest.raises(ValueError, match="rtol"):
+        afa.calibrate_sigma(1.0, 1e-5, 10, rtol=0.0)
+    with pytest.raises(TypeError, match="target_epsilon"):
+        afa.calibrate_sigma("1", 1e-5, 10)
+    with pytest.raises(ValueError, match="target_epsilon"):
+        afa.calibrate_sigma(float("nan"), 1e-5, 10)
