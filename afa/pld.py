@@ -20,30 +20,48 @@ composition of two PLDs without convolving them (papers/003 Sec. 5.1).
 
 Soundness.  Write delta_S(eps) = inf_mass + sum_i p_i (1 - e^{eps - x_i})_+ for the stored measure
 S and delta(eps) for the privacy profile it stands for.  Each DiscretePLD carries slacks rho
-(``relative_error``) and eta(eps) (``error``, plus ``bulk_error`` for eps < ``bulk_top``) with
+(``relative_error``) and a non-increasing eta(eps) with
 
     pessimistic:  delta(eps) <= (1 + rho) delta_S(eps) + eta(eps),
-    optimistic:   delta_S(eps) <= (1 + rho) delta(eps) + eta(eps)       for every real eps.
+    optimistic:   delta_S(eps) <= (1 + rho) delta(eps) + eta(eps)       for every real eps,
+
+    eta(eps) = error + bulk_error [eps < bulk_top] + tilted_error e^{-tilt max(eps - bulk_top, 0)}.
 
 :meth:`DiscretePLD.delta` and :meth:`DiscretePLD.epsilon` report the bounds this gives, with the
 rounding of the evaluation added, so pessimistic answers are certified upper bounds and optimistic
-ones certified lower bounds.  The form survives composition because delta_{X+Y}(eps) =
-int delta_X(eps - y) dY(y) for independent losses and the stored measures are kept positive.  The
-builders round every tail in the safe direction and enforce monotone tails by raising them
+ones certified lower bounds; as delta is non-increasing, a bound at one eps also bounds delta above
+it (pessimistic) or below it (optimistic), which makes the reported curves monotone.  The form
+survives composition because delta_{X+Y}(eps) = int delta_X(eps - y) dY(y) for independent losses
+and the stored measures are kept positive; a composition keeps only the largest eta (``max_error``).
+The builders round every tail in the safe direction and enforce monotone tails by raising them
 (pessimistic: a stochastic increase) or lowering them (optimistic: a stochastic decrease), which
 needs no slack.  Truncated mass goes up (pessimistic: to the lowest kept point, or to +inf above
 the top) or down (optimistic: to the highest kept point, or dropped below the bottom).  FFT
 rounding is bounded componentwise, |fl(DFT x) - DFT x| <= c log2(M) u ||x||_1 (Higham, *Accuracy
 and Stability of Numerical Algorithms*, 2nd ed., Sec. 24.1), pushed through the power and the
-inverse transform by Parseval's identity, and added to eta.
+inverse transform by Parseval's identity, and added to eta.  The FFT is circular: mass of a power
+outside its window lands in the zero padding (dropped: harmless when optimistic; when pessimistic it
+is bounded by Chernoff and moved to the bottom point or +inf) or wraps into the window (extra
+positive mass: harmless when pessimistic; when optimistic its Chernoff bound is added to eta).
 
-Tiny delta.  FFT rounding is absolute (about count * 1e-14), so it hides deltas below that.  When
-``self_compose`` is asked for a smaller ``tail_mass_truncation``, it also raises the exponentially
-tilted PMF p_i e^{lam x_i} / M(lam) to the power -- the discrete form of shifting the Fourier
-contour into the strip of the moment-generating function (DESIGN.md, "Numerics that matter") --
-and untilts it above the point from which its rounding, multiplied back by M(lam)^k e^{-lam x},
-is below the tolerance; the plain power supplies the values below that point, whose larger error
-is carried in ``bulk_error``.
+Tiny delta.  FFT rounding is absolute (about count * 1e-14 of the total mass), so it hides deltas
+below that.  When ``self_compose`` is asked for a smaller ``tail_mass_truncation``, it also raises the
+exponentially tilted PMF p_i e^{lam x_i} / M(lam) to the power -- the discrete form of shifting the
+Fourier contour into the strip of the moment-generating function (DESIGN.md, "Numerics that
+matter").  If that power has l1 error E~ (rounding, plus, when optimistic, the tilted mass wrapped
+into the window), multiplying it back by M(lam)^k e^{-lam x} leaves an error of at most
+E~ M(lam)^k e^{-lam x_i} at each x_i, so for eps >= x_s the error of delta_S(eps) (a sum over
+x_i > eps of masses times factors in [0, 1]) is at most E~ M(lam)^k e^{-lam eps}: it decays with eps.
+The stored measure is the plain power below x_s and the untilted tilted power from x_s up, where
+x_s (``bulk_top``) is the grid point from which the tilted bound is below SWITCH_FRACTION of the plain
+power's error E: so eta is E + E~ M(lam)^k e^{-lam x_s} below x_s (``bulk_error`` plus the tilted
+part above x_s) and E~ M(lam)^k e^{-lam eps} from x_s up (``tilted_error`` decaying at rate ``tilt``).
+Below x_s eta exceeds the plain power's by at most the factor 1 + SWITCH_FRACTION, and from x_s up it
+is below SWITCH_FRACTION times it and falls like e^{-lam eps}: the tilted power can only tighten the
+bounds, so a smaller tolerance does not widen them.  (An earlier design switched where the tilted
+error reached tolerance / 4 and kept that constant above, with the plain error below: a smaller
+tolerance pushed the switch above the eps of interest.)  The slack is read at the grid point at or
+below eps, which only enlarges it and makes it constant between grid points.
 """
 
 from __future__ import annotations
@@ -61,7 +79,7 @@ from scipy.signal import lfilter
 from scipy.special import logsumexp
 
 from . import _validation as check
-from .loss_tails import LossTails
+from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
 
 __all__ = [
     "DEFAULT_TAIL_MASS",
@@ -80,10 +98,8 @@ MAX_GRID_POINTS = 2 ** 26
 #: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
 DEFAULT_TAIL_MASS = 1e-15
 #: Relative accuracy assumed of the tails exp(LossTails.log_tails(eps)), plus LOG_ROUNDING ulps per unit of
-#: |log tail|: Gaussian-noise tails measured against 60-digit mpmath are within 64 u + 12 u (|log P| + 4)
-#: (tests/test_loss_tails.py; rounding eps by one ulp alone moves log P by about 2 u |log P|).
-TAILS_RTOL = 64 * U
-LOG_ROUNDING = 16
+#: |log tail| (the measured accuracy of the loss tails, :data:`afa.loss_tails.TAILS_LOG_RTOL`).
+TAILS_RTOL, LOG_ROUNDING = TAILS_LOG_RTOL, TAILS_LOG_ULPS
 #: Losses are kept in [-LOSS_LIMIT, LOSS_LIMIT] (e^{+-700} is still a float).
 LOSS_LIMIT = 700.0
 #: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
@@ -96,6 +112,8 @@ CHERNOFF_FACTORS = np.geomspace(1 / 64, 64, 25)
 FIRST_TRUE_PROBES = 64
 #: Relative slack of a builder's output: the rounding of the mass differences of its tails.
 BUILDER_RELATIVE_ERROR = 4 * U
+#: A tilted power replaces the plain one from where its untilted error bound is this fraction of the plain one's.
+SWITCH_FRACTION = 1 / 8
 
 
 class PLDTooLargeError(ValueError):
@@ -107,7 +125,8 @@ class DiscretePLD:
     """Masses ``probs[i]`` at losses ``interval * (offset + i)`` and ``inf_mass`` at +infinity.
 
     ``pessimistic`` says which way the PLD errs (upper or lower bounds on delta); the slacks
-    ``relative_error``, ``error``, ``bulk_error`` (applying to eps < ``bulk_top``) make the bounds
+    ``relative_error``, ``error``, ``bulk_error`` (applying to eps < ``bulk_top``) and
+    ``tilted_error`` (decaying as e^{-tilt (eps - bulk_top)} above ``bulk_top``) make the bounds
     certified, as the module docstring explains.  Built by :func:`privacy_buckets`,
     :func:`connect_the_dots`, :func:`greedy_hull_optimistic`, or directly from a grid PMF.
     """
@@ -121,6 +140,8 @@ class DiscretePLD:
     error: float = 0.0
     bulk_error: float = 0.0
     bulk_top: float = -math.inf
+    tilted_error: float = 0.0
+    tilt: float = 0.0
 
     def __post_init__(self):
         assign = functools.partial(object.__setattr__, self)
@@ -137,11 +158,15 @@ class DiscretePLD:
         if not isinstance(self.pessimistic, (bool, np.bool_)):
             raise TypeError(f"pessimistic must be True or False, got {self.pessimistic!r}")
         assign("pessimistic", bool(self.pessimistic))
-        for name in ("relative_error", "error", "bulk_error"):
+        for name in ("relative_error", "error", "bulk_error", "tilted_error", "tilt"):
             assign(name, check.non_negative(name, getattr(self, name)))
         if isinstance(self.bulk_top, bool) or not isinstance(self.bulk_top, numbers.Real) or math.isnan(self.bulk_top):
             raise ValueError(f"bulk_top must be a real number or an infinity, got {self.bulk_top!r}")
         assign("bulk_top", float(self.bulk_top))
+        if self.tilt > 0 and not math.isfinite(self.tilt):
+            raise ValueError(f"tilt must be finite, got {self.tilt!r}")
+        if self.tilt > 0 and self.tilted_error > 0 and not math.isfinite(self.bulk_top):
+            raise ValueError("a decaying tilted_error (tilt > 0) needs a finite bulk_top, where its decay starts")
 
     @property
     def losses(self) -> np.ndarray:
@@ -153,46 +178,88 @@ class DiscretePLD:
         """Finite mass plus inf_mass (1 for an exact PLD)."""
         return float(self.probs.sum()) + self.inf_mass
 
+    @property
+    def max_error(self) -> float:
+        """The largest absolute slack eta(eps) over all eps: error + bulk_error + tilted_error."""
+        return self.error + self.bulk_error + self.tilted_error
+
     # ----- divergence ---------------------------------------------------------------------
 
     def delta(self, epsilons: ArrayLike) -> np.ndarray:
         """Certified delta(eps), vectorised (papers/003 Obs. 2): an upper bound if pessimistic, else a lower one.
 
         delta_S(eps) = inf_mass + sum_{x_i > eps} p_i (1 - e^{eps - x_i}) is evaluated from suffix
-        sums of positive terms only (see ``_suffix_sums``), then the slacks are applied.  An
-        optimistic bound below ``bulk_top`` is raised to the bound at ``bulk_top`` (delta is
-        non-increasing), so the larger ``bulk_error`` does not make it collapse.
+        sums of positive terms only (see ``_suffix_sums``), then the slacks are applied.  As delta is
+        non-increasing, a pessimistic bound is lowered to the best bound at a grid point at or below
+        eps, and an optimistic one raised to the best bound at a grid point at or above eps (or
+        beyond the grid), so a larger slack below ``bulk_top`` cannot make it collapse.
         """
         epsilons = check.real_array("epsilons", epsilons)
         bound = self._certified(epsilons)
-        if not self.pessimistic and self.bulk_error > 0 and math.isfinite(self.bulk_top):
-            bound = np.where(epsilons < self.bulk_top, np.maximum(bound, self._certified(self.bulk_top)), bound)
-        return bound
+        envelope, beyond = self._grid_envelope
+        losses = self.losses
+        if self.pessimistic:
+            j = np.searchsorted(losses, epsilons, side="right") - 1  # last grid point <= eps
+            return np.where(j >= 0, np.minimum(bound, envelope[np.maximum(j, 0)]), bound)
+        j = np.searchsorted(losses, epsilons, side="left")  # first grid point >= eps
+        return np.maximum(np.where(j < losses.size, np.maximum(bound, envelope[np.minimum(j, losses.size - 1)]), bound),
+                          beyond)
 
     def epsilon(self, delta: float) -> float:
         """The smallest eps >= 0 with ``self.delta(eps) <= delta``; math.inf if there is none.
 
-        There is none when delta is below the mass at +infinity (plus slack).  Between grid points
-        delta_S(eps) = A - B e^eps, so the crossing is solved in closed form on the one segment found
-        by a binary search over the values at the grid points (papers/003 Obs. 2), once with the
-        slack below ``bulk_top`` and once with the slack above it.
+        There is none when delta is below the mass at +infinity (plus slack).  The first grid point
+        x_j whose (monotone) certified bound is <= delta is found on the grid; on [x_{j-1}, x_j]
+        delta_S(eps) = A - B e^eps and the slack is constant (``_slack`` reads it at the grid point
+        at or below eps), so the crossing is solved in closed form (papers/003 Obs. 2).  Above the
+        grid delta_S is inf_mass and only a decaying ``tilted_error`` can still move the bound.
         """
         delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-        below = self._crossing(delta, self.error + self.bulk_error)
-        above = self._crossing(delta, self.error)
-        if self.pessimistic:
-            epsilon = below if below < self.bulk_top else max(above, self.bulk_top)
+        envelope, beyond = self._grid_envelope
+        losses, n = self.losses, self.probs.size
+        relative = (3 * n + 10) * U
+        j = int(np.searchsorted(-envelope, -delta, side="left"))  # the envelope is non-increasing
+        if j < n:
+            slack = float(self._slack(losses[j - 1])) if j > 0 else self.max_error
+            if self.pessimistic:
+                target = (delta - slack) / ((1 + self.relative_error) * (1 + relative))
+            else:
+                target = ((1 + self.relative_error) * delta + slack) / (1 - relative)
+            c, d = self._suffix_sums
+            at_grid = self.inf_mass + d[j]  # delta_S(x_j); delta_S(eps) = at_grid + (1 - e^{eps - x_j}) c_j below x_j
+            lowest = float(losses[j - 1]) if j > 0 else -math.inf
+            if c[j] == 0.0 or at_grid > target:  # no crossing inside the segment with the segment's slack
+                epsilon = float(losses[j])
+            else:
+                ratio = (at_grid - target) / c[j]
+                epsilon = lowest if ratio <= -1.0 else max(lowest, float(losses[j] + math.log1p(ratio)))
+            cap = float(losses[j])
+        elif self.pessimistic:
+            epsilon, cap = self._beyond_grid_epsilon(delta), math.inf
         else:
-            epsilon = above if above >= self.bulk_top else below
+            return math.inf
         if epsilon == math.inf:
             return math.inf
         epsilon, step = max(epsilon, 0.0), 0.0
         for _ in range(256):  # the closed form may land a few roundings short
             if self.delta(epsilon) <= delta:
                 return float(epsilon)
+            if epsilon >= cap:
+                break
             step = max(2 * step, np.spacing(epsilon) + np.spacing(1.0))
-            epsilon += step
+            epsilon = min(epsilon + step, max(cap, 0.0))
         return math.inf
+
+    def _beyond_grid_epsilon(self, delta: float) -> float:
+        """A first guess of the pessimistic crossing above the grid: there delta_S = inf_mass and the
+        slack is error + tilted_error e^{-tilt (eps - bulk_top)}; math.inf if it never gets <= delta."""
+        relative = (3 * self.probs.size + 10) * U
+        room = delta - (1 + self.relative_error) * (1 + relative) * self.inf_mass - self.error
+        if room <= 0 or self.tilt == 0 or self.tilted_error == 0 or not math.isfinite(self.bulk_top):
+            return math.inf
+        top = float(self.losses[-1])
+        distance = math.log(max(2 * self.tilted_error / room, 1.0)) / self.tilt
+        return max(top, self.bulk_top + distance) + self.interval
 
     def delta_of_composition(self, other: DiscretePLD, epsilons: ArrayLike) -> np.ndarray:
         """Certified delta(eps) of ``self`` composed with ``other`` without convolving them.
@@ -214,9 +281,51 @@ class DiscretePLD:
         return result.reshape(epsilons.shape)
 
     def _certified(self, epsilons) -> np.ndarray:
-        value, rounding = self._raw_delta(np.asarray(epsilons, dtype=float))
-        slack = self.error + np.where(epsilons < self.bulk_top, self.bulk_error, 0.0)
-        return _certify(value, rounding, self.relative_error, slack, self.pessimistic)
+        epsilons = np.asarray(epsilons, dtype=float)
+        value, rounding = self._raw_delta(epsilons)
+        return _certify(value, rounding, self.relative_error, self._slack(epsilons), self.pessimistic)
+
+    def _slack(self, epsilons) -> np.ndarray:
+        """The absolute slack eta(eps) (module docstring), read at g = the lattice point at or below eps.
+
+        eta(eps) = error + bulk_error [g < bulk_top] + tilted_error e^{-tilt max(g - bulk_top, 0)}:
+        each term is non-increasing in eps, so reading it at g <= eps only enlarges it, and makes it
+        constant between grid points (``epsilon`` solves the crossing in closed form there).
+        """
+        epsilons = np.asarray(epsilons, dtype=float)
+        h = self.interval
+        steps = np.round(epsilons / h)
+        floor = steps * h
+        floor = np.where(floor > epsilons, (steps - 1) * h, floor)
+        floor = np.minimum(floor, epsilons)  # g <= eps even when eps is infinite or huge
+        slack = self.error + np.where(floor < self.bulk_top, self.bulk_error, 0.0)
+        if self.tilted_error > 0:
+            if self.tilt > 0:
+                with np.errstate(invalid="ignore"):
+                    distance = np.where(floor > self.bulk_top, floor - self.bulk_top, 0.0)
+                decay = np.exp(-self.tilt * distance)
+                decay *= 1 + 4 * U * (2 + self.tilt * (np.abs(np.where(np.isfinite(floor), floor, 0.0))
+                                                        + abs(self.bulk_top)))
+                decay = np.where(np.isinf(floor) & (floor > 0), 0.0, decay)
+            else:
+                decay = 1.0
+            slack = slack + self.tilted_error * decay
+        return slack
+
+    @functools.cached_property
+    def _grid_envelope(self) -> tuple[np.ndarray, float]:
+        """(certified bounds at the grid points made monotone, optimistic bound valid for every eps).
+
+        delta is non-increasing, so a bound at x_i holds beyond it (pessimistic: prefix minimum) or
+        before it (optimistic: suffix maximum).  An optimistic PLD also bounds lim delta = the true
+        mass at +infinity >= (inf_mass - error) / (1 + rho), hence delta(eps) everywhere.
+        """
+        bounds = self._certified(self.losses)
+        if self.pessimistic:
+            return np.minimum.accumulate(bounds), 0.0
+        relative = (3 * self.probs.size + 10) * U
+        beyond = max(0.0, (self.inf_mass * (1 - relative) - float(self._slack(math.inf))) / (1 + self.relative_error))
+        return np.maximum(np.maximum.accumulate(bounds[::-1])[::-1], beyond), beyond
 
     @functools.cached_property
     def _suffix_sums(self) -> tuple[np.ndarray, np.ndarray]:
@@ -243,26 +352,6 @@ class DiscretePLD:
         argument_error = shift_error + U * (np.abs(epsilons) + 2 * np.abs(losses[j]) + 4)
         rounding = (3 * self.probs.size + 10) * U * value + np.where(inside, c[j] * argument_error, 0.0)
         return value, rounding
-
-    def _crossing(self, delta: float, eta: float) -> float:
-        """Smallest eps (may be -inf or +inf) at which the certified delta with absolute slack eta is <= delta."""
-        n = self.probs.size
-        relative = (3 * n + 10) * U
-        if self.pessimistic:
-            target = (delta - eta) / ((1 + self.relative_error) * (1 + relative))
-        else:
-            target = ((1 + self.relative_error) * delta + eta) / (1 - relative)
-        if target < self.inf_mass:
-            return math.inf
-        c, d = self._suffix_sums
-        at_grid = self.inf_mass + d  # delta_S at the grid points, non-increasing, ends at inf_mass
-        i = min(int(np.searchsorted(-at_grid, -target, side="left")), n - 1)
-        if c[i] == 0.0:
-            return -math.inf if i == 0 else float(self.losses[i - 1])
-        ratio = (at_grid[i] - target) / c[i]
-        if ratio <= -1.0:
-            return -math.inf
-        return float(self.losses[i] + math.log1p(ratio))
 
     # ----- composition --------------------------------------------------------------------
 
@@ -299,8 +388,9 @@ class DiscretePLD:
         ``tail_mass_truncation``; the FFT holds the whole window.  Mass beyond hi goes to +inf when
         pessimistic and is dropped when optimistic; whatever the circular FFT wraps into the window
         is counted.  Pass a tolerance scaled to the smallest delta you will ask about: below the FFT
-        rounding it also triggers the tilted power (module docstring), which makes the PLD accurate to
-        about that tolerance where delta is small.
+        rounding it also triggers the tilted power (module docstring), whose error decays like
+        e^{-lam eps}, which makes the PLD accurate to about that tolerance where delta is small and
+        never less accurate than the plain power elsewhere.
         """
         count = check.positive_integer("count", count)
         tail_mass_truncation = _tail_tolerance(tail_mass_truncation)
@@ -598,7 +688,7 @@ def _from_tail_values(tail_values: np.ndarray, first: int, interval: float, pess
 def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
     """``base`` composed ``count`` times (``DiscretePLD.self_compose`` after truncating the input)."""
     h, finite, inf_mass = base.interval, float(base.probs.sum()), base.inf_mass
-    rho_in, eta_in = base.relative_error, base.error + base.bulk_error
+    rho_in, eta_in = base.relative_error, base.max_error
     rho = math.expm1(count * math.log1p(rho_in))
     growth = math.log1p(rho_in) + math.log(max(1.0, base.total_mass))
     eta = count * eta_in * math.exp((count - 1) * growth) if eta_in else 0.0
@@ -611,7 +701,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
     plan = _WindowPlan(mgf, count, tolerance, h, int(positions[0]), int(positions[-1]))
     length = plan.top - plan.bottom + 1
     _check_size(length, f"the {count}-fold composition")
-    size = _fft_size(length)
+    size = plan.size
     losses = h * np.arange(plan.bottom, plan.top + 1)
     power = functools.partial(_power_on_window, masses, positions, h, count=count, bottom=plan.bottom,
                               length=length, size=size)
@@ -620,24 +710,31 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
     values, plain_error, rounding = power(0.0, mgf(0.0)[0])
     values *= math.exp(normalizer)
     plain_error = math.exp(normalizer) * (plain_error + (0.0 if base.pessimistic else plan.outside_mass))
-    tail_error, bulk_error, bulk_top = plain_error, 0.0, -math.inf
-    if plan.tilt > 0:  # above the cut, the tilted power (module docstring)
-        tilted, tilted_error, tilted_rounding = power(plan.tilt, mgf(plan.tilt)[0])
+    error, bulk_error, bulk_top, tilted_error, tilt = plain_error, 0.0, -math.inf, 0.0, 0.0
+    if plan.tilt > 0:  # from the switch point up, the untilted tilted power (module docstring)
+        tilted, tilted_l1, tilted_rounding = power(plan.tilt, mgf(plan.tilt)[0])
         if not base.pessimistic:
-            tilted_error += plan.tilted_outside_mass
-        start = int(np.searchsorted(losses, plan.cut, side="left"))
+            tilted_l1 += plan.tilted_outside_mass
         normalizer = count * mgf(plan.tilt)[0]
-        exponent = normalizer - plan.tilt * losses[start:]
-        values[start:] = tilted[start:] * np.exp(exponent)
-        tail_error = tilted_error * math.exp(exponent[0])
-        bulk_error, bulk_top = (1 + rho) * plain_error, float(losses[start])
-        rounding = max(rounding, tilted_rounding + 2 * U * (abs(normalizer) + plan.tilt * np.max(np.abs(losses))))
+        # Untilted, the l1 error above x is at most tilted_l1 e^{normalizer - tilt x}: switch where
+        # that is SWITCH_FRACTION of the plain power's error.
+        switch = (normalizer - math.log(SWITCH_FRACTION * plain_error / tilted_l1)) / plan.tilt \
+            if plain_error > 0 and tilted_l1 > 0 else math.inf
+        start = int(np.searchsorted(losses, switch, side="left"))
+        if start < length:
+            exponent = normalizer - plan.tilt * losses[start:]
+            values[start:] = tilted[start:] * np.exp(exponent)
+            scale = math.exp(exponent[0]) * (1 + 4 * U * (4 + abs(normalizer) + plan.tilt * abs(losses[start])))
+            error, tilt, tilted_error = 0.0, plan.tilt, tilted_l1 * scale
+            bulk_error, bulk_top = (plain_error if start > 0 else 0.0), float(losses[start])
+            rounding = max(rounding, tilted_rounding + 2 * U * (abs(normalizer) + plan.tilt * np.max(np.abs(losses))))
     if base.pessimistic:
         values[0] += plan.lower_mass
         composed_inf += plan.upper_mass
     return DiscretePLD(h, plan.bottom, values, min(1.0, composed_inf), base.pessimistic,
                        relative_error=rho + rounding + 2 * U * (abs(count * mgf(0.0)[0]) + 4),
-                       error=eta + (1 + rho) * tail_error, bulk_error=bulk_error, bulk_top=bulk_top)
+                       error=eta + (1 + rho) * error, bulk_error=(1 + rho) * bulk_error, bulk_top=bulk_top,
+                       tilted_error=(1 + rho) * tilted_error, tilt=tilt)
 
 
 def _composed_inf_mass(finite: float, inf_mass: float, count: int) -> float:
@@ -669,17 +766,23 @@ class _LogMGF:
 
 
 class _WindowPlan:
-    """Output window [bottom, top] (grid indices) of a count-fold power, and the tilt (papers/003 Sec. 5.2).
+    """Output window [bottom, top] (grid indices) of a count-fold power, FFT size, and the tilt (papers/003 Sec. 5.2).
 
     Chernoff: the mass of the k-fold power at or above a is at most exp(k K(t) - t a) for t > 0, and
     at or below a at most exp(k K(t) - t a) for t < 0; eq. (3) gives the point for a tolerance, best
-    over the orders in CHERNOFF_FACTORS.  The plain window holds all but tolerance / 2 on each side.
-    If the FFT rounding (about 4 k c log2(M) u) exceeds tolerance / 4, the tilt lam and the cut are
-    the Chernoff order and point for the tolerance tolerance / (4 * rounding): above the cut, the
-    tilted power's rounding times e^{k K(lam) - lam x} is below tolerance / 4.  The window then also
-    holds the tilted measure to within its rounding.  ``lower_mass``, ``upper_mass`` bound the mass
-    strictly outside the window, ``outside_mass`` and ``tilted_outside_mass`` that of the normalized
-    plain and tilted measures the FFTs power.
+    over orders around each measure's own Gaussian optimum (CHERNOFF_FACTORS).  The plain window
+    holds all but tolerance / 2 on each side.  If the FFT rounding (about 4 k c log2(M) u) exceeds
+    tolerance / 4, the tilt lam is the Chernoff order of the point beyond which the plain mass is
+    below tolerance / (4 * rounding) -- where the untilted rounding, about rounding e^{k K(lam) - lam x},
+    reaches tolerance / 4 -- and the window also holds the tilted measure p_i e^{lam x_i} / M(lam)
+    (its own spread and orders: its tails can be far heavier than the plain ones) to within rounding / 8.
+
+    ``lower_mass``, ``upper_mass`` bound the plain mass strictly outside the window (it goes to the
+    bottom point or to +inf when pessimistic).  ``outside_mass`` and ``tilted_outside_mass`` bound the
+    mass of the normalized plain and tilted measures that the circular FFT of length ``size`` wraps
+    *into* the window -- at positions <= top - size or >= bottom + size; mass in between lands in the
+    padding and is dropped, which an optimistic PLD may do and a pessimistic one covers by
+    ``lower_mass`` and ``upper_mass``.
     """
 
     def __init__(self, mgf: _LogMGF, count: int, tolerance: float, interval: float, first: int, last: int):
@@ -690,33 +793,39 @@ class _WindowPlan:
         high = _chernoff_point(mgf, count, log_half, orders, x_high)[0]
         rounding = 4 * count * _fft_gamma(_fft_size(max(1, int((high - low) / interval) + 1)))
         self.tilt, self.cut = 0.0, math.inf
-        tilted = None
+        tilted = tilted_orders = None
         if rounding > tolerance / 4:
-            cut, tilt = _chernoff_point(mgf, count, math.log(tolerance / (4 * rounding)), orders, x_high)
+            log_cut = math.log(tolerance / (4 * rounding))
+            cut, tilt = _chernoff_point(mgf, count, log_cut, self._orders(mgf, count, log_cut, interval), x_high)
             if cut < high:
                 self.tilt, self.cut = tilt, cut
                 tilted = _ShiftedLogMGF(mgf, tilt)
                 log_rounding = math.log(rounding / 8)
-                tilted_orders = self._orders(mgf, count, log_rounding, interval)
+                tilted_orders = self._orders(tilted, count, log_rounding, interval)
                 low = min(low, _chernoff_point(tilted, count, log_rounding, -tilted_orders, x_low)[0])
                 high = max(high, _chernoff_point(tilted, count, log_rounding, tilted_orders, x_high)[0])
         self.bottom = max(math.floor(low / interval), count * first)
         self.top = min(math.ceil(high / interval), count * last)
-        below, above = (self.bottom - 0.5) * interval, (self.top + 0.5) * interval  # strictly outside
-        has_below, has_above = self.bottom > count * first, self.top < count * last
+        self.size = _fft_size(self.top - self.bottom + 1)
 
-        def outside(measure) -> tuple[float, float]:
-            lower = math.exp(_chernoff_log_mass(measure, count, below, -orders)) if has_below else 0.0
-            upper = math.exp(_chernoff_log_mass(measure, count, above, orders)) if has_above else 0.0
-            return lower, upper
+        def mass_beyond(measure, measure_orders, lowest: int | None, highest: int | None) -> float:
+            """Bound on the mass at positions <= lowest plus that at positions >= highest (None: none there)."""
+            total = 0.0
+            if lowest is not None and lowest >= count * first:
+                total += math.exp(_chernoff_log_mass(measure, count, (lowest + 0.5) * interval, -measure_orders))
+            if highest is not None and highest <= count * last:
+                total += math.exp(_chernoff_log_mass(measure, count, (highest - 0.5) * interval, measure_orders))
+            return total
 
-        self.lower_mass, self.upper_mass = outside(mgf)
-        self.outside_mass = (self.lower_mass + self.upper_mass) * math.exp(-count * mgf(0.0)[0])
-        self.tilted_outside_mass = sum(outside(tilted)) if tilted is not None else 0.0
+        self.lower_mass = mass_beyond(mgf, orders, self.bottom - 1, None)
+        self.upper_mass = mass_beyond(mgf, orders, None, self.top + 1)
+        wrap = (self.top - self.size, self.bottom + self.size)
+        self.outside_mass = mass_beyond(mgf, orders, *wrap) * math.exp(-count * mgf(0.0)[0])
+        self.tilted_outside_mass = mass_beyond(tilted, tilted_orders, *wrap) if tilted is not None else 0.0
 
     @staticmethod
-    def _orders(mgf: _LogMGF, count: int, log_tolerance: float, interval: float) -> np.ndarray:
-        """Chernoff orders t > 0 around sqrt(2 log(1/tol) / k) / sigma, the Gaussian optimum."""
+    def _orders(mgf, count: int, log_tolerance: float, interval: float) -> np.ndarray:
+        """Chernoff orders t > 0 around sqrt(2 log(1/tol) / k) / sigma, the Gaussian optimum of this measure."""
         spread = max(mgf.spread, interval)
         return math.sqrt(2 * max(1.0, -log_tolerance) / count) / spread * CHERNOFF_FACTORS
 
@@ -726,6 +835,10 @@ class _ShiftedLogMGF:
 
     def __init__(self, mgf: _LogMGF, tilt: float):
         self.mgf, self.tilt, self.at_tilt = mgf, tilt, mgf(tilt)[0]
+        log_weights = mgf.log_masses + tilt * mgf.losses
+        weights = np.exp(log_weights - logsumexp(log_weights))
+        mean = float(weights @ mgf.losses)
+        self.spread = math.sqrt(max(float(weights @ (mgf.losses - mean) ** 2), 0.0))
 
     def __call__(self, ts: ArrayLike) -> np.ndarray:
         return self.mgf(self.tilt + np.atleast_1d(ts)) - self.at_tilt
@@ -836,7 +949,7 @@ def _combined_slack(first: DiscretePLD, second: DiscretePLD) -> tuple[float, flo
     """
     rho = (1 + first.relative_error) * (1 + second.relative_error) - 1
     mass = max(1.0, first.total_mass, second.total_mass)
-    eta = (first.error + first.bulk_error + (1 + first.relative_error) * (second.error + second.bulk_error)) * mass
+    eta = (first.max_error + (1 + first.relative_error) * second.max_error) * mass
     return rho, eta
 
 

@@ -437,6 +437,102 @@ def test_default_tolerance_cannot_certify_tiny_delta():
     assert upper.epsilon(1e-30) == math.inf
 
 
+# ----- tilted powers: a smaller tail tolerance must never widen the bracket ----------------------
+
+def engine_bracket(tails, interval, count, delta, tolerance):
+    """(lower, upper) eps(delta) from the PLDs afa.engines.PLDEngine builds for one mechanism used
+    count times with tail tolerance ``tolerance`` (it asks for 1e-7 * delta), and the two PLDs."""
+    upper = connect_the_dots(tails, interval, tolerance / (4 * count)).self_compose(count, tolerance / 4)
+    lower = greedy_hull_optimistic(tails, interval, tolerance / (4 * count)).self_compose(count, tolerance / 4)
+    return lower.epsilon(delta), upper.epsilon(delta), lower, upper
+
+
+@pytest.mark.parametrize("mu, count, delta, tolerances", [
+    (0.02, 2500, 1e-16, (1e-19, 1e-23)),
+    (0.05, 400, 1e-10, (1e-13, 1e-19)),
+])
+def test_tilted_power_keeps_composed_gaussian_bracket(mu, count, delta, tolerances):
+    """Regression: with a tolerance far below delta the tilted power took over only above a point
+    where its error reached the tolerance; that point rose above eps(delta), where the plain FFT
+    rounding (~1e-10) then ruled: [6.51, 8.68] around 8.45 (first case, 1e-23), 0.066 wide around 6.55
+    (second case, 1e-19)."""
+    exact = gaussian_epsilon(mu * math.sqrt(count), delta)
+    widths = []
+    for tolerance in tolerances:
+        lower, upper, optimistic, pessimistic = engine_bracket(GaussianTails(mu), 1e-4, count, delta, tolerance)
+        assert lower <= exact <= upper, (tolerance, lower, exact, upper)
+        widths.append(upper - lower)
+    assert max(widths) < 3e-5 * exact, widths  # measured <= 8.5e-6 relative
+    assert widths[-1] <= 1.1 * widths[0], widths
+    # The last PLDs use the tilted power (slack decaying above bulk_top): certified and monotone
+    # curves over the whole range, and epsilon() consistent with delta() on both sides.
+    assert pessimistic.tilt > 0 and optimistic.tilt > 0
+    epsilons = np.linspace(-0.5, 3 * exact, 2001)
+    truth = np.exp(gaussian_log_delta(mu * math.sqrt(count), epsilons))
+    for pld_, sign in ((pessimistic, 1), (optimistic, -1)):
+        curve = pld_.delta(epsilons)
+        assert np.all(sign * (curve - truth) >= -1e-12 * truth) and np.all(np.diff(curve) <= 0)
+        for target in (1e-3, delta, 1e3 * delta):
+            epsilon = pld_.epsilon(target)
+            assert pld_.delta(epsilon) <= target < pld_.delta(epsilon - 1e-9 * max(1.0, epsilon))
+
+
+def afa_subsampled_gaussian(sigma, q):
+    import afa
+    return afa.Gaussian(sigma).poisson_subsampled(q)
+
+
+def analytic_epsilon(sigma, q, count, delta, method):
+    """eps(delta) from afa's analytic engines (contour / real-line quadrature of the composed loss):
+    an independent computation, not a discretized PLD."""
+    import afa
+    return afa.Accountant().compose(afa_subsampled_gaussian(sigma, q), count).epsilon(delta, method=method)
+
+
+# sigma, q, count, delta, truth (None: computed), relative bracket width reached at interval 1e-4,
+# tolerances from delta * 1e-3 (or the issue's 1e-8) down to below the engine's 1e-7 * delta.  The widths
+# of the last two are the builders' discretization error (it falls ~ interval^2; mostly the optimistic
+# side), the same with or without tilting.
+SUBSAMPLED_CASES = {
+    "q0.01-k3000": (2.0, 0.01, 3000, 1e-16, "contour", 3e-4, (1e-19, 1e-23)),
+    "q0.001-k1000": (2.0, 0.001, 1000, 1e-6, "quadrature", 2e-2, (1e-9, 1e-13, 1e-15)),
+    # truth: method='quadrature' (0.14096601087516217, error 2.4e-9; 17 s, too slow to recompute here)
+    "q0.001-k100": (0.8, 0.001, 100, 1e-5, 0.14096601087516217, 3e-3, (1e-8, 1e-14)),
+}
+
+
+@pytest.mark.parametrize("case", SUBSAMPLED_CASES)
+def test_tilted_power_keeps_subsampled_gaussian_bracket(case):
+    """Regression: the tilted power's wrapped-mass bound used Chernoff orders sized for the plain
+    measure; the tilted subsampled loss has far heavier tails, the bound fell back to the trivial 1,
+    and an optimistic PLD got an error of 1e-2: eps lower bound 0 (third case, tolerance 1e-12)."""
+    sigma, q, count, delta, truth, relative_width, tolerances = SUBSAMPLED_CASES[case]
+    if isinstance(truth, str):
+        truth = analytic_epsilon(sigma, q, count, delta, truth)
+    tails = afa_subsampled_gaussian(sigma, q).loss_tails("add_remove")[0]
+    widths = []
+    for tolerance in tolerances:
+        lower, upper, optimistic, pessimistic = engine_bracket(tails, 1e-4, count, delta, tolerance)
+        assert lower <= truth <= upper, (tolerance, lower, truth, upper)
+        widths.append(upper - lower)
+        # delta at the true eps: the optimistic bound no longer collapses to 0 (measured >= 0.86 delta,
+        # the discretization of the second case), the pessimistic one stays close (<= 1.04 delta)
+        assert 0.8 * delta < optimistic.delta(truth) <= delta <= pessimistic.delta(truth) < 1.25 * delta
+    assert max(widths) < relative_width * truth, widths
+    assert widths[-1] <= 1.1 * widths[0], widths
+
+
+def test_accountant_pld_bracket_at_engine_tolerance():
+    """The issue's accountant case (method='pld' asks for tolerance 1e-7 * delta = 1e-12): the lower
+    end was 0.0; the truth is the quadrature value of SUBSAMPLED_CASES."""
+    import afa
+    sigma, q, count, delta, truth, relative_width, _ = SUBSAMPLED_CASES["q0.001-k100"]
+    accountant = afa.Accountant(value_discretization_interval=1e-4).compose(afa_subsampled_gaussian(sigma, q), count)
+    result = accountant.epsilon_result(delta, method="pld")
+    assert result.lower <= truth <= result.upper, result
+    assert result.upper - result.lower < relative_width * truth, result
+
+
 # ----- limits and validation ---------------------------------------------------------------
 
 def test_too_many_grid_points():
@@ -477,6 +573,8 @@ def test_too_large_composition(monkeypatch):
     (lambda: DiscretePLD(0.1, 0, [0.5, -0.1], 0.0, True), ValueError, "probs"),
     (lambda: DiscretePLD(0.1, 0.5, [1.0], 0.0, True), TypeError, "offset"),
     (lambda: DiscretePLD(0.1, 0, [1.0], 1.5, True), ValueError, "inf_mass"),
+    (lambda: DiscretePLD(0.1, 0, [1.0], 0.0, True, tilt=-1.0), ValueError, "tilt"),
+    (lambda: DiscretePLD(0.1, 0, [1.0], 0.0, False, tilted_error=1e-9, tilt=1.0), ValueError, "bulk_top"),
 ])
 def test_validation(call, error, name):
     with pytest.raises(error, match=name):
