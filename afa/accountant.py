@@ -36,7 +36,7 @@ METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
 #: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.
-STEP_RESOLUTION = 100.0
+STEP_RESOLUTION = 20.0
 #: What 'auto' tries, in order, after the contour method refuses a query (see Accountant._run).
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
 

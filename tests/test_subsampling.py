@@ -20,6 +20,7 @@ import afa
 from afa import exact
 from afa.certified import certified_delta
 from afa.composition import ComposedLoss
+from afa import contour as contour_module
 from afa.contour import ContourInversion
 from afa.mechanisms import Mechanism
 from afa.noise_pair import PairMGF
@@ -268,3 +269,23 @@ def test_contour_saddle_search_survives_a_far_gaussian_guess():
     assert 1 < c < 20 and psi < 0
     slope = (remove._psi(c * (1 + 1e-4), 0.0539)[0] - remove._psi(c * (1 - 1e-4), 0.0539)[0]) / (2e-4 * c)
     assert abs(slope) * abs(slope) / curvature < 1e-3  # a stationary point of Psi
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma, q, count, delta", [(0.8, 0.001, 100, 1e-5), (2.0, 0.001, 1000, 1e-6)])
+def test_near_atom_two_inversions_and_the_pld_agree(monkeypatch, sigma, q, count, delta):
+    """The near-atom rows of the subsampling issue, by three independent routes: the real-line inversion's
+    eps (papers/002 Algorithm 1), the saddle-point contour's delta at that eps with a node budget 64x the
+    default (a different inversion and quadrature family: it must give back delta to 1e-7 relative, i.e.
+    eps to about 1e-7 / (c* eps) relative), and the PLD's certified bracket at a fine grid."""
+    acc = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
+    real_line = acc.epsilon_result(delta, method="quadrature")
+    assert real_line.error <= 1e-6 * real_line.value
+    monkeypatch.setattr(contour_module, "MAX_NUMERIC_NODES", 2 ** 18)
+    contour = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
+    assert contour.delta(real_line.value, method="contour") == pytest.approx(delta, rel=1e-7)
+    fine = afa.Accountant(value_discretization_interval=2e-5).compose(afa.Gaussian(sigma).poisson_subsampled(q),
+                                                                       times=count)
+    bracket = fine.epsilon_result(delta, method="pld")
+    assert bracket.lower <= real_line.value <= bracket.upper
+    assert bracket.upper - bracket.lower <= 1e-3 * real_line.value
