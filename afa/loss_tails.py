@@ -275,18 +275,16 @@ class NoisePairTails(LossTails):
         centre = self._orientation * self._centre
         scale = self.pair.scale
         guess = self._guess(eps)
-        if guess is not None:
-            guess = self._orientation * guess
-            width = self.GUESS_WIDTH * (np.abs(guess) + scale)
-            low, high = guess - width, guess + width
-            with np.errstate(invalid="ignore"):
-                good = np.isfinite(guess) & (self._loss_along(low) <= eps) & (self._loss_along(high) > eps)
-        else:
-            good = np.zeros(eps.shape, dtype=bool)
+        if guess is None:
+            guess = np.full(eps.shape, np.nan)
+        guess = self._orientation * guess
+        width = self.GUESS_WIDTH * (np.abs(guess) + scale)
+        low, high = guess - width, guess + width
+        with np.errstate(invalid="ignore"):
+            good = np.isfinite(guess) & (self._loss_along(low) <= eps) & (self._loss_along(high) > eps)
         bounds = []
         for outward in (-1.0, 1.0):  # widen [centre - scale, centre + scale] until it brackets x*
-            x = np.where(good, low if outward < 0 else high, centre + outward * scale) if guess is not None else \
-                np.full(eps.shape, centre + outward * scale)
+            x = np.where(good, low if outward < 0 else high, centre + outward * scale)
             active = np.flatnonzero(~good & ((self._loss_along(x) > eps) == (outward < 0)))
             while active.size:
                 x[active] = np.clip(centre + 2 * (x[active] - centre), centre - self._reach, centre + self._reach)
