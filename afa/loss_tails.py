@@ -197,7 +197,7 @@ class NoisePairTails(LossTails):
     #: The bisection never leaves |o - centre| <= REACH noise scales (beyond, the masses are below e^-1e199).
     REACH = 1e100
     #: Half-width of the bracket around a closed-form guess of o*, relative to |o*| + scale.
-    GUESS_WIDTH = 1e-9
+    GUESS_WIDTH = 1e-13
 
     def __init__(self, pair: NoiseMixturePair):
         pair = _without_empty_components(pair)

@@ -757,7 +757,8 @@ class _LogMGF:
         self.spread = math.sqrt(max(float(weights @ (losses - mean) ** 2), 0.0))
 
     def __call__(self, ts: ArrayLike) -> np.ndarray:
-        return np.array([logsumexp(self.log_masses + t * self.losses) for t in np.atleast_1d(ts)])
+        ts = np.atleast_1d(np.asarray(ts, dtype=float))
+        return logsumexp(self.log_masses[None, :] + ts[:, None] * self.losses[None, :], axis=1)
 
     def magnitude(self, t: float) -> float:
         """Bound on |K(t)| plus the magnitudes rounded inside it (K(t)'s rounding is a few u times this)."""
