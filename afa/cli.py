@@ -41,6 +41,14 @@ value, lower, upper, error, method, certified, the input ("delta" or
 delta is below the mass at infinity) appear as the strings "Infinity",
 "-Infinity" and "NaN", so that the output stays strict JSON.
 
+``--compare`` adds what an RDP accountant (improved and standard conversions, upper bounds),
+the CLT of the privacy-loss class and a Gaussian-DP estimate say about the same query
+(JSON: a "compare" object).
+
+Noise calibration (the smallest sigma whose certified upper epsilon meets the target)::
+
+    afa calibrate --epsilon 1.0 --delta 1e-5 --steps 10000 --sampling-rate 0.01
+
 Bad input exits with status 2 and one line ``afa: error: ...`` on stderr.
 
 Spec file format
@@ -92,8 +100,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import __version__
+from scipy.optimize import brentq
+
+from . import __version__, clt, exact, rdp
 from .accountant import METHODS, Accountant
+from .calibration import calibrate_sigma
 from .mechanisms import (
     NEIGHBORING_RELATIONS,
     ApproxDP,
@@ -129,6 +140,11 @@ MECHANISM_TYPES: dict[str, type[Mechanism]] = {
     "discrete_mechanism": DiscreteMechanism,
 }
 #: Types available through ``--mechanism`` (the others take lists: use ``--spec``).
+#: The --compare lines: RDP accountant (upper bounds, papers/002 App. F), CLT and GDP (estimates, papers/004).
+COMPARISONS = {"rdp_improved": "RDP accountant, improved conversion (upper bound)",
+               "rdp_standard": "RDP accountant, standard conversion (upper bound)",
+               "clt": "CLT of the privacy-loss class (estimate)",
+               "gdp": "Gaussian DP with the loss variance (estimate)"}
 FLAG_MECHANISMS = ("gaussian", "laplace", "randomized_response", "kary_randomized_response",
                    "discrete_laplace", "discrete_gaussian", "approx_dp", "propose_test_release",
                    "data_dependent_gaussian")
@@ -348,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="afa", formatter_class=formatter, epilog=_EPILOG,
                      description="Tight (epsilon, delta) of a composition of differentially private mechanisms.")
     parser.add_argument("--version", action="version", version=f"afa {__version__}")
-    commands = parser.add_subparsers(dest="query", required=True, metavar="{epsilon,delta}")
+    commands = parser.add_subparsers(dest="query", required=True, metavar="{epsilon,delta,calibrate}")
     for query, target, text in (("epsilon", "--delta", "the smallest epsilon with delta(epsilon) <= DELTA"),
                                 ("delta", "--epsilon", "the tight delta(EPSILON)")):
         command = commands.add_parser(query, help=text, description=f"Compute {text}.", epilog=_EPILOG,
@@ -374,6 +390,21 @@ def build_parser() -> argparse.ArgumentParser:
                              help="neighbouring relation (default: the spec file's, else add_remove)")
         options.add_argument("--method", choices=METHODS, default="auto", help="engine (default auto)")
         options.add_argument("--json", action="store_true", help="print a JSON object instead of a line of text")
+        options.add_argument("--compare", action="store_true",
+                             help="also print what an RDP accountant (improved and standard conversions), the CLT "
+                                  "and a GDP estimate say (upper bounds and estimates, not tight values)")
+    calibrate = commands.add_parser("calibrate", help="the smallest Gaussian sigma meeting (epsilon, delta)",
+                                    description="The smallest Gaussian noise sigma whose certified upper epsilon(delta) "
+                                                "after --steps uses (Poisson-subsampled with --sampling-rate) is <= "
+                                                "--epsilon.", formatter_class=formatter)
+    calibrate.add_argument("--epsilon", type=_real, required=True, help="the target epsilon")
+    calibrate.add_argument("--delta", type=_real, required=True, help="the target delta")
+    calibrate.add_argument("--steps", type=_number, required=True, help="how many times the mechanism runs")
+    calibrate.add_argument("--sampling-rate", type=_real, default=None, metavar="Q", help="Poisson sampling rate (DP-SGD)")
+    calibrate.add_argument("--sensitivity", type=_real, default=1.0, help="sensitivity (default 1)")
+    calibrate.add_argument("--rtol", type=_real, default=1e-3, help="relative tolerance of sigma (default 1e-3)")
+    calibrate.add_argument("--neighboring", choices=NEIGHBORING_RELATIONS, default="add_remove")
+    calibrate.add_argument("--json", action="store_true", help="print a JSON object instead of a line of text")
     return parser
 
 
@@ -438,11 +469,12 @@ def _query(args, accountant: Accountant) -> Result:
         raise _UsageError(_rename(str(error), {given: "--" + given})) from None
 
 
-def _report(args, accountant: Accountant, result: Result) -> str:
+def _report(args, accountant: Accountant, result: Result, comparison: dict[str, float] | None = None) -> str:
     given = "delta" if args.query == "epsilon" else "epsilon"
     value = float(getattr(args, given))
     if args.json:
-        return json.dumps({
+        extra = {} if comparison is None else {"compare": {k: _json_number(v) for k, v in comparison.items()}}
+        return json.dumps({**extra,
             "query": args.query,
             "value": _json_number(result.value),
             "lower": _json_number(result.lower),
@@ -453,8 +485,11 @@ def _report(args, accountant: Accountant, result: Result) -> str:
             given: _json_number(value),
             "neighboring": accountant.neighboring,
         })
-    return (f"{args.query} = {result.value:.10g} for {given} = {value:.10g} "
+    line = (f"{args.query} = {result.value:.10g} for {given} = {value:.10g} "
             f"(method: {result.method}, bounds [{result.lower:.10g}, {result.upper:.10g}])")
+    if comparison is not None:
+        line += "\n" + "\n".join(f"  {COMPARISONS[key]}: {args.query} = {number:.10g}" for key, number in comparison.items())
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -464,13 +499,59 @@ def main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as exit_:  # --help and --version
             return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if args.query == "calibrate":
+            print(_calibrate(args))
+            return 0
         accountant = _accountant(args)
         result = _query(args, accountant)
+        comparison = _comparison(args, accountant) if args.compare else None
     except _UsageError as error:
         print(f"afa: error: {_one_line(error)}", file=sys.stderr)
         return 2
-    print(_report(args, accountant, result))
+    print(_report(args, accountant, result, comparison))
     return 0
+
+
+def _comparison(args, accountant: Accountant) -> dict[str, float]:
+    """What the looser accountants say about the same query (papers/002 App. F, papers/004 Thm 4)."""
+    rdp_accountant = rdp.RdpAccountant.from_accountant(accountant)
+    mu = clt.gdp_mu(accountant)
+    if args.query == "epsilon":
+        def clt_gap(eps):
+            return float(clt.clt_delta(accountant, eps)) - args.delta
+        clt_epsilon = 0.0 if clt_gap(0.0) <= 0 else brentq(clt_gap, 0.0, _grow(clt_gap), xtol=1e-12)
+        return {"rdp_improved": rdp_accountant.epsilon(args.delta, "improved"),
+                "rdp_standard": rdp_accountant.epsilon(args.delta, "standard"),
+                "clt": clt_epsilon, "gdp": exact.gaussian_epsilon(args.delta, mu) if mu > 0 else 0.0}
+    return {"rdp_improved": rdp_accountant.delta(args.epsilon, "improved"),
+            "rdp_standard": rdp_accountant.delta(args.epsilon, "standard"),
+            "clt": float(clt.clt_delta(accountant, args.epsilon)),
+            "gdp": float(exact.gaussian_delta(args.epsilon, mu)) if mu > 0 else 0.0}
+
+
+def _grow(gap) -> float:
+    """An upper end where the decreasing ``gap`` is <= 0."""
+    high = 1.0
+    while gap(high) > 0:
+        high *= 2
+    return high
+
+
+def _calibrate(args) -> str:
+    try:
+        result = calibrate_sigma(args.epsilon, args.delta, args.steps, args.sampling_rate,
+                                 sensitivity=args.sensitivity, neighboring=args.neighboring, rtol=args.rtol)
+    except (ValueError, TypeError, AccuracyError) as error:
+        names = {"target_epsilon": "--epsilon", "delta": "--delta", "steps": "--steps",
+                 "sampling_probability": "--sampling-rate", "sensitivity": "--sensitivity", "rtol": "--rtol"}
+        raise _UsageError(_rename(str(error), names)) from None
+    if args.json:
+        return json.dumps({"query": "calibrate", "sigma": result.value, "epsilon_upper": result.epsilon_upper,
+                           "rejected": result.rejected, "rtol": result.rtol, "method": result.method,
+                           "certified": result.certified, "epsilon": args.epsilon, "delta": args.delta})
+    return (f"sigma = {result.value:.10g} for epsilon = {args.epsilon:.10g}, delta = {args.delta:.10g} "
+            f"(upper epsilon {result.epsilon_upper:.10g}, method: {result.method}, certified: {result.certified}; "
+            f"sigma = {result.rejected:.10g} misses the target)")
 
 
 if __name__ == "__main__":

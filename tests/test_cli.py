@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq
 from scipy.special import comb
 from scipy.stats import norm
 
@@ -421,3 +422,49 @@ def test_accuracy_error_is_a_usage_error(capsys, tmp_path):
     # The default method answers it with the contour inversion (relative accuracy at any delta).
     status, out, _ = run(capsys, "epsilon", "--delta", 1e-300, "--spec", path)
     assert status == 0 and parse_line(out)["method"] == "contour"
+
+
+# ---------------------------------------------------------------------------
+# --compare and calibrate
+# ---------------------------------------------------------------------------
+
+def test_compare_on_gaussians_clt_and_gdp_are_exact_and_rdp_is_above(capsys):
+    """For composed Gaussians the CLT and the GDP estimate are exact (papers/004 Thm 5), and the RDP
+    conversions are upper bounds: checked against the closed form written out here."""
+    data = json.loads(run_ok(capsys, *GAUSS_1000[:4], "10", *GAUSS_1000[5:], "--compare", "--json"))
+    mu = math.sqrt(1000) / 10.0
+    truth = brentq_epsilon(1e-5, mu)
+    assert data["value"] == pytest.approx(truth, rel=1e-9)
+    assert data["compare"]["clt"] == pytest.approx(truth, rel=1e-9)
+    assert data["compare"]["gdp"] == pytest.approx(truth, rel=1e-9)
+    assert truth < data["compare"]["rdp_improved"] < data["compare"]["rdp_standard"]
+    text = run_ok(capsys, *GAUSS_1000[:4], "10", *GAUSS_1000[5:], "--compare")
+    assert len(text.splitlines()) == 5 and "upper bound" in text and "estimate" in text
+
+
+def test_compare_delta_is_above_for_rdp(capsys):
+    argv = ["delta", "--mechanism", "laplace", "--scale", "10", "--compositions", "20", "--epsilon", "1"]
+    data = json.loads(run_ok(capsys, *argv, "--compare", "--json"))
+    assert data["value"] < data["compare"]["rdp_improved"] < data["compare"]["rdp_standard"]
+
+
+def brentq_epsilon(delta: float, mu: float) -> float:
+    return brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, 100.0, xtol=1e-14)
+
+
+def test_calibrate_gaussian(capsys):
+    out = run_ok(capsys, "calibrate", "--epsilon", "1", "--delta", "1e-5", "--steps", "100", "--json")
+    data = json.loads(out)
+    assert data["method"] == "exact" and data["certified"]
+    assert brentq_epsilon(1e-5, 10 / data["sigma"]) <= 1.0 < brentq_epsilon(1e-5, 10 / data["rejected"])
+    line = run_ok(capsys, "calibrate", "--epsilon", "1", "--delta", "1e-5", "--steps", "100")
+    assert line.startswith(f"sigma = {data['sigma']:.10g} ")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["calibrate", "--epsilon", "1", "--delta", "1e-5", "--steps", "0"], "--steps"),
+    (["calibrate", "--epsilon", "1", "--delta", "2", "--steps", "10"], "--delta"),
+    (["calibrate", "--epsilon", "1", "--delta", "1e-5", "--steps", "10", "--sampling-rate", "1.5"], "--sampling-rate"),
+])
+def test_calibrate_errors(capsys, argv, flag):
+    assert_usage_error(capsys, argv, flag)
