@@ -144,8 +144,9 @@ class PLDEngine:
 
     method = "pld"
     inf_mass = 0.0  # the PLDs carry their own; solve_epsilon uses epsilon_bracket
-    #: Truncated tail mass relative to the delta of interest, and the first query's tolerance.
-    TAIL_FRACTION, FIRST_TAIL, SMALLEST_TAIL = 1e-7, 1e-10, 1e-300
+    #: Truncated tail mass relative to the delta of interest (eps queries), the tolerance of a delta query's
+    #: first build (that of eps(1e-5): one build serves both), and the largest tail / delta it accepts.
+    TAIL_FRACTION, FIRST_TAIL, SMALLEST_TAIL, DELTA_TAIL = 1e-7, 1e-12, 1e-300, 1e-4
 
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
         self.terms, self.interval = terms, interval
@@ -167,11 +168,11 @@ class PLDEngine:
         return self._built[tail_mass]
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below
-        FIRST_TAIL / TAIL_FRACTION, once more at TAIL_FRACTION times its lower bound (at least SMALLEST_TAIL)."""
+        """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below FIRST_TAIL / DELTA_TAIL
+        (the truncation would then matter), once more at TAIL_FRACTION times its lower bound (at least SMALLEST_TAIL)."""
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
-        if np.min(upper) < self.FIRST_TAIL / self.TAIL_FRACTION:
+        if np.min(upper) < self.FIRST_TAIL / self.DELTA_TAIL:
             tail_mass = max(float(np.min(lower)) * self.TAIL_FRACTION, self.SMALLEST_TAIL)
             pessimistic, optimistic = self.bounds(min(tail_mass, self.FIRST_TAIL))
             upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)

@@ -196,8 +196,9 @@ class NoisePairTails(LossTails):
 
     #: The bisection never leaves |o - centre| <= REACH noise scales (beyond, the masses are below e^-1e199).
     REACH = 1e100
-    #: Half-width of the bracket around a closed-form guess of o*, relative to |o*| + scale.
-    GUESS_WIDTH = 1e-13
+    #: Half-widths of the brackets tried around a closed-form guess of o*, relative to |o*| + scale: the guess
+    #: is within 1e-15 for 99.6 % of eps (subsampled Gaussian, q = 0.01), within 1e-13 for all but a few.
+    GUESS_WIDTHS = (1e-15, 1e-13, 1e-9)
 
     def __init__(self, pair: NoiseMixturePair):
         pair = _without_empty_components(pair)
@@ -269,8 +270,8 @@ class NoisePairTails(LossTails):
     def _crossing(self, eps: np.ndarray) -> np.ndarray:
         """x* with g <= eps below it and g > eps above it (to an ulp), for eps in loss_range.
 
-        The bracket starts at the closed-form guess (:meth:`_guess`) +- GUESS_WIDTH where that
-        brackets x*, else at the centre +- one noise scale, widened by doubling.
+        The bracket starts at the closed-form guess (:meth:`_guess`) +- the first of GUESS_WIDTHS
+        that brackets x*, else at the centre +- one noise scale, widened by doubling.
         """
         centre = self._orientation * self._centre
         scale = self.pair.scale
@@ -278,10 +279,15 @@ class NoisePairTails(LossTails):
         if guess is None:
             guess = np.full(eps.shape, np.nan)
         guess = self._orientation * guess
-        width = self.GUESS_WIDTH * (np.abs(guess) + scale)
-        low, high = guess - width, guess + width
-        with np.errstate(invalid="ignore"):
-            good = np.isfinite(guess) & (self._loss_along(low) <= eps) & (self._loss_along(high) > eps)
+        low, high = np.full(eps.shape, np.nan), np.full(eps.shape, np.nan)
+        good = np.zeros(eps.shape, dtype=bool)
+        for relative_width in self.GUESS_WIDTHS:  # the narrowest bracket around the guess that holds x*
+            trying = np.flatnonzero(~good & np.isfinite(guess))
+            width = relative_width * (np.abs(guess[trying]) + scale)
+            below, above = guess[trying] - width, guess[trying] + width
+            holds = (self._loss_along(below) <= eps[trying]) & (self._loss_along(above) > eps[trying])
+            low[trying[holds]], high[trying[holds]] = below[holds], above[holds]
+            good[trying[holds]] = True
         bounds = []
         for outward in (-1.0, 1.0):  # widen [centre - scale, centre + scale] until it brackets x*
             x = np.where(good, low if outward < 0 else high, centre + outward * scale)

@@ -755,10 +755,15 @@ class _LogMGF:
         weights = np.exp(log_masses - logsumexp(log_masses))
         mean = float(weights @ losses)
         self.spread = math.sqrt(max(float(weights @ (losses - mean) ** 2), 0.0))
+        self._known: dict[float, float] = {}  # the window plan asks for the same orders many times
 
     def __call__(self, ts: ArrayLike) -> np.ndarray:
         ts = np.atleast_1d(np.asarray(ts, dtype=float))
-        return logsumexp(self.log_masses[None, :] + ts[:, None] * self.losses[None, :], axis=1)
+        missing = np.array(sorted({float(t) for t in ts} - self._known.keys()))
+        if missing.size:
+            values = logsumexp(self.log_masses[None, :] + missing[:, None] * self.losses[None, :], axis=1)
+            self._known.update(zip(missing.tolist(), values.tolist()))
+        return np.array([self._known[float(t)] for t in ts])
 
     def magnitude(self, t: float) -> float:
         """Bound on |K(t)| plus the magnitudes rounded inside it (K(t)'s rounding is a few u times this)."""
