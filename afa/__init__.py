@@ -22,12 +22,13 @@ from .mechanisms import (
 )
 from .privacy_loss import t
 from .rdp import renyi_divergence
-from .calibration import Calibration, calibrate_sigma, gaussian_sigma
+from .calibration import Calibration, calibrate_sampling_rate, calibrate_sigma, calibrate_steps, gaussian_sigma
 from .results import AccuracyError, Result, Validation, ValidationError
 from .subsampling import Subsampled
 
 __all__ = [
-    "Accountant", "AccuracyError", "ApproxDP", "Calibration", "calibrate_sigma", "gaussian_sigma", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
+    "Accountant", "AccuracyError", "ApproxDP", "Calibration", "calibrate_sampling_rate", "calibrate_sigma",
+    "calibrate_steps", "gaussian_sigma", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
     "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians",
     "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled", "Validation", "ValidationError",
     "renyi_divergence", "t",

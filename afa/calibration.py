@@ -18,6 +18,7 @@ sqrt(steps) sensitivity / sigma only, so one root in mu gives sigma
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -87,9 +88,65 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
     with it (the pessimistic discretized PLD: a certified upper bound); any accountant method may be
     named, and the answer is then as safe as that method's upper bound.
     """
+    steps = check.positive_integer("steps", steps)
+    target_epsilon, delta, rtol, method, build = _common(target_epsilon, delta, sampling_probability, sensitivity,
+                                                         neighboring, method, rtol)
+
+    def accountant(sigma: float, interval: float | None = None) -> Accountant:
+        return build(sigma, steps, interval)
+
+    start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
+    if sampling_probability is not None:
+        start *= sampling_probability  # privacy amplification: roughly q times less noise
+    return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=False)
+
+
+def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_probability: float | None = None, *,
+                    sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
+                    rtol: float = 1e-3) -> Calibration:
+    """The most steps (an integer, to ``rtol``) of Gaussian(sigma) (Poisson-subsampled with
+    ``sampling_probability``) whose upper epsilon(delta) is <= ``target_epsilon``; see :func:`calibrate_sigma`.
+
+    ``rejected`` is a step count at most about rtol more whose *lower* epsilon exceeds the target.
+    """
+    sigma = check.positive("sigma", sigma)
+    target_epsilon, delta, rtol, method, build = _common(target_epsilon, delta, sampling_probability, sensitivity,
+                                                         neighboring, method, rtol)
+    # Plain Gaussians: steps uses of sigma act like one of sigma / sqrt(steps); subsampling at q about like q^2 fewer.
+    start = (sigma / gaussian_sigma(max(target_epsilon, 1e-3), delta, 1, sensitivity)) ** 2 / (sampling_probability or 1.0) ** 2
+    result = _calibrate(lambda steps, interval=None: build(sigma, max(1, int(steps)), interval), target_epsilon,
+                        delta, math.log(max(start, 1.0)), rtol, method, increasing=True)
+    if result.value < 1:
+        raise ValueError(f"even one step of Gaussian(sigma={sigma:g}) exceeds target_epsilon={target_epsilon:g}")
+    return dataclasses.replace(result, value=float(int(result.value)), rejected=float(max(int(result.rejected),
+                                                                                          int(result.value) + 1)))
+
+
+def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,
+                            sensitivity: float = 1.0, neighboring: str = "add_remove", method: str = "pld",
+                            rtol: float = 1e-3) -> Calibration:
+    """The largest Poisson sampling rate q <= 1 (to ``rtol``) at which ``steps`` uses of Gaussian(sigma) have
+    upper epsilon(delta) <= ``target_epsilon``; see :func:`calibrate_sigma`.  q = 1 if even that meets it."""
+    sigma = check.positive("sigma", sigma)
+    steps = check.positive_integer("steps", steps)
+    target_epsilon, delta, rtol, method, build = _common(target_epsilon, delta, 0.5, sensitivity, neighboring,
+                                                         method, rtol)
+
+    def accountant(q: float, interval: float | None = None) -> Accountant:
+        return build(sigma, steps, interval, min(q, 1.0))
+
+    full = accountant(1.0).epsilon_result(delta, method=method)
+    if full.upper <= target_epsilon:
+        return Calibration(1.0, float(full.upper), math.inf, rtol, method, full.certified or full.method == "exact")
+    # Amplification: rate q needs about q times the noise of the full batch.
+    start = math.log(min(sigma / gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity), 0.5))
+    return _calibrate(accountant, target_epsilon, delta, start, rtol, method, increasing=True)
+
+
+def _common(target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol):
+    """Validated (target_epsilon, delta, rtol, method) and a builder (sigma, steps, interval[, q]) -> Accountant."""
     target_epsilon = check.non_negative("target_epsilon", target_epsilon)
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    steps = check.positive_integer("steps", steps)
     sensitivity = check.positive("sensitivity", sensitivity)
     check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
     rtol = check.in_interval("rtol", rtol, 1e-10, 0.5)
@@ -99,16 +156,13 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
     if method is None:
         method = "exact" if sampling_probability is None else "pld"
 
-    def accountant(sigma: float, interval: float | None = None) -> Accountant:
+    def build(sigma: float, steps: int, interval: float | None = None, q: float | None = sampling_probability):
         mechanism = Gaussian(sigma, sensitivity)
-        if sampling_probability is not None:
-            mechanism = mechanism.poisson_subsampled(sampling_probability)
+        if q is not None:
+            mechanism = mechanism.poisson_subsampled(q)
         return Accountant(neighboring, value_discretization_interval=interval).compose(mechanism, steps)
 
-    start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
-    if sampling_probability is not None:
-        start *= sampling_probability  # privacy amplification: roughly q times less noise
-    return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=False)
+    return target_epsilon, delta, rtol, method, build
 
 
 def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float, delta: float, start: float,

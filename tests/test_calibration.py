@@ -76,3 +76,32 @@ def test_calibration_validation():
         afa.calibrate_sigma("1", 1e-5, 10)
     with pytest.raises(ValueError, match="target_epsilon"):
         afa.calibrate_sigma(float("nan"), 1e-5, 10)
+
+
+@pytest.mark.parametrize("target", [0.5, 1.0, 3.0])
+def test_gaussian_steps_calibration_is_the_largest_safe_count(target):
+    sigma = 20.0
+    result = afa.calibrate_steps(target, 1e-5, sigma)
+    steps = int(result.value)
+    assert result.value == steps and result.certified
+    assert gaussian_epsilon(1e-5, math.sqrt(steps) / sigma) <= target
+    assert gaussian_epsilon(1e-5, math.sqrt(result.rejected) / sigma) > target
+    assert result.rejected <= steps * (1 + 1.01 * result.rtol) + 1
+
+
+def test_dp_sgd_steps_and_sampling_rate_calibration():
+    """Safe by the PLD's upper bound, tight by its lower bound; the contour engine confirms both sides."""
+    steps = afa.calibrate_steps(1.0, 1e-5, 3.8, sampling_probability=0.01)
+    assert steps.method == "pld" and steps.certified and steps.epsilon_upper <= 1.0
+    assert _contour_epsilon(3.8, 0.01, int(steps.value), 1e-5) <= 1.0 < _contour_epsilon(3.8, 0.01, int(steps.rejected),
+                                                                                             1e-5)
+    rate = afa.calibrate_sampling_rate(1.0, 1e-5, 3.8, 10_000)
+    assert rate.method == "pld" and rate.certified and rate.epsilon_upper <= 1.0
+    assert _contour_epsilon(3.8, rate.value, 10_000, 1e-5) <= 1.0 < _contour_epsilon(3.8, rate.rejected, 10_000, 1e-5)
+    assert rate.rejected <= rate.value * (1 + 1.01 * rate.rtol)
+
+
+def test_sampling_rate_one_when_the_full_batch_is_private_enough():
+    result = afa.calibrate_sampling_rate(10.0, 1e-5, 5.0, 10)
+    assert result.value == 1.0 and result.epsilon_upper <= 10.0
+    assert gaussian_epsilon(1e-5, math.sqrt(10) / 5.0) <= 10.0
