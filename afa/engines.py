@@ -137,9 +137,9 @@ class PLDEngine:
     Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta,
     papers/001 Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT
     powers and distinct terms FFT convolutions.  The tail truncation follows the delta asked
-    about: mass e-3 times below it (papers/003 Sec. 5.2 with a threshold scaled to the query,
-    not a fixed 1e-15), so tiny deltas keep a finite bracket.  delta's value is the midpoint (an
-    estimate) and its error the half-width; lower and upper are certified.
+    about: mass TAIL_FRACTION times below it (papers/003 Sec. 5.2 with a threshold scaled to the
+    query, not a fixed 1e-15), so tiny deltas keep a finite, tight bracket.  delta's value is the
+    midpoint (an estimate) and its error the half-width; lower and upper are certified.
     """
 
     method = "pld"
@@ -169,11 +169,13 @@ class PLDEngine:
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below FIRST_TAIL / DELTA_TAIL
-        (the truncation would then matter), once more at TAIL_FRACTION times its lower bound (at least SMALLEST_TAIL)."""
+        (the truncation would then matter), once more at TAIL_FRACTION times its lower bound (its upper bound
+        if that is 0; at least SMALLEST_TAIL)."""
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
         if np.min(upper) < self.FIRST_TAIL / self.DELTA_TAIL:
-            tail_mass = max(float(np.min(lower)) * self.TAIL_FRACTION, self.SMALLEST_TAIL)
+            smallest = float(np.min(lower)) or float(np.min(upper))  # a lower bound of 0 says nothing of the scale
+            tail_mass = max(smallest * self.TAIL_FRACTION, self.SMALLEST_TAIL)
             pessimistic, optimistic = self.bounds(min(tail_mass, self.FIRST_TAIL))
             upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
         return (lower + upper) / 2, (upper - lower) / 2
