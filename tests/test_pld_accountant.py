@@ -221,16 +221,16 @@ def dp_accounting_pessimistic(sigma, q, count, delta, interval) -> float:
         root.setLevel(level)
 
 
-@pytest.mark.parametrize("interval, lower_gap, upper_gap", [(1e-3, 2e-2, 4e-3), (1e-4, 1e-3, 1e-4 * 1.1195389)])
+@pytest.mark.parametrize("interval, lower_gap, upper_gap", [(1e-3, 1e-2, 4e-3), (1e-4, 1e-4, 1e-4 * 1.1195389)])
 def test_dpsgd_bracket_at_interval(dpsgd_truth, interval, lower_gap, upper_gap):
     """Issue 5: q = 0.01, sigma = 2, k = 3000, delta = 1e-5.
 
-    Measured: h = 1e-3 gives [1.10378, 1.12296] around 1.11954 (dp_accounting's optimistic eps is 0);
-    h = 1e-4 gives [1.119468, 1.119574].  The issue asked for the pessimistic eps within 1e-3 at
+    Measured: h = 1e-3 gives [1.11301, 1.12296] around 1.11954 (dp_accounting's optimistic eps is 0);
+    h = 1e-4 gives [1.119521, 1.119573].  The issue asked for the pessimistic eps within 1e-3 at
     h = 1e-3, which connect-the-dots -- the best pessimistic PLD on a given grid (papers/001 Sec. 4,
     Lemma 4.1) -- does not reach: it is 3.4e-3 above (dp_accounting's connect-the-dots gives the same
     1.12296).  The honest statement tested here: within 4e-3 at h = 1e-3 and within 1e-4 relative at
-    h = 1e-4; the optimistic end is positive and within 2e-2 (resp. 1e-3).
+    h = 1e-4; the optimistic end is positive and within 1e-2 (as the issue asks; resp. 1e-4).
     """
     result = pld_epsilon(2.0, 0.01, 3000, 1e-5, interval)
     assert result.lower > 0
