@@ -347,3 +347,42 @@ def test_single_subsampled_use_is_exact_against_mpmath(noise, base, q, neighbori
     assert result.method == "exact"
     assert float(delta_one_use_mpmath(result.value, noise, scale, q, 1.0, neighboring)) == pytest.approx(
         delta, rel=1e-9)
+
+
+def _containment_cases():
+    """Issue 5's containment grid: (label, mechanism, count, truth method, interval, slow)."""
+    cases = []
+    for interval in (1e-2, 1e-3, 1e-4):
+        for sigma in (0.5, 1.0, 5.0, 50.0):
+            for count in (1, 100, 10_000):
+                points = 80 * math.sqrt(count) / sigma / interval  # grid points of the composed bulk
+                cases.append((f"gaussian{sigma:g}x{count}", G(sigma), count, "exact", interval, points > 2e6))
+        for count in (1, 10, 100):
+            cases.append((f"laplacex{count}", afa.Laplace(2.0), count, "contour", interval, False))
+        cases += [("rrx100", afa.RandomizedResponse(0.6), 100, "exact", interval, False),
+                  ("krrx50", afa.KaryRandomizedResponse(4, 0.5), 50, "exact", interval, False),
+                  ("approxdpx30", afa.ApproxDP(0.2, 1e-4), 30, "exact", interval, False)]
+    return [pytest.param(*case[:5], id=f"{case[0]}-h{case[4]:g}", marks=pytest.mark.slow if case[5] else ())
+            for case in cases]
+
+
+@pytest.mark.parametrize("label, mechanism, count, truth_method, interval", _containment_cases())
+def test_pessimistic_above_truth_above_optimistic(label, mechanism, count, truth_method, interval):
+    """Issue 5: pessimistic delta >= exact delta >= optimistic delta at 0 and at eps(1e-2), eps(1e-3),
+    eps(1e-6) (where finite), for composed Gaussians (sigma 0.5 .. 50, k up to 1e4), Laplace (k <= 100), RR, k-RR and
+    ApproxDP at intervals 1e-2, 1e-3, 1e-4.  Truth: the closed forms / exact atoms, or (Laplace) the
+    lattice contour -- characteristic-function engines independent of the loss grid.  Where the composed
+    loss would not fit in memory the PLD must refuse with PLDTooLargeError instead."""
+    truth = afa.Accountant().compose(mechanism, count)
+    acc = afa.Accountant(value_discretization_interval=interval).compose(mechanism, count)
+    targets = [truth.epsilon(d, method=truth_method) for d in (1e-2, 1e-3, 1e-6)]
+    epsilons = sorted({round(e, 6) for e in targets if math.isfinite(e)} | {0.0})
+    for epsilon in epsilons:
+        exact = truth.delta(epsilon, method=truth_method)
+        try:
+            bracket = acc.delta_result(epsilon, method="pld")
+        except PLDTooLargeError:
+            assert interval < 1e-2, label  # only a fine grid may be too large
+            return
+        assert bracket.lower <= exact * (1 + 1e-12) + 1e-300 and exact <= bracket.upper * (1 + 1e-12), \
+            (label, epsilon, bracket, exact)
