@@ -1,4 +1,4 @@
-"""Noise calibration: the smallest sigma (or the largest step count) that meets a target (epsilon, delta).
+"""Calibration: the smallest sigma, or the most steps or the largest sampling rate, that meets a target (epsilon, delta).
 
 DP-SGD users fix the privacy target and ask for the noise.  Every answer here is
 *monotone-safe*: the returned parameter's **upper** bound on epsilon(delta) is at
