@@ -266,7 +266,8 @@ class Accountant:
         bracket.  Give exactly one of ``delta`` and ``epsilon``.
         """
         if (delta is None) == (epsilon is None):
-            raise ValueError("give exactly one of delta (to check epsilon(delta)) and epsilon (to check delta(epsilon))")
+            raise ValueError("give exactly one of delta (to check epsilon(delta)) and epsilon "
+                             "(to check delta(epsilon))")
         if method == "pld":
             raise ValueError("method='pld' is the reference here; validate another method")
         if delta is not None:

@@ -1,4 +1,4 @@
-"""Calibration: the smallest sigma, or the most steps or the largest sampling rate, that meets a target (epsilon, delta).
+"""Calibration: the smallest sigma, or the most steps, or the largest sampling rate meeting (epsilon, delta).
 
 DP-SGD users fix the privacy target and ask for the noise.  Every answer here is
 *monotone-safe*: the returned parameter's **upper** bound on epsilon(delta) is at
@@ -113,7 +113,8 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
     target_epsilon, delta, rtol, method, build = _common(target_epsilon, delta, sampling_probability, sensitivity,
                                                          neighboring, method, rtol)
     # Plain Gaussians: steps uses of sigma act like one of sigma / sqrt(steps); subsampling at q about like q^2 fewer.
-    start = (sigma / gaussian_sigma(max(target_epsilon, 1e-3), delta, 1, sensitivity)) ** 2 / (sampling_probability or 1.0) ** 2
+    one_step = gaussian_sigma(max(target_epsilon, 1e-3), delta, 1, sensitivity)
+    start = (sigma / one_step) ** 2 / (sampling_probability or 1.0) ** 2
     result = _calibrate(lambda steps, interval=None: build(sigma, max(1, int(steps)), interval), target_epsilon,
                         delta, math.log(max(start, 1.0)), rtol, method, increasing=True)
     if result.value < 1:

@@ -394,13 +394,15 @@ def build_parser() -> argparse.ArgumentParser:
                              help="also print what an RDP accountant (improved and standard conversions), the CLT "
                                   "and a GDP estimate say (upper bounds and estimates, not tight values)")
     calibrate = commands.add_parser("calibrate", help="the smallest Gaussian sigma meeting (epsilon, delta)",
-                                    description="The smallest Gaussian noise sigma whose certified upper epsilon(delta) "
+                                    description="The smallest Gaussian noise sigma whose certified upper "
+                                                "epsilon(delta) "
                                                 "after --steps uses (Poisson-subsampled with --sampling-rate) is <= "
                                                 "--epsilon.", formatter_class=formatter)
     calibrate.add_argument("--epsilon", type=_real, required=True, help="the target epsilon")
     calibrate.add_argument("--delta", type=_real, required=True, help="the target delta")
     calibrate.add_argument("--steps", type=_number, required=True, help="how many times the mechanism runs")
-    calibrate.add_argument("--sampling-rate", type=_real, default=None, metavar="Q", help="Poisson sampling rate (DP-SGD)")
+    calibrate.add_argument("--sampling-rate", type=_real, default=None, metavar="Q",
+                           help="Poisson sampling rate (DP-SGD)")
     calibrate.add_argument("--sensitivity", type=_real, default=1.0, help="sensitivity (default 1)")
     calibrate.add_argument("--rtol", type=_real, default=1e-3, help="relative tolerance of sigma (default 1e-3)")
     calibrate.add_argument("--neighboring", choices=NEIGHBORING_RELATIONS, default="add_remove")
@@ -488,7 +490,7 @@ def _report(args, accountant: Accountant, result: Result, comparison: dict[str, 
     line = (f"{args.query} = {result.value:.10g} for {given} = {value:.10g} "
             f"(method: {result.method}, bounds [{result.lower:.10g}, {result.upper:.10g}])")
     if comparison is not None:
-        line += "\n" + "\n".join(f"  {COMPARISONS[key]}: {args.query} = {number:.10g}" for key, number in comparison.items())
+        line += "".join(f"\n  {COMPARISONS[key]}: {args.query} = {number:.10g}" for key, number in comparison.items())
     return line
 
 

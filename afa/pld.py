@@ -646,8 +646,8 @@ def _excess_bounds(log_p: np.ndarray, log_q: np.ndarray, at: np.ndarray, rtol: f
     p_low, p_high = _exp_bounds(log_p, rtol)
     with np.errstate(invalid="ignore"):
         gap = np.where(log_p > -np.inf, np.minimum(at + log_q - log_p, 0.0), -np.inf)
-        gap_error = np.where(log_q > -np.inf, 2 * rtol + 2 * LOG_ROUNDING * U * (np.abs(at) + np.abs(log_q) + np.abs(log_p) + 4),
-                             0.0)
+        magnitudes = np.abs(at) + np.abs(log_q) + np.abs(log_p) + 4
+        gap_error = np.where(log_q > -np.inf, 2 * rtol + 2 * LOG_ROUNDING * U * magnitudes, 0.0)
     factor = -np.expm1(gap)
     factor_error = np.exp(np.minimum(gap + gap_error, 0.0)) * np.expm1(gap_error) + 2 * U * factor
     lower = p_low * np.maximum(factor - factor_error, 0.0) * (1 - 2 * U)
