@@ -188,10 +188,10 @@ class Accountant:
         return ClosedFormEngine(delta_and_error, self._composed(index))
 
     # -- queries ---------------------------------------------------------
-    def delta_result(self, epsilon: float, method: str = "auto") -> Result:
-        """delta(epsilon) with its bounds and error estimate."""
+    def delta_result(self, epsilon: float, method: str = "auto", direction: str | None = None) -> Result:
+        """delta(epsilon) with its bounds and error estimate (of one ``direction`` if given, else the maximum)."""
         epsilon = check.real_number("epsilon", epsilon)
-        value, lower, upper, error, name = self._profile(np.array([epsilon]), method)
+        value, lower, upper, error, name = self._profile(np.array([epsilon]), method, direction)
         return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), name,
                       certified=name in CERTIFIED_METHODS)
 
@@ -199,10 +199,14 @@ class Accountant:
         """The tight delta(epsilon) of the composition."""
         return self.delta_result(epsilon, method).value
 
-    def privacy_profile(self, epsilons, method: str = "auto") -> np.ndarray:
-        """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes)."""
+    def privacy_profile(self, epsilons, method: str = "auto", direction: str | None = None) -> np.ndarray:
+        """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes).
+
+        ``direction`` (one of :attr:`directions`) gives that direction's hockey-stick divergence
+        alone, e.g. H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (papers/002 Lemma 37).
+        """
         epsilons = check.real_array("epsilons", epsilons)
-        return self._profile(epsilons.ravel(), method)[0].reshape(epsilons.shape)
+        return self._profile(epsilons.ravel(), method, direction)[0].reshape(epsilons.shape)
 
     def _run(self, method: str, query):
         """(engine name, query(engines)).
@@ -225,8 +229,13 @@ class Accountant:
                 failures.append(f"{fallback}: {error}")
         raise AccuracyError("no method answers this query for this composition; " + "; ".join(failures))
 
-    def _profile(self, epsilons: np.ndarray, method: str):
-        name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines])
+    def _profile(self, epsilons: np.ndarray, method: str, direction: str | None = None):
+        if direction is None:
+            chosen = slice(None)
+        else:  # one direction: its engine, or the only one when both directions coincide
+            index = self.directions.index(check.choice("direction", direction, self.directions))
+            chosen = slice(index, index + 1) if index < len(self._distinct_directions()) else slice(0, 1)
+        name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]])
         values, errors = zip(*outputs)
         values, errors = np.array(values), np.array(errors)
         if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):

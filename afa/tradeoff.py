@@ -52,14 +52,16 @@ _GOLDEN_STEPS = 60
 _INVERSE_GOLDEN = (np.sqrt(5.0) - 1) / 2
 
 
-def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto") -> np.ndarray:
+def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto", direction: str | None = None) -> np.ndarray:
     """beta = f(alpha): the trade-off function of the accountant's composition (papers/002 Lemma 21).
 
-    ``alphas`` in [0, 1] (any shape).  The profile delta(eps) = max of both directions
-    (``accountant.privacy_profile``, engine ``method``) locates each supremum; the value
-    is then taken with the engine's *upper* bound on delta at that eps, so the curve lies
-    below the true symmetric trade-off function up to the engine's error estimate
-    (certified with ``method="certified"``).  Costs about 60 profile evaluations of
+    ``alphas`` in [0, 1] (any shape).  By default the symmetric curve, from delta(eps) = max of
+    both directions (a lower bound on both T[P, Q] and T[Q, P]); ``direction`` = the first of
+    ``accountant.directions`` gives T[P, Q] of the composed pair (P, Q), the second T[Q, P]
+    (Lemma 21 with H(P||Q) and H(Q||P) in their places).  The profile (engine ``method``) locates
+    each supremum; the value is then taken with the engine's *upper* bounds on delta at that
+    eps, so the curve lies below the true trade-off function up to the engine's error estimate
+    (certified with ``method="pld"`` or ``"certified"``).  Costs about 60 profile evaluations of
     len(alphas) points each, plus one delta query per alpha: the per-eps cost of the
     engine matters ("exact" and "quadrature" are cheap per point, "contour" is not).
     """
@@ -67,13 +69,25 @@ def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto") -> np.n
         raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
     alphas = _unit_interval("alphas", alphas)
     flat = alphas.ravel()
+    if direction is None:
+        forward_name = reverse_name = None
+    else:
+        forward_name = check.choice("direction", direction, accountant.directions)
+        reverse_name = accountant.directions[1 - accountant.directions.index(forward_name)]
 
-    def profile(epsilons: np.ndarray) -> np.ndarray:
-        return accountant.privacy_profile(epsilons, method)
+    def profile_of(name):
+        return lambda epsilons: accountant.privacy_profile(epsilons, method, name)
 
-    epsilons = _maximisers(profile, profile, flat, max(accountant.inf_mass.values()))
-    upper = np.array([accountant.delta_result(float(e), method).upper for e in np.abs(epsilons)])
-    return np.maximum(_objective(epsilons, flat, upper, upper), 0.0).reshape(alphas.shape)
+    forward = profile_of(forward_name)
+    reverse = forward if direction is None else profile_of(reverse_name)
+    epsilons = _maximisers(forward, reverse, flat, max(accountant.inf_mass.values()))
+
+    def upper(name):
+        return np.array([accountant.delta_result(float(e), method, name).upper for e in np.abs(epsilons)])
+
+    forward_upper = upper(forward_name)
+    reverse_upper = forward_upper if direction is None else upper(reverse_name)
+    return np.maximum(_objective(epsilons, flat, forward_upper, reverse_upper), 0.0).reshape(alphas.shape)
 
 
 def tradeoff_from_profile(delta: Profile, alphas, *, delta_reverse: Profile | None = None,

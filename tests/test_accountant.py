@@ -167,3 +167,19 @@ def test_a_million_uses_keep_their_accuracy():
     quadrature = acc.privacy_profile(epsilons, method="quadrature")
     exact_profile = acc.privacy_profile(epsilons, method="exact")
     assert np.max(np.abs(quadrature - exact_profile)) <= 1e-12
+
+
+def test_profile_of_one_direction():
+    """privacy_profile(direction=...) is that direction's hockey stick: H(P||Q) for 'remove' and H(Q||P) for 'add'
+    (summed here over the outputs of a finite pair); the default is their maximum."""
+    p, q = np.array([0.6, 0.3, 0.1, 0.0]), np.array([0.05, 0.25, 0.4, 0.3])
+    acc = afa.Accountant().compose(afa.DiscreteMechanism(p, q))
+    epsilons = np.array([0.0, 0.3, 1.0, 2.5])
+    remove = np.array([np.maximum(p - np.exp(e) * q, 0).sum() for e in epsilons])
+    add = np.array([np.maximum(q - np.exp(e) * p, 0).sum() for e in epsilons])
+    assert np.allclose(acc.privacy_profile(epsilons, direction="remove"), remove, rtol=1e-12, atol=1e-15)
+    assert np.allclose(acc.privacy_profile(epsilons, direction="add"), add, rtol=1e-12, atol=1e-15)
+    assert np.allclose(acc.privacy_profile(epsilons), np.maximum(remove, add), rtol=1e-12, atol=1e-15)
+    assert acc.delta_result(1.0, direction="add").value == pytest.approx(add[2], rel=1e-12)
+    with pytest.raises(ValueError, match="direction"):
+        acc.privacy_profile(epsilons, direction="forward")

@@ -133,3 +133,20 @@ def test_validation():
     with pytest.raises(ValueError, match="epsilons"):
         privacy_profile_from_tradeoff(lambda a: 1 - a, [math.inf])
     assert tradeoff_curve(acc, np.full((2, 3), 0.25)).shape == (2, 3)
+
+
+def test_accountant_directions_give_each_ordered_pair():
+    """tradeoff_curve(direction=...) of an accountant: T[P, Q] for the first direction (the composed pair
+    (P, Q), here one use of a finite pair) and T[Q, P] for the second, against Neyman-Pearson; the default
+    symmetric curve lies below both."""
+    p, q = np.array([0.6, 0.3, 0.1, 0.0]), np.array([0.05, 0.25, 0.4, 0.3])
+    acc = afa.Accountant().compose(afa.DiscreteMechanism(p, q))
+    alphas = np.linspace(0, 1, 21)
+    forward = tradeoff_curve(acc, alphas, method="exact", direction="remove")
+    reverse = tradeoff_curve(acc, alphas, method="exact", direction="add")
+    assert np.max(np.abs(forward - _neyman_pearson(p, q, alphas))) <= 1e-9
+    assert np.max(np.abs(reverse - _neyman_pearson(q, p, alphas))) <= 1e-9
+    symmetric = tradeoff_curve(acc, alphas, method="exact")
+    assert np.all(symmetric <= np.minimum(forward, reverse) + 1e-12)
+    with pytest.raises(ValueError, match="direction"):
+        tradeoff_curve(acc, alphas, direction="forward")
