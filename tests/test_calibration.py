@@ -1,8 +1,8 @@
 """Noise calibration: safe (upper epsilon <= target) and tight (rtol less noise misses the target).
 
 Truths: the composed-Gaussian formula written out here with scipy.stats (papers/004 Thm 5) for the
-closed-form case, and the contour engine (characteristic functions, independent of the PLD that
-certifies the subsampled case) for DP-SGD.
+closed-form case, and the analytic engines (contour, else the real line: characteristic functions,
+independent of the PLD that certifies the subsampled case) for DP-SGD.
 """
 
 from __future__ import annotations
@@ -42,9 +42,14 @@ def test_closed_form_sigma_matches_the_formula(target):
     assert gaussian_delta(target, 2.0 * 10 / sigma) == pytest.approx(1e-5, rel=1e-9)
 
 
-def _contour_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
+def _analytic_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
+    """eps from the characteristic-function engines (independent of the PLD): the contour, or the real line
+    where the contour refuses (small sigma with few steps)."""
     acc = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), steps)
-    return acc.epsilon(delta, method="contour")
+    try:
+        return acc.epsilon(delta, method="contour")
+    except afa.AccuracyError:
+        return acc.epsilon(delta, method="quadrature")
 
 
 @pytest.mark.parametrize("target, steps", [
@@ -54,12 +59,12 @@ def _contour_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
     pytest.param(3.0, 100, marks=pytest.mark.slow), pytest.param(8.0, 100, marks=pytest.mark.slow)])
 def test_dp_sgd_calibration_is_certified_safe_and_tight(target, steps):
     """The certifying method is the PLD (pessimistic for the answer, optimistic for the rejected sigma);
-    the contour engine confirms both sides."""
+    the analytic engines confirm both sides."""
     result = afa.calibrate_sigma(target, 1e-5, steps, sampling_probability=0.01)
     assert result.method == "pld" and result.certified
     assert result.epsilon_upper <= target
-    assert _contour_epsilon(result.value, 0.01, steps, 1e-5) <= target
-    assert _contour_epsilon(result.rejected, 0.01, steps, 1e-5) > target
+    assert _analytic_epsilon(result.value, 0.01, steps, 1e-5) <= target
+    assert _analytic_epsilon(result.rejected, 0.01, steps, 1e-5) > target
     assert result.rejected >= result.value * (1 - 1.01 * result.rtol)
 
 
@@ -93,11 +98,12 @@ def test_dp_sgd_steps_and_sampling_rate_calibration():
     """Safe by the PLD's upper bound, tight by its lower bound; the contour engine confirms both sides."""
     steps = afa.calibrate_steps(1.0, 1e-5, 3.8, sampling_probability=0.01)
     assert steps.method == "pld" and steps.certified and steps.epsilon_upper <= 1.0
-    assert _contour_epsilon(3.8, 0.01, int(steps.value), 1e-5) <= 1.0 < _contour_epsilon(3.8, 0.01, int(steps.rejected),
-                                                                                             1e-5)
+    assert _analytic_epsilon(3.8, 0.01, int(steps.value), 1e-5) <= 1.0
+    assert _analytic_epsilon(3.8, 0.01, int(steps.rejected), 1e-5) > 1.0
     rate = afa.calibrate_sampling_rate(1.0, 1e-5, 3.8, 10_000)
     assert rate.method == "pld" and rate.certified and rate.epsilon_upper <= 1.0
-    assert _contour_epsilon(3.8, rate.value, 10_000, 1e-5) <= 1.0 < _contour_epsilon(3.8, rate.rejected, 10_000, 1e-5)
+    assert _analytic_epsilon(3.8, rate.value, 10_000, 1e-5) <= 1.0
+    assert _analytic_epsilon(3.8, rate.rejected, 10_000, 1e-5) > 1.0
     assert rate.rejected <= rate.value * (1 + 1.01 * rate.rtol)
 
 
