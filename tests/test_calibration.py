@@ -95,7 +95,7 @@ def test_gaussian_steps_calibration_is_the_largest_safe_count(target):
 
 
 def test_dp_sgd_steps_and_sampling_rate_calibration():
-    """Safe by the PLD's upper bound, tight by its lower bound; the contour engine confirms both sides."""
+    """Safe by the PLD's upper bound, tight by its lower bound; the analytic engines confirm both sides."""
     steps = afa.calibrate_steps(1.0, 1e-5, 3.8, sampling_probability=0.01)
     assert steps.method == "pld" and steps.certified and steps.epsilon_upper <= 1.0
     assert _analytic_epsilon(3.8, 0.01, int(steps.value), 1e-5) <= 1.0
