@@ -27,6 +27,7 @@ from .engines import (
     PLDEngine,
     QuadratureEngine,
     solve_epsilon,
+    upper_delta,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, DataDependentGaussian, Gaussian, Mechanism
 from .results import AccuracyError, Result, Validation, ValidationError
@@ -322,9 +323,7 @@ def _solve_directions(engines, delta: float) -> list[tuple[float, float, float]]
     solutions = [solve_epsilon(engines[0], delta)]
     for engine in engines[1:]:
         epsilon = solutions[0][0]
-        if math.isfinite(epsilon):
-            values, errors = engine.delta(np.array([epsilon]))
-            if values[0] + errors[0] <= delta:
-                continue
+        if math.isfinite(epsilon) and upper_delta(engine, np.array([epsilon]))[0] <= delta:
+            continue
         solutions.append(solve_epsilon(engine, delta))
     return solutions

@@ -183,6 +183,12 @@ class PLDEngine:
     def epsilon(self, delta: float) -> None:
         return None
 
+    def cheap_upper(self, epsilons: np.ndarray) -> np.ndarray:
+        """A certified upper bound on delta from any PLD built so far (else the first tolerance's):
+        enough to see that a direction stays below a target, without a finer re-build."""
+        pessimistic = self._built[min(self._built)][0] if self._built else self.bounds(self.FIRST_TAIL)[0]
+        return pessimistic.delta(epsilons)
+
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs."""
         pessimistic, optimistic = self.bounds(max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL))
@@ -242,6 +248,15 @@ class ContourEngine(_InversionEngine):
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
         """(delta, absolute error, -d delta / d eps) from one contour sum."""
         return self.inversion.delta_and_slope(epsilon)
+
+
+def upper_delta(engine, epsilons: np.ndarray) -> np.ndarray:
+    """An upper bound on delta at ``epsilons`` (certified or estimated, as the engine's), as cheaply as it allows."""
+    cheap = getattr(engine, "cheap_upper", None)
+    if cheap is not None:
+        return cheap(epsilons)
+    values, errors = engine.delta(epsilons)
+    return values + errors
 
 
 def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -> tuple[float, tuple]:
