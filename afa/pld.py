@@ -107,7 +107,7 @@ FFT_ERROR_CONSTANT = 8.0
 #: Rounding of z -> |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
 POWER_ERROR_CONSTANT = 8.0
 #: Chernoff orders tried, relative to the Gaussian-approximation optimum (papers/003 Sec. 5.2).
-CHERNOFF_FACTORS = np.geomspace(1 / 64, 64, 25)
+CHERNOFF_FACTORS = np.geomspace(1 / 64, 64, 13)
 #: Probes per round of the vectorised search for the ends of a builder's grid.
 FIRST_TRUE_PROBES = 64
 #: Relative slack of a builder's output: the rounding of the mass differences of its tails.
