@@ -119,8 +119,9 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
                         delta, math.log(max(start, 1.0)), rtol, method, increasing=True)
     if result.value < 1:
         raise ValueError(f"even one step of Gaussian(sigma={sigma:g}) exceeds target_epsilon={target_epsilon:g}")
-    return dataclasses.replace(result, value=float(int(result.value)), rejected=float(max(int(result.rejected),
-                                                                                          int(result.value) + 1)))
+    # The search ran on the integer counts (piecewise constant in x), so Brent's root is a jump: the safe and
+    # rejected ends straddle it and are the counts that were checked.
+    return dataclasses.replace(result, value=float(int(result.value)), rejected=float(int(result.rejected)))
 
 
 def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,
