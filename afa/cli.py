@@ -100,11 +100,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from scipy.optimize import brentq
-
 from . import __version__, clt, exact, rdp
 from .accountant import METHODS, Accountant
 from .calibration import calibrate_sigma
+from .engines import smallest_epsilon
 from .mechanisms import (
     NEIGHBORING_RELATIONS,
     ApproxDP,
@@ -519,9 +518,7 @@ def _comparison(args, accountant: Accountant) -> dict[str, float]:
     rdp_accountant = rdp.RdpAccountant.from_accountant(accountant)
     mu = clt.gdp_mu(accountant)
     if args.query == "epsilon":
-        def clt_gap(eps):
-            return float(clt.clt_delta(accountant, eps)) - args.delta
-        clt_epsilon = 0.0 if clt_gap(0.0) <= 0 else brentq(clt_gap, 0.0, _grow(clt_gap), xtol=1e-12)
+        clt_epsilon = smallest_epsilon(lambda eps: float(clt.clt_delta(accountant, eps)), args.delta, scale=1.0)
         return {"rdp_improved": rdp_accountant.epsilon(args.delta, "improved"),
                 "rdp_standard": rdp_accountant.epsilon(args.delta, "standard"),
                 "clt": clt_epsilon, "gdp": exact.gaussian_epsilon(args.delta, mu) if mu > 0 else 0.0}
@@ -529,14 +526,6 @@ def _comparison(args, accountant: Accountant) -> dict[str, float]:
             "rdp_standard": rdp_accountant.delta(args.epsilon, "standard"),
             "clt": float(clt.clt_delta(accountant, args.epsilon)),
             "gdp": float(exact.gaussian_delta(args.epsilon, mu)) if mu > 0 else 0.0}
-
-
-def _grow(gap) -> float:
-    """An upper end where the decreasing ``gap`` is <= 0."""
-    high = 1.0
-    while gap(high) > 0:
-        high *= 2
-    return high
 
 
 def _calibrate(args) -> str:

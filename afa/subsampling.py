@@ -84,7 +84,7 @@ class Subsampled(Mechanism):
             raise ValueError(f"subsampling is implemented for Gaussian, Laplace and discrete-output bases "
                              f"(randomized response, k-RR, discrete Laplace, discrete Gaussian, DiscreteMechanism), "
                              f"not {type(self.base).__name__}")
-        log_p, log_q = log_pmfs("substitution" if self.scheme == "subset" else "add_remove")
+        log_p, log_q = log_pmfs(self._full_relation(neighboring))  # neighboring is add_remove here (_check)
         mixture = np.logaddexp(math.log1p(-self.q) + log_q, math.log(self.q) + log_p)
         return _pair_from_pmfs(mixture, log_q)
 
