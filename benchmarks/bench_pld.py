@@ -29,19 +29,14 @@ Run: PYTHONPATH=. python benchmarks/bench_pld.py
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import math
-import os
-import platform
 import time
 import warnings
 
 import numpy as np
 
-import afa
-import afa.mechanisms
-from timing import median_seconds
+from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
 
 try:
     from dp_accounting.pld import privacy_loss_distribution as dp_pld
@@ -72,49 +67,17 @@ def rows() -> list[Row]:
     return table
 
 
-def timed(function):
-    """(result or exception, seconds, calls): the median of REPEATS calls, or one call if it is slow."""
-    start = time.perf_counter()
-    try:
-        result = function()
-    except Exception as error:  # a refusal or crash is reported, not raised
-        return error, time.perf_counter() - start, 1
-    first = time.perf_counter() - start
-    if first > SINGLE_SHOT_SECONDS:
-        return result, first, 1
-    return result, median_seconds(function, repeats=REPEATS), REPEATS
-
-
-def refusal(error: Exception) -> str:
-    return f"{type(error).__name__}: {' '.join(str(error).split())[:160]}"
-
-
 # --------------------------------------------------------------------------- afa
-
-def clear_afa_caches() -> None:
-    """Drop the process-wide per-mechanism caches (losses and loss tails): each call starts cold."""
-    for name in ("_cached_losses", "_cached_tails"):
-        cached = getattr(afa.mechanisms.Mechanism, name, None)
-        if hasattr(cached, "cache_clear"):
-            cached.cache_clear()
-
-
-def accountant(row: Row, interval: float | None = None) -> afa.Accountant:
-    acc = afa.Accountant(value_discretization_interval=interval)
-    for sigma, q, steps in row.terms:
-        acc.compose(afa.Gaussian(sigma).poisson_subsampled(q), times=steps)
-    return acc
-
 
 def afa_pld(row: Row, interval: float) -> tuple[float, float]:
     """(optimistic, pessimistic) eps from afa's PLD on a fresh accountant."""
     clear_afa_caches()
-    result = accountant(row, interval).epsilon_result(DELTA, method="pld")
+    result = dp_sgd_accountant(row.terms, interval).epsilon_result(DELTA, method="pld")
     return float(result.lower), float(result.upper)
 
 
 def afa_contour(row: Row) -> float:
-    result = accountant(row).epsilon_result(DELTA, method="contour")
+    result = dp_sgd_accountant(row.terms).epsilon_result(DELTA, method="contour")
     return float(result.value)
 
 
@@ -147,21 +110,6 @@ def dp_bracket(row: Row, interval: float) -> tuple[float, float]:
 
 # --------------------------------------------------------------------------- tables
 
-def machine_note() -> str:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    versions = [f"afa {afa.__version__}"]
-    for package in ("numpy", "scipy", "dp-accounting"):
-        try:
-            versions.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{package} not installed")
-    return (f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} cores ({usable} usable), Python {platform.python_version()}; " + ", ".join(versions))
-
-
 def signed(value: float, reference: float) -> str:
     if not (math.isfinite(value) and math.isfinite(reference)):
         return f"{'-':>9}"
@@ -171,7 +119,7 @@ def signed(value: float, reference: float) -> str:
 def main() -> None:
     logging.getLogger().setLevel(logging.ERROR)  # dp_accounting's absl warnings
     warnings.simplefilter("ignore")
-    print(machine_note())
+    print(machine_note(("numpy", "scipy", "dp-accounting")))
     started = time.perf_counter()
     warm_up()
     notes: list[str] = []
@@ -190,14 +138,14 @@ def main() -> None:
             reference = afa_contour(row)
         except Exception as error:
             reference = math.nan
-            notes.append(f"contour, {row.name}: {refusal(error)}")
+            notes.append(f"contour, {row.name}: {refusal(error, 160)}")
         contour_seconds = time.perf_counter() - start
         for interval in INTERVALS:
-            ours, afa_seconds, afa_calls = timed(lambda: afa_pld(row, interval))
+            ours, afa_seconds, afa_calls = timed(lambda: afa_pld(row, interval), REPEATS, SINGLE_SHOT_SECONDS)
             line = f"{row.name:<26} {interval:>6.0e} {reference:>11.7f} |"
             if isinstance(ours, Exception):
                 line += f" {'afa failed':>57} |"
-                notes.append(f"afa, {row.name}, h={interval:g}: {refusal(ours)}")
+                notes.append(f"afa, {row.name}, h={interval:g}: {refusal(ours, 160)}")
             else:
                 low, high = ours
                 line += (f" {low:>9.6f} {high:>9.6f} {high - low:>8.1e} {signed(low, reference)} "
@@ -205,10 +153,11 @@ def main() -> None:
             if dp_pld is None:
                 line += " dp_accounting not installed"
             else:
-                theirs, dp_seconds, dp_calls = timed(lambda: dp_bracket(row, interval))
+                theirs, dp_seconds, dp_calls = timed(lambda: dp_bracket(row, interval), REPEATS,
+                                                     SINGLE_SHOT_SECONDS)
                 if isinstance(theirs, Exception):
                     line += f" {'crashed':>57}"
-                    notes.append(f"dp_accounting, {row.name}, h={interval:g}: {refusal(theirs)}")
+                    notes.append(f"dp_accounting, {row.name}, h={interval:g}: {refusal(theirs, 160)}")
                 else:
                     low, high = theirs
                     ratio = dp_seconds / afa_seconds if not isinstance(ours, Exception) else math.nan

@@ -44,11 +44,8 @@ about 6-8 minutes on 2 cores.)
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import math
-import os
-import platform
 import time
 import warnings
 
@@ -57,7 +54,7 @@ import numpy as np
 import afa
 import afa.mechanisms
 from afa.certified import certified_delta
-from timing import median_seconds
+from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
 
 try:
     import dp_accounting
@@ -98,38 +95,11 @@ def rows() -> list[Row]:
     return table
 
 
-def timed(function):
-    """(result or exception, seconds, repeats): the median of REPEATS calls after a first one, unless slow."""
-    start = time.perf_counter()
-    try:
-        result = function()
-    except Exception as error:  # a peer's refusal is reported, not raised
-        return error, time.perf_counter() - start, 1
-    first = time.perf_counter() - start
-    if first > SINGLE_SHOT_SECONDS:
-        return result, first, 1
-    return result, median_seconds(function, repeats=REPEATS), REPEATS
-
-
-def refusal(error: Exception) -> str:
-    return f"refused: {type(error).__name__}: {' '.join(str(error).split())}"
-
-
 # --------------------------------------------------------------------------- afa
-
-def clear_afa_caches() -> None:
-    """Drop the process-wide per-mechanism loss cache, so that a fresh accountant is really cold."""
-    cached = getattr(getattr(afa.mechanisms, "Mechanism", None), "_cached_losses", None)
-    if hasattr(cached, "cache_clear"):
-        cached.cache_clear()
-
 
 def afa_cold(row: Row):
     clear_afa_caches()
-    acc = afa.Accountant()
-    for sigma, q, steps in row.terms:
-        acc.compose(afa.Gaussian(sigma).poisson_subsampled(q), times=steps)
-    return acc.epsilon_result(row.delta)
+    return dp_sgd_accountant(row.terms).epsilon_result(row.delta)
 
 
 def warm_up() -> None:
@@ -209,25 +179,10 @@ def cell(value, width: int, fmt: str = ".6f") -> str:
     return f"{value:>{width}{fmt}}" if isinstance(value, float) else f"{value:>{width}}"
 
 
-def machine_note() -> str:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    versions = []
-    for package in ("numpy", "scipy", "dp-accounting", "prv-accountant"):
-        try:
-            versions.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{package} not installed")
-    return (f"machine: {os.cpu_count()} cores ({usable} usable), Python {platform.python_version()} "
-            f"on {platform.system()} {platform.machine()}; " + ", ".join(versions))
-
-
 def main() -> None:
     logging.getLogger().setLevel(logging.ERROR)  # dp_accounting's absl warnings
     warnings.simplefilter("ignore")
-    print(machine_note())
+    print(machine_note(("numpy", "scipy", "dp-accounting", "prv-accountant")))
     started = time.perf_counter()
     warm_up()
     table = rows()
@@ -239,9 +194,9 @@ def main() -> None:
           f"{'afa s':>7} {'n':>1} | {'PLD eps':>10} {'PLD s':>6} {'x':>6} | "
           f"{'PRV eps':>10} {'PRV s':>6} {'x':>6} {'PRV [lower, upper]'}")
     for row in table:
-        result, afa_seconds, n = timed(lambda: afa_cold(row))
+        result, afa_seconds, n = timed(lambda: afa_cold(row), REPEATS, SINGLE_SHOT_SECONDS)
         if isinstance(result, Exception):
-            print(f"{row.name:<30} {row.delta:>6.0e} afa {refusal(result)}")
+            print(f"{row.name:<30} {row.delta:>6.0e} afa refused: {refusal(result)}")
             continue
         line = (f"{row.name:<30} {row.delta:>6.0e} {result.value:>12.8f} {float(result.lower):>12.8f} "
                 f"{float(result.upper):>12.8f} {result.method:>9} {afa_seconds:>7.2f} {n:>1} |")
@@ -249,17 +204,17 @@ def main() -> None:
         if dp_accounting is None:
             line += f" {'not installed':>24} |"
         else:
-            eps, seconds, _ = timed(lambda: dp_pld_epsilon(row))
+            eps, seconds, _ = timed(lambda: dp_pld_epsilon(row), REPEATS, SINGLE_SHOT_SECONDS)
             line += f" {cell(eps, 10)} {seconds:>6.2f} {seconds / afa_seconds:>6.2f} |"
             if isinstance(eps, Exception):
-                notes.append(f"dp_accounting PLD, {row.name}, delta={row.delta:.0e}: {refusal(eps)}")
+                notes.append(f"dp_accounting PLD, {row.name}, delta={row.delta:.0e}: refused: {refusal(eps)}")
 
         if prv_accountant is None:
             line += " not installed"
         else:
-            bracket, seconds, _ = timed(lambda: prv_epsilon(row))
+            bracket, seconds, _ = timed(lambda: prv_epsilon(row), REPEATS, SINGLE_SHOT_SECONDS)
             if isinstance(bracket, Exception):
-                line += f" {'-':>10} {seconds:>6.2f} {seconds / afa_seconds:>6.2f} {refusal(bracket)}"
+                line += f" {'-':>10} {seconds:>6.2f} {seconds / afa_seconds:>6.2f} refused: {refusal(bracket)}"
             else:
                 lower, estimate, upper = bracket
                 line += (f" {estimate:>10.6f} {seconds:>6.2f} {seconds / afa_seconds:>6.2f} "
@@ -287,7 +242,7 @@ def main() -> None:
             eps = result.value
             note = ""
             if failure is not None:
-                inside, note = "-", refusal(failure)
+                inside, note = "-", f"refused: {refusal(failure)}"
             else:
                 inside = "yes" if optimistic <= eps <= pessimistic else "NO"
                 if optimistic > rdp:
