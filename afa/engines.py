@@ -151,21 +151,23 @@ class PLDEngine:
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
         self.terms, self.interval = terms, interval
         self.epsilon_scale = loss_epsilon_scale(loss)
-        self._built: dict[float, tuple[DiscretePLD, DiscretePLD]] = {}
+        self._built: dict[tuple[Callable, float], DiscretePLD] = {}
+
+    def composed(self, build: Callable, tail_mass: float) -> DiscretePLD:
+        """The composition of every term's PLD from ``build`` (a builder of :mod:`afa.pld`), truncated to
+        ``tail_mass`` in all (cached per builder and tolerance)."""
+        if (build, tail_mass) not in self._built:
+            uses = sum(count for _, count in self.terms)
+            composed = None
+            for tails, count in self.terms:
+                single = build(tails, self.interval, tail_mass / (4 * uses)).self_compose(count, tail_mass / 4)
+                composed = single if composed is None else composed.compose(single, tail_mass / 4)
+            self._built[build, tail_mass] = composed
+        return self._built[build, tail_mass]
 
     def bounds(self, tail_mass: float) -> tuple[DiscretePLD, DiscretePLD]:
-        """(pessimistic, optimistic) composed PLDs truncated to ``tail_mass`` (cached per tolerance)."""
-        if tail_mass not in self._built:
-            uses = sum(count for _, count in self.terms)
-            pair = []
-            for build in (connect_the_dots, greedy_hull_optimistic):
-                composed = None
-                for tails, count in self.terms:
-                    single = build(tails, self.interval, tail_mass / (4 * uses)).self_compose(count, tail_mass / 4)
-                    composed = single if composed is None else composed.compose(single, tail_mass / 4)
-                pair.append(composed)
-            self._built[tail_mass] = tuple(pair)
-        return self._built[tail_mass]
+        """(pessimistic, optimistic) composed PLDs truncated to ``tail_mass``."""
+        return self.composed(connect_the_dots, tail_mass), self.composed(greedy_hull_optimistic, tail_mass)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below FIRST_TAIL / DELTA_TAIL
@@ -184,10 +186,10 @@ class PLDEngine:
         return None
 
     def cheap_upper(self, epsilons: np.ndarray) -> np.ndarray:
-        """A certified upper bound on delta from any PLD built so far (else the first tolerance's):
-        enough to see that a direction stays below a target, without a finer re-build."""
-        pessimistic = self._built[min(self._built)][0] if self._built else self.bounds(self.FIRST_TAIL)[0]
-        return pessimistic.delta(epsilons)
+        """A certified upper bound on delta from the finest pessimistic PLD built so far (else the first
+        tolerance's, pessimistic only): enough to see that a direction stays below a target."""
+        built = [tail for build, tail in self._built if build is connect_the_dots]
+        return self.composed(connect_the_dots, min(built, default=self.FIRST_TAIL)).delta(epsilons)
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs."""
