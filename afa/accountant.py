@@ -17,7 +17,6 @@ import sympy
 from . import _validation as check
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError
-from . import exact
 from .engines import (
     CERTIFIED_METHODS,
     CertifiedEngine,
@@ -29,7 +28,7 @@ from .engines import (
     solve_epsilon,
     upper_delta,
 )
-from .mechanisms import NEIGHBORING_RELATIONS, DataDependentGaussian, Gaussian, Mechanism
+from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .results import AccuracyError, Result, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
@@ -107,7 +106,7 @@ class Accountant:
 
     def _single_use(self) -> Mechanism | None:
         """The mechanism if the composition is one use of one mechanism with a continuous loss (a closed
-        form from its loss tails; DataDependentGaussian has its own), else None."""
+        form from its loss tails), else None."""
         if len(self._counts) == 1:
             (mechanism, count), = self._counts.items()
             if count == 1 and not isinstance(mechanism, Gaussian) and any(loss.continuous
@@ -175,18 +174,8 @@ class Accountant:
         return max(interval, 2 * PLD_SPREAD * math.sqrt(max(loss.cumulants[1], 0.0)) / PLD_POINTS)
 
     def _single_use_engine(self, index: int) -> ClosedFormEngine:
-        mechanism = self._single_use()
-        if isinstance(mechanism, DataDependentGaussian):
-            direction = ("remove", "add")[index]  # its losses are (remove, add) in both relations
-
-            def delta_and_error(epsilons):
-                values = exact.data_dependent_gaussian_delta(epsilons, mechanism.sigma1, mechanism.sigma2,
-                                                             mechanism.sensitivity, direction)
-                # 1e-12: the closed form's measured error is <= 2e-13 relative (tests/test_data_dependent.py).
-                return values, 1e-12 * values
-        else:
-            delta_and_error = mechanism.loss_tails(self.neighboring)[index].hockey_stick_with_error
-        return ClosedFormEngine(delta_and_error, self._composed(index))
+        tails = self._single_use().loss_tails(self.neighboring)[index]
+        return ClosedFormEngine(tails.hockey_stick_with_error, self._composed(index))
 
     # -- queries ---------------------------------------------------------
     def delta_result(self, epsilon: float, method: str = "auto", direction: str | None = None) -> Result:

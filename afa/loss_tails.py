@@ -38,7 +38,7 @@ from scipy.special import log_ndtr, logsumexp
 
 from .certified import _without_empty_components, log_mixture_masses
 from .discrete import LossAtoms
-from .exact import QuadraticLoss, _log_normal_mass
+from .exact import QuadraticLoss, _ddg_log_delta, _log_normal_mass, gaussian_delta
 from .noise_pair import NoiseMixturePair
 
 __all__ = ["AtomTails", "GaussianTails", "LaplaceTails", "LossTails", "NoisePairTails", "QuadraticGaussianTails"]
@@ -47,6 +47,10 @@ U = np.finfo(float).eps / 2  # unit roundoff
 #: Accuracy of log_tails: TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) absolute in the log (measured
 #: against 60-digit mpmath, tests/test_loss_tails.py: 64 u + 12 u (|log P| + 4) for Gaussian noise).
 TAILS_LOG_RTOL, TAILS_LOG_ULPS = 64 * U, 16
+#: Relative error allowed the closed-form hockey sticks: afa.exact's composed-Gaussian formula (rounding only,
+#: checked to 40-digit mpmath in tests/test_loss_tails.py) and its data-dependent Gaussian (<= 2e-13 measured,
+#: tests/test_data_dependent.py).
+CLOSED_FORM_RTOL = 1e-12
 
 
 class LossTails(abc.ABC):
@@ -146,6 +150,12 @@ class GaussianTails(LossTails):
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         scaled = _epsilons(epsilons) / self.mu
         return log_ndtr(self.mu / 2 - scaled), log_ndtr(-self.mu / 2 - scaled)
+
+    def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) from the closed form in log space (:func:`afa.exact.gaussian_delta`, papers/004 Thm 5),
+        relatively accurate far beyond where the tails' difference cancels."""
+        values = np.asarray(gaussian_delta(_epsilons(epsilons), self.mu), dtype=float)
+        return values, CLOSED_FORM_RTOL * values
 
 
 class LaplaceTails(LossTails):
@@ -337,6 +347,7 @@ class QuadraticGaussianTails(LossTails):
     """
 
     def __init__(self, own: float, other: float, shift: float):
+        self._pair = (own, other, shift)
         self._loss = QuadraticLoss.of(own, other, shift)
         self.inf_mass = 0.0
         # L* is extreme + extreme_lo: the range's finite end is rounded outwards.
@@ -345,6 +356,13 @@ class QuadraticGaussianTails(LossTails):
             self.loss_range = (extreme if below >= 0 else float(np.nextafter(extreme, -math.inf)), math.inf)
         else:
             self.loss_range = (-math.inf, extreme if below <= 0 else float(np.nextafter(extreme, math.inf)))
+
+    def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) from the closed form (:func:`afa.exact.data_dependent_gaussian_delta`), which keeps its
+        relative accuracy where the tails' difference would cancel (down to delta ~ 1e-300)."""
+        epsilons = _epsilons(epsilons)
+        values = np.exp(_ddg_log_delta(epsilons.ravel(), *self._pair)).reshape(epsilons.shape)
+        return values, CLOSED_FORM_RTOL * values
 
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         epsilons = _epsilons(epsilons)
