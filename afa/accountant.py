@@ -282,19 +282,23 @@ class Accountant:
                                   f"certified bracket [{bracket.lower:.17g}, {bracket.upper:.17g}]; please report it")
         return Validation(estimate, bracket)
 
-    def cdf(self, x, direction: str | None = None) -> np.ndarray:
+    def cdf(self, x, direction: str | None = None, with_error: bool = False):
         """Pr[L <= x] of the composed finite privacy loss of one direction (Levy inversion, Lemma 18).
 
-        ``direction`` defaults to the first of :attr:`directions`.  The mass at
-        +infinity is excluded, so the CDF tends to 1 - inf_mass.
+        ``direction`` defaults to the first of :attr:`directions`.  The mass at +infinity is
+        excluded, so the CDF tends to 1 - inf_mass; values are clipped to [0, 1 - inf_mass].
+        The error is absolute and an estimate (two Gauss-Legendre rules and a tail estimate);
+        it is largest next to a jump of the loss density (e.g. at Laplace's atoms, about 2e-6).
+        ``with_error=True`` returns (values, error).
         """
         direction = self.directions[0] if direction is None else check.choice("direction", direction, self.directions)
         xs = check.real_array("x", x)
         self._resolve("quadrature")
         index = self.directions.index(direction)
         engines = self._engines_for("quadrature")
-        engine = engines[min(index, len(engines) - 1)]
-        return engine.inversion.cdf(xs)[0]
+        values, error = engines[min(index, len(engines) - 1)].inversion.cdf(xs)
+        values = np.clip(values, 0.0, 1.0 - self.inf_mass[direction])
+        return (values, float(error)) if with_error else values
 
     def __repr__(self) -> str:
         items = ", ".join(f"{m!r} x{count}" for m, count in self._counts.items())

@@ -183,3 +183,17 @@ def test_profile_of_one_direction():
     assert acc.delta_result(1.0, direction="add").value == pytest.approx(add[2], rel=1e-12)
     with pytest.raises(ValueError, match="direction"):
         acc.privacy_profile(epsilons, direction="forward")
+
+
+def test_cdf_of_a_laplace_loss_is_its_closed_form_within_the_reported_error():
+    """One Laplace(b = 1) use, remove direction: L = 1 for o <= 0 (mass 1/2), 1 - 2o on (0, 1),
+    -1 for o >= 1, so Pr[L <= x] = exp(-(1 - x)/2)/2 on [-1, 1) and 1 from x = 1 on."""
+    acc = afa.Accountant().compose(afa.Laplace(1.0))
+    xs = np.array([-3.0, -1.5, -1.0, -0.3, 0.0, 0.5, 0.99, 1.0, 2.0])
+    truth = np.where(xs < -1, 0.0, np.where(xs < 1, np.exp(-(1 - xs) / 2) / 2, 1.0))
+    values, error = acc.cdf(xs, with_error=True)
+    assert np.all((values >= 0) & (values <= 1))
+    assert 0 < error < 1e-5
+    # the error is an estimate (two quadrature rules and a tail estimate): allowed a factor 2
+    assert np.max(np.abs(values - truth)) <= 2 * error
+    assert np.max(np.abs(values - truth)[np.abs(xs) != 1]) <= 1e-7
