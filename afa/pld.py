@@ -76,9 +76,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
 from scipy.signal import lfilter
-from scipy.special import logsumexp
 
 from . import _validation as check
+from .certified import _log_sum_exp
 from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
 
 __all__ = [
@@ -718,7 +718,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
     if support.size == 0:
         return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, eta)
     masses, positions = base.probs[support], base.offset + support
-    mgf = _LogMGF(np.log(masses), h * positions)
+    mgf = _LogMGF(base.probs[support[0]:support[-1] + 1], h, int(positions[0]))
     plan = _WindowPlan(mgf, count, tolerance, h, int(positions[0]), int(positions[-1]))
     length = plan.top - plan.bottom + 1
     _check_size(length, f"the {count}-fold composition")
@@ -769,27 +769,59 @@ def _composed_inf_mass(finite: float, inf_mass: float, count: int) -> float:
 
 
 class _LogMGF:
-    """t -> K(t) = log sum_i p_i e^{t x_i} of a positive measure on finitely many points."""
+    """t -> K(t) = log sum_i p_i e^{t x_i} of a positive measure on a uniform grid, x_i = interval (first + i).
 
-    def __init__(self, log_masses: np.ndarray, losses: np.ndarray):
-        self.log_masses, self.losses = log_masses, losses
-        weights = np.exp(log_masses - logsumexp(log_masses))
-        mean = float(weights @ losses)
-        self.spread = math.sqrt(max(float(weights @ (losses - mean) ** 2), 0.0))
+    Many orders t at once, blockwise: with i = a W + b (W = BLOCK) and m_a the largest log-mass of block a,
+    sum_i p_i e^{t x_i} = sum_a e^{m_a + t x_{aW}} S_a(t),  S_a(t) = sum_b (p_{aW+b} e^{-m_a}) e^{t interval b},
+    so the inner sums of every block and order are one matrix product (the ratios p e^{-m_a} <= 1 are formed
+    once), and only the outer sums need logarithms.  e^{t interval b} stays within e^{+-BLOCK_REACH} for
+    |t| interval W <= BLOCK_REACH; larger orders take the direct log-sum-exp over the points.  A term
+    underflowing in S_a is below 1e-300 of the block's largest, which is at least e^{-BLOCK_REACH}.
+    """
+
+    BLOCK, BLOCK_REACH = 64, 300.0
+
+    def __init__(self, masses: np.ndarray, interval: float, first: int):
+        support = np.flatnonzero(masses > 0)
+        self.interval, self.first = interval, first
+        self.log_masses, self.losses = np.log(masses[support]), interval * (first + support)
+        self.spread = _spread(self.log_masses, self.losses)
+        padded = np.zeros(-(-masses.size // self.BLOCK) * self.BLOCK)
+        padded[:masses.size] = masses
+        blocks = padded.reshape(-1, self.BLOCK)
+        largest = blocks.max(axis=1)
+        self._ratios = blocks / np.where(largest > 0, largest, 1.0)[:, None]
+        with np.errstate(divide="ignore"):
+            self._block_log_masses = np.log(largest)
+        self._block_losses = interval * (first + self.BLOCK * np.arange(largest.size))
         self._known: dict[float, float] = {}  # the window plan asks for the same orders many times
 
     def __call__(self, ts: ArrayLike) -> np.ndarray:
         ts = np.atleast_1d(np.asarray(ts, dtype=float))
         missing = np.array(sorted({float(t) for t in ts} - self._known.keys()))
         if missing.size:
-            values = logsumexp(self.log_masses[None, :] + missing[:, None] * self.losses[None, :], axis=1)
+            values = np.empty(missing.size)
+            blocked = np.abs(missing) * self.interval * self.BLOCK <= self.BLOCK_REACH
+            orders = missing[blocked]
+            with np.errstate(divide="ignore"):  # (an empty block: log 0)
+                inner = np.log(self._ratios @ np.exp(np.outer(self.interval * np.arange(self.BLOCK), orders)))
+            values[blocked] = _log_sum_exp(self._block_log_masses[:, None] + self._block_losses[:, None] * orders + inner)
+            values[~blocked] = _log_sum_exp(self.log_masses[:, None] + self.losses[:, None] * missing[~blocked])
             self._known.update(zip(missing.tolist(), values.tolist()))
         return np.array([self._known[float(t)] for t in ts])
 
     def magnitude(self, t: float) -> float:
-        """Bound on |K(t)| plus the magnitudes rounded inside it (K(t)'s rounding is a few u times this)."""
+        """Bound on |K(t)| plus the magnitudes rounded inside it (K(t)'s rounding is a few u times this; the
+        inner sums of BLOCK terms add BLOCK u)."""
         return (abs(self(t)[0]) + abs(t) * float(np.max(np.abs(self.losses)))
-                + float(np.max(np.abs(self.log_masses))) + math.log(self.losses.size) + 4)
+                + float(np.max(np.abs(self.log_masses))) + math.log(self.losses.size) + 4 + self.BLOCK)
+
+
+def _spread(log_masses: np.ndarray, losses: np.ndarray) -> float:
+    """The standard deviation of the losses under the normalized masses (numpy sums, not BLAS dot products)."""
+    weights = np.exp(log_masses - _log_sum_exp(log_masses))
+    mean = float(np.sum(weights * losses))
+    return math.sqrt(max(float(np.sum(weights * (losses - mean) ** 2)), 0.0))
 
 
 class _WindowPlan:
@@ -862,10 +894,7 @@ class _ShiftedLogMGF:
 
     def __init__(self, mgf: _LogMGF, tilt: float):
         self.mgf, self.tilt, self.at_tilt = mgf, tilt, mgf(tilt)[0]
-        log_weights = mgf.log_masses + tilt * mgf.losses
-        weights = np.exp(log_weights - logsumexp(log_weights))
-        mean = float(weights @ mgf.losses)
-        self.spread = math.sqrt(max(float(weights @ (mgf.losses - mean) ** 2), 0.0))
+        self.spread = _spread(mgf.log_masses + tilt * mgf.losses, mgf.losses)
 
     def __call__(self, ts: ArrayLike) -> np.ndarray:
         return self.mgf(self.tilt + np.atleast_1d(ts)) - self.at_tilt
@@ -938,15 +967,18 @@ def _spectrum(weights: np.ndarray, size: int, positions: np.ndarray | None = Non
 
 def _inverse(spectrum: np.ndarray, bound: np.ndarray, size: int, start: int, length: int) -> tuple[np.ndarray, float]:
     """(irfft values at bins start, start+1, ... (mod size), clipped at 0; l1 bound on their error)."""
-    values = irfft(spectrum, n=size)
-    values = np.maximum(np.take(values, (start + np.arange(length)) % size), 0.0)
-    weights = np.full(spectrum.size, 2.0)
-    weights[0] = 1.0
-    if size % 2 == 0:
-        weights[-1] = 1.0
-    bound_norm = math.sqrt(float(weights @ bound ** 2))
-    spectrum_norm = math.sqrt(float(weights @ np.abs(spectrum) ** 2))
-    return values, bound_norm + _fft_gamma(size) * (spectrum_norm + bound_norm)
+    values = np.maximum(np.roll(irfft(spectrum, n=size), -start)[:length], 0.0)  # (length <= size)
+
+    def full_norm(moduli: np.ndarray) -> float:
+        """The 2-norm over all size frequencies: the half spectrum's terms count twice, but the zero (and
+        for even size the Nyquist) frequency once.  (numpy's pairwise sum, not a BLAS dot product, whose
+        threads are slow on a busy machine.)"""
+        squares = moduli ** 2
+        once = squares[0] + (squares[-1] if size % 2 == 0 else 0.0)
+        return math.sqrt(max(2 * float(np.sum(squares)) - once, 0.0))
+
+    bound_norm = full_norm(bound)
+    return values, bound_norm + _fft_gamma(size) * (full_norm(np.abs(spectrum)) + bound_norm)
 
 
 def _fft_gamma(size: int) -> float:
