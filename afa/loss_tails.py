@@ -68,11 +68,25 @@ class LossTails(abc.ABC):
 
     inf_mass: float
     loss_range: tuple[float, float]
+    #: Whether the finite loss has no atoms (P[L = x] = 0 for every finite x), so that P[L >= x] = P[L > x].
+    atomless: bool = False
 
     @abc.abstractmethod
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(log P[eps < L < inf], log Q[eps < L < inf]) for each eps (any shape, +-inf allowed),
         relatively accurate (-inf for 0).  At eps = -inf they are the finite part's masses."""
+
+    def grid_log_tails(self, interval: float, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`log_tails` at the grid interval * (first + arange(count)), read-only; the latest grid's are
+        kept, since a PLD's pessimistic and optimistic builders (:mod:`afa.pld`) ask for the same grid."""
+        key = (float(interval), int(first), int(count))
+        latest = getattr(self, "_latest_grid", None)
+        if latest is None or latest[0] != key:
+            values = self.log_tails(interval * np.arange(first, first + count))
+            for array in values:
+                array.flags.writeable = False
+            latest = self._latest_grid = (key, values)
+        return latest[1]
 
     def hockey_stick(self, epsilons: ArrayLike) -> np.ndarray:
         """delta(eps) = H_{e^eps}(P || Q), formed from the tails without cancellation of e^eps Q against P."""
@@ -141,6 +155,8 @@ class AtomTails(LossTails):
 class GaussianTails(LossTails):
     """L ~ N(mu^2/2, mu^2) under P and N(-mu^2/2, mu^2) under Q (papers/002 Lemma 35), so
     P[L > eps] = Phi(mu/2 - eps/mu) and Q[L > eps] = Phi(-mu/2 - eps/mu)."""
+
+    atomless = True
 
     def __init__(self, mu: float):
         self.mu = float(mu)
@@ -226,6 +242,8 @@ class NoisePairTails(LossTails):
         self.loss_range = (min(limits), max(limits))
         # A Gaussian loss only tends to its ends (unless it is constant); a Laplace loss takes them.
         self._bottom_attained = pair.noise == "laplace" or limits[0] == limits[1]
+        # A non-constant Gaussian-mixture loss is real-analytic and monotone, hence strictly monotone: no atoms.
+        self.atomless = not self._bottom_attained
         self._centre = float(np.ptp(pair.shifts) / 2 + pair.shifts.min())
         self._reach = self.REACH * pair.scale + float(np.max(np.abs(pair.shifts)))
 
@@ -365,6 +383,8 @@ class QuadraticGaussianTails(LossTails):
     (:func:`afa.exact._log_normal_mass`), or, for the narrow interval just below a bounded loss's
     top L* (where that difference of CDFs cancels), from Gauss-Legendre quadrature of the density.
     """
+
+    atomless = True  # a quadratic (own != other) takes each value at two outputs at most
 
     def __init__(self, own: float, other: float, shift: float):
         self._pair = (own, other, shift)

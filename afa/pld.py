@@ -452,7 +452,7 @@ def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
     first, losses = _loss_grid(tails, interval, tail_mass)
     inf_mass = tails.inf_mass
     if pessimistic:
-        upper = _exp_bounds(tails.log_tails(losses)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
+        upper = _exp_bounds(tails.grid_log_tails(interval, first, losses.size)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
         tail_values = np.concatenate(([1.0], (upper + inf_mass) * (1 + 2 * U)))
     else:
         below = np.nextafter(losses, -np.inf)  # P[L >= x_i] = P[L > x_i^-]
@@ -476,7 +476,7 @@ def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAU
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     first, losses = _loss_grid(tails, interval, tail_mass)
-    log_p, log_q = tails.log_tails(losses)
+    log_p, log_q = tails.grid_log_tails(interval, first, losses.size)
     upper = (tails.inf_mass + _excess_bounds(log_p, log_q, losses, tails_rtol)[1]) * (1 + 2 * U)
     curve = np.concatenate(([1.0], np.maximum.accumulate(upper[::-1])[::-1]))
     return _from_tail_values(_curve_tail_values(curve, interval) * (1 + 8 * U), first, interval, True)
@@ -498,6 +498,9 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     segments (or, where that would go below 0, read off t_{s+1}), 0 at the top point.  The PLD's
     curve is the lower convex hull of these candidates (papers/001 Algorithm 2's ConvexHull step).
 
+    For an atomless loss (``tails.atomless``) Q[L >= x] = Q[L > x], so the left derivatives come from the
+    same tails as the values (one evaluation fewer).
+
     Departures from Algorithm 2, which draws one tangent per segment (at the end nearer alpha = 1):
     (i) both ends' tangents are used, which lowers smooth curves half as much (E = c D^2 / 4 against
     c D^2 / 2 for curvature c) and does not collapse to 0 where h bends within one segment near
@@ -508,13 +511,14 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     first, losses = _loss_grid(tails, interval, tail_mass)
-    log_p, log_q = tails.log_tails(losses)
+    log_p, log_q = tails.grid_log_tails(interval, first, losses.size)
     curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, tails_rtol)[0]))
     # Tangent slopes: right derivative -Q[L > x] at a segment's left end (alpha = 0: -Q[L > -inf]),
     # left derivative -Q[L >= x] at its right end; the steeper the left end's, the shallower the right's, the safer.
     q_finite = float(np.asarray(tails.log_tails(-math.inf)[1]))  # log Q[L > -inf]: the slope at alpha = 0
     steep = np.concatenate((_exp_bounds([min(q_finite, 0.0)], tails_rtol)[1], _exp_bounds(log_q[:-1], tails_rtol)[1]))
-    shallow = _exp_bounds(tails.log_tails(np.nextafter(losses, -np.inf))[1], tails_rtol)[0]
+    log_q_at_or_above = log_q if tails.atomless else tails.log_tails(np.nextafter(losses, -np.inf))[1]
+    shallow = _exp_bounds(log_q_at_or_above, tails_rtol)[0]
     width = np.exp(losses) * np.concatenate(([1.0], np.full(losses.size - 1, -math.expm1(-interval))))
     # A third tangent inside each segment, at x_{s-1} + interval / 2 (alpha_0 / 2 in the first): it halves the lowering.
     middles = np.concatenate(([losses[0] - math.log(2.0)], losses[1:] - interval / 2))
