@@ -93,6 +93,7 @@ __all__ = [
 ]
 
 U = float(np.finfo(float).eps) / 2  # unit roundoff
+SUBNORMAL = float(np.finfo(float).smallest_subnormal)
 #: Largest number of grid points a PLD (or the window of a composition) may have.
 MAX_GRID_POINTS = 2 ** 26
 #: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
@@ -104,8 +105,12 @@ TAILS_RTOL, LOG_ROUNDING = TAILS_LOG_RTOL, TAILS_LOG_ULPS
 LOSS_LIMIT = 700.0
 #: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
 FFT_ERROR_CONSTANT = 8.0
-#: Rounding of z -> |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
+#: Rounding of z -> z^k, as |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
 POWER_ERROR_CONSTANT = 8.0
+#: Powers of smaller counts are formed by repeated squaring instead: k - 1 complex products in effect, each
+#: relatively accurate to sqrt(5) u, so at most (k - 1) sqrt(5) u |z|^k (< 8 pi k u, inside the bound above)
+#: plus a few subnormal spacings per product where they underflow (|z| <= 1: no overflow).  No cos and sin.
+SQUARING_LIMIT = 1024
 #: Chernoff orders tried, relative to the Gaussian-approximation optimum (papers/003 Sec. 5.2).
 CHERNOFF_FACTORS = np.geomspace(1 / 64, 64, 13)
 #: Probes per round of the vectorised search for the ends of a builder's grid.
@@ -168,10 +173,12 @@ class DiscretePLD:
         if self.tilt > 0 and self.tilted_error > 0 and not math.isfinite(self.bulk_top):
             raise ValueError("a decaying tilted_error (tilt > 0) needs a finite bulk_top, where its decay starts")
 
-    @property
+    @functools.cached_property
     def losses(self) -> np.ndarray:
-        """The grid losses x_i = interval * (offset + i)."""
-        return self.interval * (self.offset + np.arange(self.probs.size))
+        """The grid losses x_i = interval * (offset + i) (strictly increasing; read-only, formed once)."""
+        losses = self.interval * (self.offset + np.arange(self.probs.size))
+        losses.flags.writeable = False
+        return losses
 
     @property
     def total_mass(self) -> float:
@@ -280,24 +287,30 @@ class DiscretePLD:
         result = _certify(value, rounding, rho, eta, self.pessimistic)
         return result.reshape(epsilons.shape)
 
-    def _certified(self, epsilons) -> np.ndarray:
+    def _certified(self, epsilons, at_grid: bool = False) -> np.ndarray:
+        """The certified bound at ``epsilons`` (``at_grid``: they are :attr:`losses`, which saves the searches)."""
         epsilons = np.asarray(epsilons, dtype=float)
-        value, rounding = self._raw_delta(epsilons)
-        return _certify(value, rounding, self.relative_error, self._slack(epsilons), self.pessimistic)
+        above = np.minimum(np.arange(1, epsilons.size + 1), epsilons.size - 1) if at_grid else None
+        value, rounding = self._raw_delta(epsilons, above=above)
+        return _certify(value, rounding, self.relative_error, self._slack(epsilons, at_grid), self.pessimistic)
 
-    def _slack(self, epsilons) -> np.ndarray:
-        """The absolute slack eta(eps) (module docstring), read at g = the lattice point at or below eps.
+    def _slack(self, epsilons, at_grid: bool = False) -> np.ndarray:
+        """The absolute slack eta(eps) (module docstring), read at g = the lattice point at or below eps
+        (eps itself for grid points, ``at_grid``).
 
         eta(eps) = error + bulk_error [g < bulk_top] + tilted_error e^{-tilt max(g - bulk_top, 0)}:
         each term is non-increasing in eps, so reading it at g <= eps only enlarges it, and makes it
         constant between grid points (``epsilon`` solves the crossing in closed form there).
         """
         epsilons = np.asarray(epsilons, dtype=float)
-        h = self.interval
-        steps = np.round(epsilons / h)
-        floor = steps * h
-        floor = np.where(floor > epsilons, (steps - 1) * h, floor)
-        floor = np.minimum(floor, epsilons)  # g <= eps even when eps is infinite or huge
+        if at_grid:
+            floor = epsilons
+        else:
+            h = self.interval
+            steps = np.round(epsilons / h)
+            floor = steps * h
+            floor = np.where(floor > epsilons, (steps - 1) * h, floor)
+            floor = np.minimum(floor, epsilons)  # g <= eps even when eps is infinite or huge
         slack = self.error + np.where(floor < self.bulk_top, self.bulk_error, 0.0)
         if self.tilted_error > 0:
             if self.tilt > 0:
@@ -320,7 +333,7 @@ class DiscretePLD:
         before it (optimistic: suffix maximum).  An optimistic PLD also bounds lim delta = the true
         mass at +infinity >= (inf_mass - error) / (1 + rho), hence delta(eps) everywhere.
         """
-        bounds = self._certified(self.losses)
+        bounds = self._certified(self.losses, at_grid=True)
         if self.pessimistic:
             return np.minimum.accumulate(bounds), 0.0
         relative = (3 * self.probs.size + 10) * U
@@ -339,12 +352,14 @@ class DiscretePLD:
         d[:-1] = -math.expm1(-self.interval) * np.cumsum(c[:0:-1])[::-1]
         return c, d
 
-    def _raw_delta(self, epsilons: np.ndarray, shift_error: ArrayLike = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """(delta_S(eps), bound on its rounding); ``shift_error`` bounds rounding already in eps."""
+    def _raw_delta(self, epsilons: np.ndarray, shift_error: ArrayLike = 0.0,
+                   above: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(delta_S(eps), bound on its rounding); ``shift_error`` bounds rounding already in eps, ``above`` gives
+        the index of the first grid point above each eps, capped at the last (else it is searched)."""
         c, d = self._suffix_sums
         losses = self.losses
         last = self.probs.size - 1
-        j = np.minimum(np.searchsorted(losses, epsilons, side="right"), last)
+        j = np.minimum(np.searchsorted(losses, epsilons, side="right"), last) if above is None else above
         inside = epsilons < losses[last]
         factor = np.where(inside, -np.expm1(np.minimum(epsilons - losses[j], 0.0)), 0.0)
         finite = np.where(inside, d[j] + factor * c[j], 0.0)
@@ -949,14 +964,31 @@ def _power_on_window(masses: np.ndarray, positions: np.ndarray, interval: float,
     modulus = np.abs(spectrum)
     with np.errstate(divide="ignore"):
         log_modulus = np.log(modulus)
-    power_modulus = np.exp(count * log_modulus)
-    phase = float(count) * np.angle(spectrum)
-    power = power_modulus * (np.cos(phase) + 1j * np.sin(phase))
+    if count < SQUARING_LIMIT:
+        power = _power_by_squaring(spectrum, count)
+        power_modulus = np.abs(power)
+    else:
+        power_modulus = np.exp(count * log_modulus)
+        phase = float(count) * np.angle(spectrum)
+        power = power_modulus * (np.cos(phase) + 1j * np.sin(phase))
     finite_log = np.where(modulus > 0, np.abs(log_modulus), 0.0)
     bound = (count * eta * np.exp((count - 1) * np.log(modulus + eta))
-             + POWER_ERROR_CONSTANT * U * (1 + count * (math.pi + finite_log)) * power_modulus)
+             + POWER_ERROR_CONSTANT * U * (1 + count * (math.pi + finite_log)) * power_modulus
+             + 4 * count * SUBNORMAL)
     values, error = _inverse(power, bound, size, (bottom - count * first) % size, length)
     return values, error, math.expm1(count * math.log1p(theta))
+
+
+def _power_by_squaring(z: np.ndarray, count: int) -> np.ndarray:
+    """z^count elementwise by binary powering (see SQUARING_LIMIT for its rounding)."""
+    result, square = None, z
+    while True:
+        if count & 1:
+            result = square if result is None else result * square
+        count >>= 1
+        if not count:
+            return result
+        square = square * square
 
 
 def _spectrum(weights: np.ndarray, size: int, positions: np.ndarray | None = None) -> tuple[np.ndarray, float]:

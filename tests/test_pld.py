@@ -576,6 +576,32 @@ def test_blockwise_log_mgf_is_the_direct_log_sum_exp(seed):
         assert abs(value - direct) <= 8 * pld.U * mgf.magnitude(order), (order, value, direct)
 
 
+@pytest.mark.parametrize("builder", [connect_the_dots, greedy_hull_optimistic])
+def test_bounds_at_the_grid_skip_the_search_and_agree(builder):
+    """The envelope's bounds at the grid points take each point's index for the search's answer (the first point
+    above x_i is x_{i+1}); bit for bit what the search gives, plain and tilted powers alike."""
+    for tolerance in (1e-12, 1e-30):
+        composed = builder(GaussianTails(0.8), 1e-3).self_compose(30, tolerance)
+        assert np.array_equal(composed._certified(composed.losses, at_grid=True), composed._certified(composed.losses))
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 10, 37, 1023])
+def test_power_by_squaring_within_its_rounding_bound(count):
+    """z^k by binary powering (counts below SQUARING_LIMIT) against 40-digit mpmath: within (k - 1) sqrt(5) u |z|^k
+    plus subnormal spacings, which POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k covers."""
+    import mpmath as mp
+    rng = np.random.default_rng(count)
+    z = rng.uniform(0.2, 1.0, 200) * np.exp(1j * rng.uniform(-math.pi, math.pi, 200))
+    z[:3] = [1.0, -1.0, 1e-3j]
+    power = pld._power_by_squaring(z, count)
+    with mp.workdps(40):
+        exact = [complex(mp.mpc(value.real, value.imag) ** count) for value in z]
+    bound = (count - 1) * math.sqrt(5) * pld.U * np.abs(exact) * 1.01 + 4 * count * pld.SUBNORMAL
+    assert np.all(np.abs(power - exact) <= bound)
+    assert np.all(bound <= pld.POWER_ERROR_CONSTANT * pld.U * (1 + count * (math.pi + np.abs(np.log(np.abs(z)))))
+                  * np.abs(exact) + 4 * count * pld.SUBNORMAL)
+
+
 def test_too_many_grid_points():
     with pytest.raises(PLDTooLargeError, match="value_discretization_interval.*method='contour'"):
         connect_the_dots(GaussianTails(1.0), 1e-9)
