@@ -51,6 +51,8 @@ SADDLE_TOL = 1e-4
 #: Most nodes one contour sum may use, all levels together (closed forms; numeric MGFs cost far more per node).
 MAX_NODES = 1_000_000
 MAX_NUMERIC_NODES = 4_096
+#: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
+CACHED_LINES = 4
 #: |Im log f| on the real axis above which c counts as outside the MGF's strip.  Inside, closed forms
 #: give an imaginary part of rounding size; past a branch point it is a multiple of pi / 2.
 STRIP_IMAG_TOL = 1e-6
@@ -202,6 +204,8 @@ class _SaddlePointContour:
         # Saddle-point estimate of log delta, used to set the alias limit on the step.
         log_estimate = psi - 0.5 * math.log(2 * math.pi * curvature)
         step = min(0.5 / math.sqrt(curvature), 2 * math.pi * c / (max(-log_estimate, 0.0) + 45.0))
+        if self.max_nodes < MAX_NODES:
+            c, psi, step = self._snapped_line(c, psi, curvature, step, epsilon)
         # The integrand is about exp(-Psi'' u^2 / 2) near the saddle: one call usually covers it.
         first_chunk = int(min(4096, max(64, 12.0 / (step * math.sqrt(curvature)))))
 
@@ -222,7 +226,7 @@ class _SaddlePointContour:
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
-                log_f = self._log_integrand(s, epsilon) - psi
+                log_f = self._node_log_integrand(s, epsilon) - psi
                 terms = np.exp(log_f) * (1 + 2j * bend * (root - width) * u / root)
                 total += [terms.real.sum(), (s * terms).real.sum()]
                 start += stride * chunk
@@ -252,6 +256,29 @@ class _SaddlePointContour:
         rounding = 1e-15 + 4 * np.finfo(float).eps * (abs(c * epsilon) + abs(psi + c * epsilon))
         rounding += self.loss.log_phi_rtol  # numeric MGF terms: k_i times their relative error
         return psi + math.log(estimate), change + rounding, float(total[1] / total[0])
+
+    def _snapped_line(self, c: float, psi: float, curvature: float, step: float,
+                      epsilon: float) -> tuple[float, float, float]:
+        """(c, Psi(c), step) moved onto a coarse grid, so that nearby eps share their contour's nodes.
+
+        Numeric MGF terms make every node costly, and eps(delta) evaluates delta at eps a few ulps apart
+        (Newton's last iterates, the bracket checks of :func:`afa.engines.solve_epsilon`): with c rounded
+        to a multiple of g = 2^floor(log2(0.1 / sqrt(Psi''))) and the step down to a power of two, their
+        nodes c + i j step / 2^level coincide, and :meth:`_node_log_integrand` reuses log M there.  Any c
+        inside the MGF's strip gives the same integral; |c - c*| <= g / 2 + 0.01 / sqrt(Psi'') costs a
+        factor of at most e^{Psi'' (c - c*)^2 / 2} < e^0.002 in cancellation, and a smaller step only
+        makes the trapezoid sum more accurate.  The saddle's own line is kept if the snapped c leaves the strip.
+        """
+        spacing = 2.0 ** math.floor(math.log2(0.1 / math.sqrt(curvature)))
+        snapped = max(round(c / spacing), 1) * spacing
+        snapped_psi = float(self._psi(snapped, epsilon)[0])
+        if math.isfinite(snapped_psi):
+            c, psi = snapped, snapped_psi
+        return c, psi, 2.0 ** math.floor(math.log2(step))
+
+    def _node_log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
+        """The log-integrand at the contour's nodes (:meth:`_log_integrand`; a subclass may cache there)."""
+        return self._log_integrand(s, epsilon)
 
     def _no_decay(self, epsilon: float) -> AccuracyError:
         return AccuracyError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
@@ -286,13 +313,33 @@ class ContourInversion(_SaddlePointContour):
         if loss.log_atomic_mass > math.log(RTOL) - 30:
             raise ValueError("the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss)
+        self._lines: dict[float, dict[float, complex]] = {}  # real part -> {imaginary part: log M}
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) = log phi(-is) of the composed finite part (complex s)."""
         return self.loss.log_phi_numeric(-1j * np.asarray(s, dtype=complex))
 
     def _log_integrand(self, s, epsilon):
-        return self.log_mgf(s) - s * epsilon - np.log(s) - np.log1p(s)
+        return self._integrand_from(self.log_mgf(s), s, epsilon)
+
+    @staticmethod
+    def _integrand_from(log_mgf, s, epsilon):
+        return log_mgf - s * epsilon - np.log(s) - np.log1p(s)
+
+    def _node_log_integrand(self, s, epsilon):
+        """As :meth:`_log_integrand`, with numeric MGF terms' log M kept per vertical line (the latest
+        CACHED_LINES real parts), so that eps sharing a snapped line (:meth:`_snapped_line`) share its nodes."""
+        if self.max_nodes == MAX_NODES or not np.all(s.real == s.real[0]):
+            return self._log_integrand(s, epsilon)
+        line = self._lines.pop(float(s.real[0]), {})
+        self._lines[float(s.real[0])] = line  # (re)inserted last: the most recent line
+        while len(self._lines) > CACHED_LINES:
+            del self._lines[next(iter(self._lines))]
+        heights = s.imag.tolist()
+        missing = [u for u in dict.fromkeys(heights) if u not in line]
+        if missing:
+            line.update(zip(missing, self.log_mgf(s.real[0] + 1j * np.array(missing)).tolist()))
+        return self._integrand_from(np.array([line[u] for u in heights]), s, epsilon)
 
 
 #: Most lattice groups (distinct (l, J) pairs) the lattice contour handles.

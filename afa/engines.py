@@ -151,6 +151,11 @@ class PLDEngine:
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
         self.terms, self.interval = terms, interval
         self.epsilon_scale = loss_epsilon_scale(loss)
+        # Beyond an upper bound on the composed finite loss, delta is the mass at +infinity: that bound,
+        # raised by its rounding (a sum of count * -log(1 - q)-type terms), and the mass raised by its own.
+        self._loss_max = loss.loss_max + 16 * np.finfo(float).eps * abs(loss.loss_max) \
+            if math.isfinite(loss.loss_max) else loss.loss_max
+        self._inf_mass = loss.inf_mass * (1 + 16 * np.finfo(float).eps)
         self._built: dict[tuple[Callable, float], DiscretePLD] = {}
 
     def composed(self, build: Callable, tail_mass: float) -> DiscretePLD:
@@ -186,8 +191,12 @@ class PLDEngine:
         return None
 
     def cheap_upper(self, epsilons: np.ndarray) -> np.ndarray:
-        """A certified upper bound on delta from the finest pessimistic PLD built so far (else the first
-        tolerance's, pessimistic only): enough to see that a direction stays below a target."""
+        """A certified upper bound on delta: exactly the mass at +infinity where every eps is at or beyond the
+        largest finite composed loss (Poisson subsampling's add direction for eps >= -count log(1 - q): no
+        PLD is built), else from the finest pessimistic PLD built so far (else the first tolerance's,
+        pessimistic only).  Enough to see that a direction stays below a target."""
+        if np.all(epsilons >= self._loss_max):
+            return np.full(np.shape(epsilons), self._inf_mass)
         built = [tail for build, tail in self._built if build is connect_the_dots]
         return self.composed(connect_the_dots, min(built, default=self.FIRST_TAIL)).delta(epsilons)
 

@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp
 
-from .certified import _without_empty_components, log_mixture_masses
+from .certified import _log_sum_exp, _without_empty_components
 from .discrete import LossAtoms
 from .exact import QuadraticLoss, _ddg_log_delta, _log_normal_mass, gaussian_delta
 from .noise_pair import NoiseMixturePair
@@ -68,11 +68,25 @@ class LossTails(abc.ABC):
 
     inf_mass: float
     loss_range: tuple[float, float]
+    #: Whether the finite loss has no atoms (P[L = x] = 0 for every finite x), so that P[L >= x] = P[L > x].
+    atomless: bool = False
 
     @abc.abstractmethod
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(log P[eps < L < inf], log Q[eps < L < inf]) for each eps (any shape, +-inf allowed),
         relatively accurate (-inf for 0).  At eps = -inf they are the finite part's masses."""
+
+    def grid_log_tails(self, interval: float, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`log_tails` at the grid interval * (first + arange(count)), read-only; the latest grid's are
+        kept, since a PLD's pessimistic and optimistic builders (:mod:`afa.pld`) ask for the same grid."""
+        key = (float(interval), int(first), int(count))
+        latest = getattr(self, "_latest_grid", None)
+        if latest is None or latest[0] != key:
+            values = self.log_tails(interval * np.arange(first, first + count))
+            for array in values:
+                array.flags.writeable = False
+            latest = self._latest_grid = (key, values)
+        return latest[1]
 
     def hockey_stick(self, epsilons: ArrayLike) -> np.ndarray:
         """delta(eps) = H_{e^eps}(P || Q), formed from the tails without cancellation of e^eps Q against P."""
@@ -142,6 +156,8 @@ class GaussianTails(LossTails):
     """L ~ N(mu^2/2, mu^2) under P and N(-mu^2/2, mu^2) under Q (papers/002 Lemma 35), so
     P[L > eps] = Phi(mu/2 - eps/mu) and Q[L > eps] = Phi(-mu/2 - eps/mu)."""
 
+    atomless = True
+
     def __init__(self, mu: float):
         self.mu = float(mu)
         self.inf_mass = 0.0
@@ -193,7 +209,7 @@ class NoisePairTails(LossTails):
     substitution (papers/002 Thm 11, papers/003 Secs. 4.1-4.2) and the mixture of Gaussians
     (papers/003 Sec. 3.3).  Then {L > eps} is a half-line beyond o*(eps) = the crossing of L with eps,
     found by bisection on o to an ulp (vectorised over eps), and the tails are that half-line's
-    A- and B-masses from the component CDFs in log space (:func:`afa.certified.log_mixture_masses`).
+    A- and B-masses from the component CDFs in log space (:func:`_log_half_line_mass`).
     A Laplace loss is constant beyond the outermost shifts: those flat parts are atoms of L, at the
     ends of ``loss_range``, and come out of the same half-lines.
 
@@ -207,8 +223,9 @@ class NoisePairTails(LossTails):
     #: The bisection never leaves |o - centre| <= REACH noise scales (beyond, the masses are below e^-1e199).
     REACH = 1e100
     #: Half-widths of the brackets tried around a closed-form guess of o*, relative to |o*| + scale: the guess
-    #: is within 1e-15 for 99.6 % of eps (subsampled Gaussian, q = 0.01), within 1e-13 for all but a few.
-    GUESS_WIDTHS = (1e-15, 1e-13, 1e-9)
+    #: is within 2u for about 95 % of eps (then one or two bisection steps reach an ulp), within 1e-15 for
+    #: 99.6 % (subsampled Gaussian, q = 0.01), within 1e-13 for all but a few.
+    GUESS_WIDTHS = (2 * U, 1e-15, 1e-13, 1e-9)
 
     def __init__(self, pair: NoiseMixturePair):
         pair = _without_empty_components(pair)
@@ -225,6 +242,8 @@ class NoisePairTails(LossTails):
         self.loss_range = (min(limits), max(limits))
         # A Gaussian loss only tends to its ends (unless it is constant); a Laplace loss takes them.
         self._bottom_attained = pair.noise == "laplace" or limits[0] == limits[1]
+        # A non-constant Gaussian-mixture loss is real-analytic and monotone, hence strictly monotone: no atoms.
+        self.atomless = not self._bottom_attained
         self._centre = float(np.ptp(pair.shifts) / 2 + pair.shifts.min())
         self._reach = self.REACH * pair.scale + float(np.max(np.abs(pair.shifts)))
 
@@ -301,7 +320,8 @@ class NoisePairTails(LossTails):
         bounds = []
         for outward in (-1.0, 1.0):  # widen [centre - scale, centre + scale] until it brackets x*
             x = np.where(good, low if outward < 0 else high, centre + outward * scale)
-            active = np.flatnonzero(~good & ((self._loss_along(x) > eps) == (outward < 0)))
+            active = np.flatnonzero(~good)
+            active = active[(self._loss_along(x[active]) > eps[active]) == (outward < 0)]
             while active.size:
                 x[active] = np.clip(centre + 2 * (x[active] - centre), centre - self._reach, centre + self._reach)
                 beyond = (self._loss_along(x[active]) > eps[active]) == (outward < 0)
@@ -328,11 +348,29 @@ class NoisePairTails(LossTails):
         inside = np.flatnonzero(~everything & (flat < high))
         if inside.size:
             o_star = self._orientation * self._crossing(flat[inside])
-            side = 1 if self._orientation > 0 else 0  # {L > eps} is (o*, inf), or (-inf, o*)
-            pair = self.pair
-            log_p[inside] = log_mixture_masses(pair, pair.a_shifts, pair.a_log_weights, o_star[None, :])[0][side]
-            log_q[inside] = log_mixture_masses(pair, pair.b_shifts, pair.b_log_weights, o_star[None, :])[0][side]
+            pair, upper = self.pair, self._orientation > 0  # {L > eps} is (o*, inf), or (-inf, o*)
+            log_p[inside] = _log_half_line_mass(pair, pair.a_shifts, pair.a_log_weights, o_star, upper)
+            log_q[inside] = _log_half_line_mass(pair, pair.b_shifts, pair.b_log_weights, o_star, upper)
         return log_p.reshape(epsilons.shape), log_q.reshape(epsilons.shape)
+
+
+def _log_half_line_mass(pair: NoiseMixturePair, shifts, log_weights, edges: np.ndarray, upper: bool) -> np.ndarray:
+    """log of sum_i w_i mu(o - c_i) over o > edge (``upper``) or o < edge, for every edge.
+
+    With F the standard noise CDF, component i gives F(-z) (upper) or F(z), z = (edge - c_i) / scale;
+    F(y) = e^{T(|y|)} for y <= 0 and 1 - e^{T(|y|)} (by log1p) above, T(x) = log F(-x) = log_ndtr(-x)
+    (Gaussian) or -x - log 2 (Laplace): the one cell of :func:`afa.certified.log_mixture_masses` that a
+    half-line needs, by the same formulas, without its error bounds (their accuracy is measured,
+    :data:`TAILS_LOG_RTOL`).
+    """
+    terms = []
+    for shift, log_weight in zip(shifts, log_weights):
+        y = (edges - shift) / pair.scale
+        y = -y if upper else y
+        tail = log_ndtr(-np.abs(y)) if pair.noise == "gaussian" else -np.abs(y) - math.log(2.0)
+        with np.errstate(divide="ignore"):  # (F = 1: log1p(-0) = 0)
+            terms.append(log_weight + np.where(y <= 0, tail, np.log1p(-np.exp(tail))))
+    return _log_sum_exp(np.array(terms))
 
 
 class QuadraticGaussianTails(LossTails):
@@ -345,6 +383,8 @@ class QuadraticGaussianTails(LossTails):
     (:func:`afa.exact._log_normal_mass`), or, for the narrow interval just below a bounded loss's
     top L* (where that difference of CDFs cancels), from Gauss-Legendre quadrature of the density.
     """
+
+    atomless = True  # a quadratic (own != other) takes each value at two outputs at most
 
     def __init__(self, own: float, other: float, shift: float):
         self._pair = (own, other, shift)

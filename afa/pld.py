@@ -76,9 +76,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
 from scipy.signal import lfilter
-from scipy.special import logsumexp
 
 from . import _validation as check
+from .certified import _log_sum_exp
 from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
 
 __all__ = [
@@ -93,6 +93,7 @@ __all__ = [
 ]
 
 U = float(np.finfo(float).eps) / 2  # unit roundoff
+SUBNORMAL = float(np.finfo(float).smallest_subnormal)
 #: Largest number of grid points a PLD (or the window of a composition) may have.
 MAX_GRID_POINTS = 2 ** 26
 #: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
@@ -104,8 +105,12 @@ TAILS_RTOL, LOG_ROUNDING = TAILS_LOG_RTOL, TAILS_LOG_ULPS
 LOSS_LIMIT = 700.0
 #: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
 FFT_ERROR_CONSTANT = 8.0
-#: Rounding of z -> |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
+#: Rounding of z -> z^k, as |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
 POWER_ERROR_CONSTANT = 8.0
+#: Powers of smaller counts are formed by repeated squaring instead: k - 1 complex products in effect, each
+#: relatively accurate to sqrt(5) u, so at most (k - 1) sqrt(5) u |z|^k (< 8 pi k u, inside the bound above)
+#: plus a few subnormal spacings per product where they underflow (|z| <= 1: no overflow).  No cos and sin.
+SQUARING_LIMIT = 1024
 #: Chernoff orders tried, relative to the Gaussian-approximation optimum (papers/003 Sec. 5.2).
 CHERNOFF_FACTORS = np.geomspace(1 / 64, 64, 13)
 #: Probes per round of the vectorised search for the ends of a builder's grid.
@@ -168,10 +173,12 @@ class DiscretePLD:
         if self.tilt > 0 and self.tilted_error > 0 and not math.isfinite(self.bulk_top):
             raise ValueError("a decaying tilted_error (tilt > 0) needs a finite bulk_top, where its decay starts")
 
-    @property
+    @functools.cached_property
     def losses(self) -> np.ndarray:
-        """The grid losses x_i = interval * (offset + i)."""
-        return self.interval * (self.offset + np.arange(self.probs.size))
+        """The grid losses x_i = interval * (offset + i) (strictly increasing; read-only, formed once)."""
+        losses = self.interval * (self.offset + np.arange(self.probs.size))
+        losses.flags.writeable = False
+        return losses
 
     @property
     def total_mass(self) -> float:
@@ -280,24 +287,30 @@ class DiscretePLD:
         result = _certify(value, rounding, rho, eta, self.pessimistic)
         return result.reshape(epsilons.shape)
 
-    def _certified(self, epsilons) -> np.ndarray:
+    def _certified(self, epsilons, at_grid: bool = False) -> np.ndarray:
+        """The certified bound at ``epsilons`` (``at_grid``: they are :attr:`losses`, which saves the searches)."""
         epsilons = np.asarray(epsilons, dtype=float)
-        value, rounding = self._raw_delta(epsilons)
-        return _certify(value, rounding, self.relative_error, self._slack(epsilons), self.pessimistic)
+        above = np.minimum(np.arange(1, epsilons.size + 1), epsilons.size - 1) if at_grid else None
+        value, rounding = self._raw_delta(epsilons, above=above)
+        return _certify(value, rounding, self.relative_error, self._slack(epsilons, at_grid), self.pessimistic)
 
-    def _slack(self, epsilons) -> np.ndarray:
-        """The absolute slack eta(eps) (module docstring), read at g = the lattice point at or below eps.
+    def _slack(self, epsilons, at_grid: bool = False) -> np.ndarray:
+        """The absolute slack eta(eps) (module docstring), read at g = the lattice point at or below eps
+        (eps itself for grid points, ``at_grid``).
 
         eta(eps) = error + bulk_error [g < bulk_top] + tilted_error e^{-tilt max(g - bulk_top, 0)}:
         each term is non-increasing in eps, so reading it at g <= eps only enlarges it, and makes it
         constant between grid points (``epsilon`` solves the crossing in closed form there).
         """
         epsilons = np.asarray(epsilons, dtype=float)
-        h = self.interval
-        steps = np.round(epsilons / h)
-        floor = steps * h
-        floor = np.where(floor > epsilons, (steps - 1) * h, floor)
-        floor = np.minimum(floor, epsilons)  # g <= eps even when eps is infinite or huge
+        if at_grid:
+            floor = epsilons
+        else:
+            h = self.interval
+            steps = np.round(epsilons / h)
+            floor = steps * h
+            floor = np.where(floor > epsilons, (steps - 1) * h, floor)
+            floor = np.minimum(floor, epsilons)  # g <= eps even when eps is infinite or huge
         slack = self.error + np.where(floor < self.bulk_top, self.bulk_error, 0.0)
         if self.tilted_error > 0:
             if self.tilt > 0:
@@ -320,7 +333,7 @@ class DiscretePLD:
         before it (optimistic: suffix maximum).  An optimistic PLD also bounds lim delta = the true
         mass at +infinity >= (inf_mass - error) / (1 + rho), hence delta(eps) everywhere.
         """
-        bounds = self._certified(self.losses)
+        bounds = self._certified(self.losses, at_grid=True)
         if self.pessimistic:
             return np.minimum.accumulate(bounds), 0.0
         relative = (3 * self.probs.size + 10) * U
@@ -339,12 +352,14 @@ class DiscretePLD:
         d[:-1] = -math.expm1(-self.interval) * np.cumsum(c[:0:-1])[::-1]
         return c, d
 
-    def _raw_delta(self, epsilons: np.ndarray, shift_error: ArrayLike = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """(delta_S(eps), bound on its rounding); ``shift_error`` bounds rounding already in eps."""
+    def _raw_delta(self, epsilons: np.ndarray, shift_error: ArrayLike = 0.0,
+                   above: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(delta_S(eps), bound on its rounding); ``shift_error`` bounds rounding already in eps, ``above`` gives
+        the index of the first grid point above each eps, capped at the last (else it is searched)."""
         c, d = self._suffix_sums
         losses = self.losses
         last = self.probs.size - 1
-        j = np.minimum(np.searchsorted(losses, epsilons, side="right"), last)
+        j = np.minimum(np.searchsorted(losses, epsilons, side="right"), last) if above is None else above
         inside = epsilons < losses[last]
         factor = np.where(inside, -np.expm1(np.minimum(epsilons - losses[j], 0.0)), 0.0)
         finite = np.where(inside, d[j] + factor * c[j], 0.0)
@@ -452,7 +467,7 @@ def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
     first, losses = _loss_grid(tails, interval, tail_mass)
     inf_mass = tails.inf_mass
     if pessimistic:
-        upper = _exp_bounds(tails.log_tails(losses)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
+        upper = _exp_bounds(tails.grid_log_tails(interval, first, losses.size)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
         tail_values = np.concatenate(([1.0], (upper + inf_mass) * (1 + 2 * U)))
     else:
         below = np.nextafter(losses, -np.inf)  # P[L >= x_i] = P[L > x_i^-]
@@ -476,7 +491,7 @@ def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAU
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     first, losses = _loss_grid(tails, interval, tail_mass)
-    log_p, log_q = tails.log_tails(losses)
+    log_p, log_q = tails.grid_log_tails(interval, first, losses.size)
     upper = (tails.inf_mass + _excess_bounds(log_p, log_q, losses, tails_rtol)[1]) * (1 + 2 * U)
     curve = np.concatenate(([1.0], np.maximum.accumulate(upper[::-1])[::-1]))
     return _from_tail_values(_curve_tail_values(curve, interval) * (1 + 8 * U), first, interval, True)
@@ -498,6 +513,9 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     segments (or, where that would go below 0, read off t_{s+1}), 0 at the top point.  The PLD's
     curve is the lower convex hull of these candidates (papers/001 Algorithm 2's ConvexHull step).
 
+    For an atomless loss (``tails.atomless``) Q[L >= x] = Q[L > x], so the left derivatives come from the
+    same tails as the values (one evaluation fewer).
+
     Departures from Algorithm 2, which draws one tangent per segment (at the end nearer alpha = 1):
     (i) both ends' tangents are used, which lowers smooth curves half as much (E = c D^2 / 4 against
     c D^2 / 2 for curvature c) and does not collapse to 0 where h bends within one segment near
@@ -508,13 +526,14 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     first, losses = _loss_grid(tails, interval, tail_mass)
-    log_p, log_q = tails.log_tails(losses)
+    log_p, log_q = tails.grid_log_tails(interval, first, losses.size)
     curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, tails_rtol)[0]))
     # Tangent slopes: right derivative -Q[L > x] at a segment's left end (alpha = 0: -Q[L > -inf]),
     # left derivative -Q[L >= x] at its right end; the steeper the left end's, the shallower the right's, the safer.
     q_finite = float(np.asarray(tails.log_tails(-math.inf)[1]))  # log Q[L > -inf]: the slope at alpha = 0
     steep = np.concatenate((_exp_bounds([min(q_finite, 0.0)], tails_rtol)[1], _exp_bounds(log_q[:-1], tails_rtol)[1]))
-    shallow = _exp_bounds(tails.log_tails(np.nextafter(losses, -np.inf))[1], tails_rtol)[0]
+    log_q_at_or_above = log_q if tails.atomless else tails.log_tails(np.nextafter(losses, -np.inf))[1]
+    shallow = _exp_bounds(log_q_at_or_above, tails_rtol)[0]
     width = np.exp(losses) * np.concatenate(([1.0], np.full(losses.size - 1, -math.expm1(-interval))))
     # A third tangent inside each segment, at x_{s-1} + interval / 2 (alpha_0 / 2 in the first): it halves the lowering.
     middles = np.concatenate(([losses[0] - math.log(2.0)], losses[1:] - interval / 2))
@@ -718,7 +737,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
     if support.size == 0:
         return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, eta)
     masses, positions = base.probs[support], base.offset + support
-    mgf = _LogMGF(np.log(masses), h * positions)
+    mgf = _LogMGF(base.probs[support[0]:support[-1] + 1], h, int(positions[0]))
     plan = _WindowPlan(mgf, count, tolerance, h, int(positions[0]), int(positions[-1]))
     length = plan.top - plan.bottom + 1
     _check_size(length, f"the {count}-fold composition")
@@ -769,27 +788,59 @@ def _composed_inf_mass(finite: float, inf_mass: float, count: int) -> float:
 
 
 class _LogMGF:
-    """t -> K(t) = log sum_i p_i e^{t x_i} of a positive measure on finitely many points."""
+    """t -> K(t) = log sum_i p_i e^{t x_i} of a positive measure on a uniform grid, x_i = interval (first + i).
 
-    def __init__(self, log_masses: np.ndarray, losses: np.ndarray):
-        self.log_masses, self.losses = log_masses, losses
-        weights = np.exp(log_masses - logsumexp(log_masses))
-        mean = float(weights @ losses)
-        self.spread = math.sqrt(max(float(weights @ (losses - mean) ** 2), 0.0))
+    Many orders t at once, blockwise: with i = a W + b (W = BLOCK) and m_a the largest log-mass of block a,
+    sum_i p_i e^{t x_i} = sum_a e^{m_a + t x_{aW}} S_a(t),  S_a(t) = sum_b (p_{aW+b} e^{-m_a}) e^{t interval b},
+    so the inner sums of every block and order are one matrix product (the ratios p e^{-m_a} <= 1 are formed
+    once), and only the outer sums need logarithms.  e^{t interval b} stays within e^{+-BLOCK_REACH} for
+    |t| interval W <= BLOCK_REACH; larger orders take the direct log-sum-exp over the points.  A term
+    underflowing in S_a is below 1e-300 of the block's largest, which is at least e^{-BLOCK_REACH}.
+    """
+
+    BLOCK, BLOCK_REACH = 64, 300.0
+
+    def __init__(self, masses: np.ndarray, interval: float, first: int):
+        support = np.flatnonzero(masses > 0)
+        self.interval, self.first = interval, first
+        self.log_masses, self.losses = np.log(masses[support]), interval * (first + support)
+        self.spread = _spread(self.log_masses, self.losses)
+        padded = np.zeros(-(-masses.size // self.BLOCK) * self.BLOCK)
+        padded[:masses.size] = masses
+        blocks = padded.reshape(-1, self.BLOCK)
+        largest = blocks.max(axis=1)
+        self._ratios = blocks / np.where(largest > 0, largest, 1.0)[:, None]
+        with np.errstate(divide="ignore"):
+            self._block_log_masses = np.log(largest)
+        self._block_losses = interval * (first + self.BLOCK * np.arange(largest.size))
         self._known: dict[float, float] = {}  # the window plan asks for the same orders many times
 
     def __call__(self, ts: ArrayLike) -> np.ndarray:
         ts = np.atleast_1d(np.asarray(ts, dtype=float))
         missing = np.array(sorted({float(t) for t in ts} - self._known.keys()))
         if missing.size:
-            values = logsumexp(self.log_masses[None, :] + missing[:, None] * self.losses[None, :], axis=1)
+            values = np.empty(missing.size)
+            blocked = np.abs(missing) * self.interval * self.BLOCK <= self.BLOCK_REACH
+            orders = missing[blocked]
+            with np.errstate(divide="ignore"):  # (an empty block: log 0)
+                inner = np.log(self._ratios @ np.exp(np.outer(self.interval * np.arange(self.BLOCK), orders)))
+            values[blocked] = _log_sum_exp(self._block_log_masses[:, None] + self._block_losses[:, None] * orders + inner)
+            values[~blocked] = _log_sum_exp(self.log_masses[:, None] + self.losses[:, None] * missing[~blocked])
             self._known.update(zip(missing.tolist(), values.tolist()))
         return np.array([self._known[float(t)] for t in ts])
 
     def magnitude(self, t: float) -> float:
-        """Bound on |K(t)| plus the magnitudes rounded inside it (K(t)'s rounding is a few u times this)."""
+        """Bound on |K(t)| plus the magnitudes rounded inside it (K(t)'s rounding is a few u times this; the
+        inner sums of BLOCK terms add BLOCK u)."""
         return (abs(self(t)[0]) + abs(t) * float(np.max(np.abs(self.losses)))
-                + float(np.max(np.abs(self.log_masses))) + math.log(self.losses.size) + 4)
+                + float(np.max(np.abs(self.log_masses))) + math.log(self.losses.size) + 4 + self.BLOCK)
+
+
+def _spread(log_masses: np.ndarray, losses: np.ndarray) -> float:
+    """The standard deviation of the losses under the normalized masses (numpy sums, not BLAS dot products)."""
+    weights = np.exp(log_masses - _log_sum_exp(log_masses))
+    mean = float(np.sum(weights * losses))
+    return math.sqrt(max(float(np.sum(weights * (losses - mean) ** 2)), 0.0))
 
 
 class _WindowPlan:
@@ -862,10 +913,7 @@ class _ShiftedLogMGF:
 
     def __init__(self, mgf: _LogMGF, tilt: float):
         self.mgf, self.tilt, self.at_tilt = mgf, tilt, mgf(tilt)[0]
-        log_weights = mgf.log_masses + tilt * mgf.losses
-        weights = np.exp(log_weights - logsumexp(log_weights))
-        mean = float(weights @ mgf.losses)
-        self.spread = math.sqrt(max(float(weights @ (mgf.losses - mean) ** 2), 0.0))
+        self.spread = _spread(mgf.log_masses + tilt * mgf.losses, mgf.losses)
 
     def __call__(self, ts: ArrayLike) -> np.ndarray:
         return self.mgf(self.tilt + np.atleast_1d(ts)) - self.at_tilt
@@ -916,14 +964,31 @@ def _power_on_window(masses: np.ndarray, positions: np.ndarray, interval: float,
     modulus = np.abs(spectrum)
     with np.errstate(divide="ignore"):
         log_modulus = np.log(modulus)
-    power_modulus = np.exp(count * log_modulus)
-    phase = float(count) * np.angle(spectrum)
-    power = power_modulus * (np.cos(phase) + 1j * np.sin(phase))
+    if count < SQUARING_LIMIT:
+        power = _power_by_squaring(spectrum, count)
+        power_modulus = np.abs(power)
+    else:
+        power_modulus = np.exp(count * log_modulus)
+        phase = float(count) * np.angle(spectrum)
+        power = power_modulus * (np.cos(phase) + 1j * np.sin(phase))
     finite_log = np.where(modulus > 0, np.abs(log_modulus), 0.0)
     bound = (count * eta * np.exp((count - 1) * np.log(modulus + eta))
-             + POWER_ERROR_CONSTANT * U * (1 + count * (math.pi + finite_log)) * power_modulus)
+             + POWER_ERROR_CONSTANT * U * (1 + count * (math.pi + finite_log)) * power_modulus
+             + 4 * count * SUBNORMAL)
     values, error = _inverse(power, bound, size, (bottom - count * first) % size, length)
     return values, error, math.expm1(count * math.log1p(theta))
+
+
+def _power_by_squaring(z: np.ndarray, count: int) -> np.ndarray:
+    """z^count elementwise by binary powering (see SQUARING_LIMIT for its rounding)."""
+    result, square = None, z
+    while True:
+        if count & 1:
+            result = square if result is None else result * square
+        count >>= 1
+        if not count:
+            return result
+        square = square * square
 
 
 def _spectrum(weights: np.ndarray, size: int, positions: np.ndarray | None = None) -> tuple[np.ndarray, float]:
@@ -938,15 +1003,18 @@ def _spectrum(weights: np.ndarray, size: int, positions: np.ndarray | None = Non
 
 def _inverse(spectrum: np.ndarray, bound: np.ndarray, size: int, start: int, length: int) -> tuple[np.ndarray, float]:
     """(irfft values at bins start, start+1, ... (mod size), clipped at 0; l1 bound on their error)."""
-    values = irfft(spectrum, n=size)
-    values = np.maximum(np.take(values, (start + np.arange(length)) % size), 0.0)
-    weights = np.full(spectrum.size, 2.0)
-    weights[0] = 1.0
-    if size % 2 == 0:
-        weights[-1] = 1.0
-    bound_norm = math.sqrt(float(weights @ bound ** 2))
-    spectrum_norm = math.sqrt(float(weights @ np.abs(spectrum) ** 2))
-    return values, bound_norm + _fft_gamma(size) * (spectrum_norm + bound_norm)
+    values = np.maximum(np.roll(irfft(spectrum, n=size), -start)[:length], 0.0)  # (length <= size)
+
+    def full_norm(moduli: np.ndarray) -> float:
+        """The 2-norm over all size frequencies: the half spectrum's terms count twice, but the zero (and
+        for even size the Nyquist) frequency once.  (numpy's pairwise sum, not a BLAS dot product, whose
+        threads are slow on a busy machine.)"""
+        squares = moduli ** 2
+        once = squares[0] + (squares[-1] if size % 2 == 0 else 0.0)
+        return math.sqrt(max(2 * float(np.sum(squares)) - once, 0.0))
+
+    bound_norm = full_norm(bound)
+    return values, bound_norm + _fft_gamma(size) * (full_norm(np.abs(spectrum)) + bound_norm)
 
 
 def _fft_gamma(size: int) -> float:

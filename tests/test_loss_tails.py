@@ -556,6 +556,36 @@ def test_noise_pair_tails_properties(noise, scale, q, add, eps):
     assert -math.expm1(min(eps, 0.0)) - 1e-15 <= tails.hockey_stick(eps) <= 1.0
 
 
+@pytest.mark.parametrize("tails, atom", [
+    (GaussianTails(0.7), None),
+    (NoisePairTails(_remove_pair("gaussian", 0.9, 0.01)), None),
+    (NoisePairTails(_remove_pair("gaussian", 0.9, 0.01).swapped()), None),
+    (QuadraticGaussianTails(1.0, 1.3, 0.5), None),
+    (NoisePairTails(_remove_pair("laplace", 0.9, 0.01)), "top"),  # flat beyond the shifts: atoms at the ends
+    (LaplaceTails(1.5), "top"),
+    (afa.RandomizedResponse(0.7).loss_tails("add_remove")[0], "top"),
+])
+def test_atomless_tails_and_the_grid_cache(tails, atom):
+    """``atomless`` is declared only where P[L = x] = 0: there the tails just below each grid point equal those at
+    it (to the tails' accuracy), which the greedy hull uses instead of a second evaluation; a loss with atoms
+    (here its largest value) is not atomless.  grid_log_tails is log_tails on the grid, read-only, and kept for
+    the next builder."""
+    assert tails.atomless is (atom is None)
+    low, high = max(tails.loss_range[0], -3.0), min(tails.loss_range[1], 3.0)
+    first, count, interval = math.floor(low / 1e-3), int((high - low) / 1e-3), 1e-3
+    grid = interval * np.arange(first, first + count)
+    log_p, log_q = tails.grid_log_tails(interval, first, count)
+    assert np.array_equal(log_p, tails.log_tails(grid)[0]) and np.array_equal(log_q, tails.log_tails(grid)[1])
+    assert tails.grid_log_tails(interval, first, count)[0] is log_p and not log_p.flags.writeable
+    if atom is None:
+        below = tails.log_tails(np.nextafter(grid, -np.inf))[1]
+        finite = np.isfinite(log_q)
+        assert np.all(np.abs(below[finite] - log_q[finite]) <= 1e-12 * (1 + np.abs(log_q[finite])))
+    else:  # Q[L >= top] > 0 = Q[L > top]
+        top = tails.loss_range[1]
+        assert tails.log_tails(np.nextafter(top, -np.inf))[1] > -np.inf == tails.log_tails(top)[1]
+
+
 def test_shapes_and_nan():
     tails = afa.Gaussian(1.0).poisson_subsampled(0.1).loss_tails()[0]
     epsilons = np.array([[0.0, 1.0, 2.0], [-1.0, 0.5, 3.0]])

@@ -271,6 +271,41 @@ def test_contour_saddle_search_survives_a_far_gaussian_guess():
     assert abs(slope) * abs(slope) / curvature < 1e-3  # a stationary point of Psi
 
 
+def test_nearby_eps_share_the_snapped_contour_line(monkeypatch):
+    """Numeric MGF nodes are costly; eps(delta) asks for delta at eps a few ulps apart (Newton's last steps,
+    the bracket checks), so the contour's line is snapped to a coarse grid and its log M values kept.  The
+    second eps computes no new node (only its saddle search and far-node check: a handful of points against
+    some 1 900 nodes), and both deltas agree to 1e-13 with those of the saddle's own line
+    (snapping turned off) -- the same integral along another vertical line."""
+    acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=100)
+    inversion = ContourInversion(acc._composed(0))
+    computed = []
+    log_mgf = inversion.log_mgf
+    monkeypatch.setattr(inversion, "log_mgf", lambda s: computed.append(np.size(s)) or log_mgf(s))
+    epsilons = (0.718, float(np.nextafter(0.718, 1.0)))
+    first = inversion.delta_and_slope(epsilons[0])
+    nodes = sum(computed)
+    second = inversion.delta_and_slope(epsilons[1])
+    assert nodes > 500 and sum(computed) - nodes <= 10, (nodes, computed)
+    monkeypatch.setattr(ContourInversion, "_snapped_line", lambda self, c, psi, curvature, step, eps: (c, psi, step))
+    unsnapped = ContourInversion(acc._composed(0))
+    for epsilon, (value, error, slope) in zip(epsilons, (first, second)):
+        reference = unsnapped.delta_and_slope(epsilon)
+        assert value == pytest.approx(reference[0], rel=1e-13) and slope == pytest.approx(reference[2], rel=1e-12)
+        assert abs(value - reference[0]) <= error + reference[1]
+
+
+def test_fifty_steps_contour_inside_the_pld_bracket():
+    """sigma = 1, q = 0.01, k = 50: the contour (snapped lines, smaller power-of-two steps) converges within
+    its node budget, so 'auto' answers with it rather than the PLD; its eps lies inside the PLD's certified
+    bracket (relative width 1.8e-6), an independent discretization of the loss."""
+    acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=50)
+    result = acc.epsilon_result(1e-5)
+    assert result.method == "contour" and result.upper - result.lower <= 1e-12 * result.value
+    bracket = acc.epsilon_result(1e-5, method="pld")
+    assert bracket.lower <= result.value <= bracket.upper
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sigma, q, count, delta", [(0.8, 0.001, 100, 1e-5), (2.0, 0.001, 1000, 1e-6)])
 def test_near_atom_two_inversions_and_the_pld_agree(monkeypatch, sigma, q, count, delta):
