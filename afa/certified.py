@@ -176,7 +176,7 @@ class CertifiedBracket:
         upper = np.minimum(values + errors + self._upper_extra, 1.0)
         values, errors = self._lower.hockey_stick(flat)
         lower = values - errors - self._lower.outside_mass
-        lower = np.maximum(lower, np.maximum(-np.expm1(flat), 0.0))  # H_a(P||Q) >= (1 - a)_+ always
+        lower = np.maximum(lower, -np.expm1(np.minimum(flat, 0.0)))  # H_a(P||Q) >= (1 - a)_+ always
         return lower.reshape(epsilons.shape), upper.reshape(epsilons.shape)
 
 

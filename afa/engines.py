@@ -364,8 +364,9 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
         epsilon, (_, error, slope) = newton_epsilon(newton, delta, engine.epsilon_guess(delta), engine.epsilon_scale)
     else:
         epsilon = smallest_epsilon(value, delta, engine.epsilon_scale)
-    if math.isinf(epsilon):
-        return epsilon, epsilon, epsilon
+    if math.isinf(epsilon):  # the estimate never reaches delta; a lower bound on delta still may
+        lower = epsilon if closed is not None else smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale)
+        return epsilon, lower, epsilon
     if slope is None:
         error = float(engine.delta(np.array([epsilon]))[1][0])
     _check_resolution(engine, delta, error)

@@ -279,3 +279,20 @@ def _single_use_delta(pair: NoiseMixturePair, eps: float, integrate, optimize) -
         if excess(middle) > 0:
             total += integrate.quad(excess, low, high, limit=200, epsabs=1e-15, epsrel=1e-13)[0]
     return total
+
+
+def test_tiny_delta_keeps_a_finite_certified_lower_epsilon():
+    """At delta = 1e-30 Algorithm 2's upper bound stays above delta (its truncated mass), so the
+    estimate and the upper epsilon are +inf; the lower epsilon must still come from the lower delta,
+    finite and below the contour method's 7.8134519 (an independent engine), without overflow warnings."""
+    import warnings
+
+    import afa
+
+    acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), 100)
+    truth = acc.epsilon_result(1e-30, method="contour")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = acc.epsilon_result(1e-30, method="certified")
+    assert result.certified and math.isfinite(result.lower)
+    assert result.lower <= truth.value <= result.upper
