@@ -24,17 +24,13 @@ Run: python benchmarks/bench_contour.py
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 
 import afa
 from afa import exact
+from references import delta_slope, laplace_delta_mpmath, relative_epsilon_offset
 from timing import median_seconds
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _reference import laplace_delta_mpmath  # noqa: E402
 
 TARGETS = (1e-5, 1e-10, 1e-30, 1e-100, 1e-300)
 
@@ -87,9 +83,9 @@ def main() -> None:
     truths = [laplace_delta_mpmath(e, 100, 1.0) for e in epsilons]
     delta_errors = [abs(acc.delta(e, method="contour") / t - 1) for e, t in zip(epsilons, truths)]
     # eps error from the reference: |delta_ref(eps_hat) / target - 1| / (eps |d log delta / d eps|).
-    slopes = [(math.log(laplace_delta_mpmath(e * (1 - 1e-7), 100, 1.0)) - math.log(t)) / (1e-7 * e)
-              for e, t in zip(epsilons, truths)]
-    epsilon_errors = [abs(t / d - 1) / (e * s) for d, e, t, s in zip(laplace_targets, epsilons, truths, slopes)]
+    slopes = [delta_slope(lambda eps: laplace_delta_mpmath(eps, 100, 1.0), e, t) for e, t in zip(epsilons, truths)]
+    epsilon_errors = [abs(relative_epsilon_offset(t, d, e, s))
+                      for d, e, t, s in zip(laplace_targets, epsilons, truths, slopes)]
     print_row("Laplace(1) x 100 (to 1e-30)", timings(acc, epsilons[2], 1e-30), delta_errors, epsilon_errors)
 
     acc = afa.Accountant()

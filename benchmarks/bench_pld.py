@@ -36,12 +36,8 @@ import warnings
 
 import numpy as np
 
+from contenders import INSTALLED, dp_gaussian_pld_epsilon
 from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
-
-try:
-    from dp_accounting.pld import privacy_loss_distribution as dp_pld
-except ImportError:  # optional peer
-    dp_pld = None
 
 DELTA = 1e-5
 INTERVALS = (1e-3, 1e-4)
@@ -86,20 +82,14 @@ def warm_up() -> None:
     small = Row("warm-up", [(3.0, 0.05, 7)])
     afa_pld(small, 1e-3)
     afa_contour(small)
-    if dp_pld is not None:
+    if INSTALLED["dp-accounting"]:
         dp_bracket(small, 1e-3)
 
 
 # --------------------------------------------------------------------------- dp_accounting
 
 def dp_epsilon(row: Row, interval: float, pessimistic: bool) -> float:
-    total = None
-    for sigma, q, steps in row.terms:
-        pld = dp_pld.from_gaussian_mechanism(sigma, sampling_prob=q, value_discretization_interval=interval,
-                                             pessimistic_estimate=pessimistic, use_connect_dots=True)
-        pld = pld.self_compose(steps)
-        total = pld if total is None else total.compose(pld)
-    return total.get_epsilon_for_delta(DELTA)
+    return dp_gaussian_pld_epsilon(row.terms, DELTA, interval, pessimistic, use_connect_dots=True)
 
 
 def dp_bracket(row: Row, interval: float) -> tuple[float, float]:
@@ -150,7 +140,7 @@ def main() -> None:
                 low, high = ours
                 line += (f" {low:>9.6f} {high:>9.6f} {high - low:>8.1e} {signed(low, reference)} "
                          f"{signed(high, reference)} {afa_seconds:>7.2f} {afa_calls:>1} |")
-            if dp_pld is None:
+            if not INSTALLED["dp-accounting"]:
                 line += " dp_accounting not installed"
             else:
                 theirs, dp_seconds, dp_calls = timed(lambda: dp_bracket(row, interval), REPEATS,

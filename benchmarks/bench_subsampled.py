@@ -53,18 +53,10 @@ import numpy as np
 
 import afa
 import afa.mechanisms
+import contenders
 from afa.certified import certified_delta
+from contenders import INSTALLED, subsampled_terms
 from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
-
-try:
-    import dp_accounting
-    from dp_accounting.pld import privacy_loss_distribution as dp_pld
-except ImportError:  # optional peer
-    dp_accounting = dp_pld = None
-try:
-    import prv_accountant
-except ImportError:  # optional peer
-    prv_accountant = None
 
 #: A call slower than this (seconds) is timed once, not repeated.
 SINGLE_SHOT_SECONDS = 5.0
@@ -108,35 +100,19 @@ def warm_up() -> None:
     afa_cold(Row("warm-up", [(0.9, 0.002, 3)], 1e-5))
 
 
-# --------------------------------------------------------------------------- peers
-
-def dp_event(row: Row):
-    events = [dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
-        for sigma, q, steps in row.terms]
-    return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
-
+# --------------------------------------------------------------------------- peers (benchmarks/contenders.py)
 
 def dp_pld_epsilon(row: Row) -> float:
-    accountant = dp_accounting.pld.PLDAccountant()
-    accountant.compose(dp_event(row))
-    return accountant.get_epsilon(row.delta)
+    return contenders.dp_pld_epsilon(subsampled_terms(row.terms), row.delta)
 
 
 def dp_rdp_epsilon(row: Row) -> float:
-    accountant = dp_accounting.rdp.RdpAccountant()
-    accountant.compose(dp_event(row))
-    return accountant.get_epsilon(row.delta)
+    return contenders.dp_rdp_epsilon(subsampled_terms(row.terms), row.delta)
 
 
 def prv_epsilon(row: Row) -> tuple[float, float, float]:
     """(lower, estimate, upper) from PRVAccountant (prv_accountant.Accountant is deprecated)."""
-    prvs = [prv_accountant.PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=sigma)
-            for sigma, q, _ in row.terms]
-    steps = [k for _, _, k in row.terms]
-    accountant = prv_accountant.PRVAccountant(prvs=prvs, eps_error=0.01, delta_error=row.delta / 1000,
-                                              max_self_compositions=steps)
-    return accountant.compute_epsilon(delta=row.delta, num_self_compositions=steps)
+    return contenders.prv_epsilon(subsampled_terms(row.terms), row.delta)
 
 
 def pld_epsilon(row: Row, pessimistic: bool, interval: float) -> float:
@@ -145,15 +121,9 @@ def pld_epsilon(row: Row, pessimistic: bool, interval: float) -> float:
     # Truncated mass goes to the pessimistic infinity atom: keep it far below delta.
     log_mass_bound = min(-50.0, math.log(row.delta / steps) - 7)
     tail = min(1e-15, row.delta / 1000)
-    total = None
-    for sigma, q, k in row.terms:
-        pld = dp_pld.from_gaussian_mechanism(
-            sigma, pessimistic_estimate=pessimistic, value_discretization_interval=interval,
-            log_mass_truncation_bound=log_mass_bound, sampling_prob=q,
-            use_connect_dots=pessimistic)  # connect-the-dots is pessimistic only
-        pld = pld.self_compose(k, tail_mass_truncation=tail)
-        total = pld if total is None else total.compose(pld, tail_mass_truncation=tail)
-    return total.get_epsilon_for_delta(row.delta)
+    return contenders.dp_gaussian_pld_epsilon(row.terms, row.delta, interval, pessimistic,
+                                              use_connect_dots=pessimistic,  # connect-the-dots is pessimistic only
+                                              log_mass_truncation_bound=log_mass_bound, tail_mass_truncation=tail)
 
 
 def pld_bracket(row: Row) -> tuple[float, float]:
@@ -201,7 +171,7 @@ def main() -> None:
         line = (f"{row.name:<30} {row.delta:>6.0e} {result.value:>12.8f} {float(result.lower):>12.8f} "
                 f"{float(result.upper):>12.8f} {result.method:>9} {afa_seconds:>7.2f} {n:>1} |")
 
-        if dp_accounting is None:
+        if not INSTALLED["dp-accounting"]:
             line += f" {'not installed':>24} |"
         else:
             eps, seconds, _ = timed(lambda: dp_pld_epsilon(row), REPEATS, SINGLE_SHOT_SECONDS)
@@ -209,7 +179,7 @@ def main() -> None:
             if isinstance(eps, Exception):
                 notes.append(f"dp_accounting PLD, {row.name}, delta={row.delta:.0e}: refused: {refusal(eps)}")
 
-        if prv_accountant is None:
+        if not INSTALLED["prv-accountant"]:
             line += " not installed"
         else:
             bracket, seconds, _ = timed(lambda: prv_epsilon(row), REPEATS, SINGLE_SHOT_SECONDS)
@@ -222,7 +192,7 @@ def main() -> None:
         print(line, flush=True)
         checks.append((row, result))
 
-    if dp_accounting is None:
+    if not INSTALLED["dp-accounting"]:
         print("\nTable 2 skipped: dp_accounting is not installed")
     else:
         print("\nTable 2: afa's eps against dp_accounting's PLD bracket [optimistic, pessimistic] "

@@ -1,13 +1,19 @@
 """Helpers shared by the benchmark scripts: medians (to damp the machine's noise), timed calls that may
-refuse, cold afa caches, DP-SGD accountants, and the machine/version line every table starts with."""
+refuse, timed calls isolated in a child process with a time limit, cold afa caches, DP-SGD accountants,
+and the machine/version description every table starts with."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import math
+import multiprocessing
 import os
 import platform
+import resource
 import statistics
 import time
+from dataclasses import dataclass
 
 import afa
 import afa.mechanisms
@@ -37,6 +43,68 @@ def timed(function, repeats: int, single_shot_seconds: float):
     return result, median_seconds(function, repeats=repeats), repeats
 
 
+@dataclass
+class Outcome:
+    """What :func:`run_isolated` saw: ``status`` is 'ok' (``value`` holds the result), 'raised' (``error_type``
+    and ``message`` say what), 'timeout' (killed after the limit) or 'died' (the child ended without an answer,
+    e.g. killed for memory)."""
+
+    status: str
+    value: object = None
+    seconds: float = math.nan
+    calls: int = 0
+    error_type: str = ""
+    message: str = ""
+
+
+def run_isolated(function, timeout: float, repeats: int = 3, single_shot_seconds: float = 0.5,
+                 memory_limit_bytes: int | None = None) -> Outcome:
+    """:func:`timed` (``function`` called, then repeated if fast) in a forked child process, killed after
+    ``timeout`` seconds.  The child inherits everything already imported and compiled (so a warm-up in the
+    parent is excluded from the times), prints nothing (peers' progress output goes to /dev/null), and may be
+    given an address-space limit; the time is measured inside the child, so the fork is not counted."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+
+    def child() -> None:
+        receiver.close()
+        if memory_limit_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+            result, seconds, calls = timed(function, repeats, single_shot_seconds)
+        if isinstance(result, BaseException):
+            payload = ("raised", None, seconds, calls, type(result).__name__, refusal(result).partition(": ")[2])
+        else:
+            payload = ("ok", result, seconds, calls, "", "")
+        try:
+            sender.send(payload)
+        except Exception as error:  # an answer that does not pickle is reported, not lost
+            sender.send(("raised", None, seconds, calls, type(error).__name__, f"result not transferable: {error}"))
+
+    process = context.Process(target=child, daemon=True)
+    process.start()
+    sender.close()
+    payload = None
+    if receiver.poll(timeout):
+        try:
+            payload = receiver.recv()
+        except EOFError:
+            payload = None
+        timed_out = False
+    else:
+        timed_out = True
+    if process.is_alive() and payload is None:
+        process.kill()
+    process.join()
+    receiver.close()
+    if payload is None:
+        if timed_out:
+            return Outcome("timeout", seconds=timeout)
+        return Outcome("died", message=f"child exited with code {process.exitcode} without an answer")
+    status, value, seconds, calls, error_type, message = payload
+    return Outcome(status, value, seconds, calls, error_type, message)
+
+
 def refusal(error: Exception, width: int | None = None) -> str:
     """'Type: message' on one line (cut to ``width`` characters if given)."""
     return f"{type(error).__name__}: {' '.join(str(error).split())[:width]}"
@@ -58,17 +126,42 @@ def dp_sgd_accountant(terms, interval: float | None = None) -> afa.Accountant:
     return accountant
 
 
-def machine_note(packages: tuple[str, ...]) -> str:
-    """The machine, Python, afa and each of ``packages`` with its version (or 'not installed')."""
+def usable_cores() -> int:
     try:
-        usable = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:
-        usable = os.cpu_count()
-    versions = [f"afa {afa.__version__}"]
+        return os.cpu_count()
+
+
+def package_versions(packages: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, version or 'not installed') for afa and each of ``packages`` (distribution names)."""
+    versions = [("afa", afa.__version__)]
     for package in packages:
         try:
-            versions.append(f"{package} {importlib.metadata.version(package)}")
+            versions.append((package, importlib.metadata.version(package)))
         except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{package} not installed")
+            versions.append((package, "not installed"))
+    return versions
+
+
+def machine_facts() -> list[tuple[str, str]]:
+    """(label, value) pairs describing the machine: CPU model, cores, memory, OS, Python, load."""
+    model = platform.processor() or platform.machine()
+    memory = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model)
+    with contextlib.suppress(OSError, StopIteration, ValueError), open("/proc/meminfo") as meminfo:
+        kib = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1])
+        memory = f"{kib / 2 ** 20:.1f} GiB"
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+    return [("CPU", model), ("cores", f"{os.cpu_count()} ({usable_cores()} usable)"), ("memory", memory),
+            ("OS", platform.platform()), ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
+            ("load average (1, 5, 15 min) at start", load)]
+
+
+def machine_note(packages: tuple[str, ...]) -> str:
+    """The machine, Python, afa and each of ``packages`` with its version (or 'not installed')."""
+    versions = [f"{name} {version}" for name, version in package_versions(packages)]
     return (f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} cores ({usable} usable), Python {platform.python_version()}; " + ", ".join(versions))
+            f"{os.cpu_count()} cores ({usable_cores()} usable), Python {platform.python_version()}; "
+            + ", ".join(versions))
