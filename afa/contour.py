@@ -53,6 +53,9 @@ MAX_NODES = 1_000_000
 MAX_NUMERIC_NODES = 4_096
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
+#: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
+#: a halved step doubles the nodes, and near-atom sums need most of the numeric node budget).
+STEP_MANTISSA_BITS = 3
 #: |Im log f| on the real axis above which c counts as outside the MGF's strip.  Inside, closed forms
 #: give an imaginary part of rounding size; past a branch point it is a multiple of pi / 2.
 STRIP_IMAG_TOL = 1e-6
@@ -74,13 +77,13 @@ class _SaddlePointContour:
     vertical for |u| << Y (b(u) = 0 gives the vertical line).
     """
 
-    def __init__(self, loss: ComposedLoss):
+    def __init__(self, loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES):
         self.loss = loss
         self.inf_mass = loss.inf_mass
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
         self._last_saddle: float | None = None
-        self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else MAX_NUMERIC_NODES
+        self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else numeric_nodes
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         raise NotImplementedError
@@ -263,7 +266,7 @@ class _SaddlePointContour:
 
         Numeric MGF terms make every node costly, and eps(delta) evaluates delta at eps a few ulps apart
         (Newton's last iterates, the bracket checks of :func:`afa.engines.solve_epsilon`): with c rounded
-        to a multiple of g = 2^floor(log2(0.1 / sqrt(Psi''))) and the step down to a power of two, their
+        to a multiple of g = 2^floor(log2(0.1 / sqrt(Psi''))) and the step down to 3 significant bits, their
         nodes c + i j step / 2^level coincide, and :meth:`_node_log_integrand` reuses log M there.  Any c
         inside the MGF's strip gives the same integral; |c - c*| <= g / 2 + 0.01 / sqrt(Psi'') costs a
         factor of at most e^{Psi'' (c - c*)^2 / 2} < e^0.002 in cancellation, and a smaller step only
@@ -274,7 +277,8 @@ class _SaddlePointContour:
         snapped_psi = float(self._psi(snapped, epsilon)[0])
         if math.isfinite(snapped_psi):
             c, psi = snapped, snapped_psi
-        return c, psi, 2.0 ** math.floor(math.log2(step))
+        grain = 2.0 ** (math.floor(math.log2(step)) - STEP_MANTISSA_BITS)
+        return c, psi, math.floor(step / grain) * grain
 
     def _node_log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         """The log-integrand at the contour's nodes (:meth:`_log_integrand`; a subclass may cache there)."""
@@ -303,7 +307,7 @@ class _SaddlePointContour:
 class ContourInversion(_SaddlePointContour):
     """The vertical contour Re s = c* for compositions whose atoms carry negligible mass."""
 
-    def __init__(self, loss: ComposedLoss):
+    def __init__(self, loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES):
         if not loss.analytic:
             raise ValueError("the contour method needs log-CFs that continue to complex arguments (closed forms, "
                              "subsampled mechanisms), not a real-line-only numeric CF such as MixtureOfGaussians; "
@@ -312,7 +316,7 @@ class ContourInversion(_SaddlePointContour):
             raise ValueError("the composition has no continuous part; use method='exact'")
         if loss.log_atomic_mass > math.log(RTOL) - 30:
             raise ValueError("the composition has atoms of non-negligible mass: use LatticeContourInversion")
-        super().__init__(loss)
+        super().__init__(loss, numeric_nodes)
         self._lines: dict[float, dict[float, complex]] = {}  # real part -> {imaginary part: log M}
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
@@ -370,7 +374,7 @@ class LatticeContourInversion(_SaddlePointContour):
     term by term), which converges fast there.
     """
 
-    def __init__(self, loss: ComposedLoss):
+    def __init__(self, loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES):
         if not loss.continuous:
             raise ValueError("the composition has no continuous part; use method='exact'")
         groups = lattice_groups(loss)
@@ -378,7 +382,7 @@ class LatticeContourInversion(_SaddlePointContour):
             raise ValueError("the composition has atoms of non-negligible mass and terms other than "
                              "Laplace-type and finite-output mechanisms; the contour integrand then decays only "
                              "like 1/t^2: use method='quadrature'")
-        super().__init__(loss)
+        super().__init__(loss, numeric_nodes)
         self.shifts, self.counts, self.log_weights, self.laplace_count = groups
         self.near_gap = 2.0 / (self.laplace_count + 2)
         # Far enough up the contour that |U|^K and |r|^J are within a factor e of their limits.
@@ -479,8 +483,9 @@ def _merge_groups(shifts, counts, log_weights):
     return shifts[starts], counts[starts], merged
 
 
-def contour_inversion(loss: ComposedLoss) -> _SaddlePointContour:
-    """The lattice contour where atoms carry non-negligible mass, else the vertical one."""
+def contour_inversion(loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES) -> _SaddlePointContour:
+    """The lattice contour where atoms carry non-negligible mass, else the vertical one; ``numeric_nodes``
+    caps one contour sum's nodes when the composition has numeric MGF terms (subsampled mechanisms)."""
     if loss.log_atomic_mass > math.log(RTOL) - 30:
-        return LatticeContourInversion(loss)
-    return ContourInversion(loss)
+        return LatticeContourInversion(loss, numeric_nodes)
+    return ContourInversion(loss, numeric_nodes)
