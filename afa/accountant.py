@@ -10,12 +10,14 @@ delta(eps) is the larger of the two directions' hockey-stick divergences
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import sympy
 
 from . import _validation as check
 from .composition import ComposedLoss
+from .contour import MAX_NUMERIC_NODES
 from .discrete import CompositionTooLargeError
 from .engines import (
     CERTIFIED_METHODS,
@@ -39,6 +41,12 @@ DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
 STEP_RESOLUTION = 20.0
 #: What 'auto' tries, in order, after the contour method refuses a query (see Accountant._run).
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
+#: A certified fallback's bracket wider than this (relative) makes 'auto' retry the contour method with
+#: WIDE_NUMERIC_NODES nodes per sum (e.g. DP-SGD q = 0.001, k = 1e5 at delta = 1e-10: PLD width 4 %).
+AUTO_BRACKET_RTOL = 1e-2
+WIDE_NUMERIC_NODES = 64 * MAX_NUMERIC_NODES
+#: Engine key of the contour method with that budget.
+WIDE_CONTOUR = "contour (wide node budget)"
 
 
 class Accountant:
@@ -131,7 +139,8 @@ class Accountant:
                         return candidate
                     except (CompositionTooLargeError, ValueError):
                         pass
-            return "quadrature"
+            # The real line needs a continuous part; a finite composition too large to enumerate goes to the PLD.
+            return "quadrature" if any(losses[0].continuous for losses in self._losses.values()) else "pld"
         if method == "exact" and not self._exact_available():
             raise ValueError("method='exact' needs a composition of Gaussian and finite-output mechanisms only "
                              "(or one use of a single mechanism); use method='contour', 'pld' or 'quadrature'")
@@ -149,6 +158,8 @@ class Accountant:
                     engines.append(ExactEngine(mu, self._composed(index, lambda m: not isinstance(m, Gaussian))))
                 elif method == "contour":
                     engines.append(ContourEngine(self._composed(index)))
+                elif method == WIDE_CONTOUR:
+                    engines.append(ContourEngine(self._composed(index), numeric_nodes=WIDE_NUMERIC_NODES))
                 elif method == "certified":
                     engines.append(CertifiedEngine(self._composed(index)))
                 elif method == "pld":
@@ -198,12 +209,14 @@ class Accountant:
         epsilons = check.real_array("epsilons", epsilons)
         return self._profile(epsilons.ravel(), method, direction)[0].reshape(epsilons.shape)
 
-    def _run(self, method: str, query):
+    def _run(self, method: str, query, relative_width: Callable | None = None):
         """(engine name, query(engines)).
 
         Under 'auto' a contour refusal (a loss piled up near one value, a CF decaying slowly) falls
         back to the discretized PLD (a certified bracket), then to the real line, then to papers/002
         Algorithm 2 (one subsampled mechanism); each is skipped when it cannot serve the composition.
+        A certified answer whose ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the
+        contour method with a larger node budget, whose answer (relative accuracy) replaces it.
         """
         name = self._resolve(method)
         try:
@@ -214,9 +227,17 @@ class Accountant:
         failures = []
         for fallback in AUTO_FALLBACKS:
             try:
-                return fallback, query(self._engines_for(fallback))
+                answer = query(self._engines_for(fallback))
             except (AccuracyError, ValueError, NotImplementedError) as error:
                 failures.append(f"{fallback}: {error}")
+                continue
+            if fallback in CERTIFIED_METHODS and relative_width is not None and \
+                    relative_width(answer) > AUTO_BRACKET_RTOL:
+                try:
+                    return "contour", query(self._engines_for(WIDE_CONTOUR))
+                except AccuracyError:
+                    pass
+            return fallback, answer
         raise AccuracyError("no method answers this query for this composition; " + "; ".join(failures))
 
     def _profile(self, epsilons: np.ndarray, method: str, direction: str | None = None):
@@ -225,7 +246,9 @@ class Accountant:
         else:  # one direction: its engine, or the only one when both directions coincide
             index = self.directions.index(check.choice("direction", direction, self.directions))
             chosen = slice(index, index + 1) if index < len(self._distinct_directions()) else slice(0, 1)
-        name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]])
+        name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]],
+                                  lambda answer: max(float(np.max(errors / np.maximum(values, 1e-300)))
+                                                     for values, errors in answer))
         values, errors = zip(*outputs)
         values, errors = np.array(values), np.array(errors)
         if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):
@@ -241,7 +264,9 @@ class Accountant:
     def epsilon_result(self, delta: float, method: str = "auto") -> Result:
         """The smallest epsilon >= 0 with delta(epsilon) <= delta, with bounds."""
         delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-        name, solutions = self._run(method, lambda engines: _solve_directions(engines, delta))
+        name, solutions = self._run(method, lambda engines: _solve_directions(engines, delta),
+                                    lambda answer: max((upper - lower) / max(value, 1e-300)
+                                                       for value, lower, upper in answer))
         value, lower, upper = (max(column) for column in zip(*solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
         return Result(value, lower, upper, error, name, certified=name in CERTIFIED_METHODS)

@@ -175,7 +175,9 @@ def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
     values = hockey_stick(pld, losses)  # non-increasing, last one is 0
     j = int(np.searchsorted(-values, -target, side="left"))  # first atom with value <= target
     # On (losses[j-1], losses[j]] only atoms j.. are active: delta = A - B e^eps.
-    tail_masses = np.exp(log_masses[j:])
-    a = float(tail_masses.sum())
-    b = float(np.dot(tail_masses, np.exp(-losses[j:])))
-    return max(0.0, math.log((a - target) / b))
+    a = float(np.exp(log_masses[j:]).sum())
+    log_b = float(logsumexp(log_masses[j:] - losses[j:]))  # e^-loss underflows beyond loss ~ 745
+    low = float(losses[j - 1]) if j > 0 else 0.0
+    if not a > target:  # rounding: the crossing is at the interval's left end
+        return low
+    return min(max(low, math.log(a - target) - log_b), float(losses[j]))

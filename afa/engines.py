@@ -213,9 +213,9 @@ class _InversionEngine:
     method: str
     inversion_class: Callable  # builds the inversion from the composed loss
 
-    def __init__(self, loss: ComposedLoss):
+    def __init__(self, loss: ComposedLoss, **options):
         self.loss = loss
-        self.inversion = self.inversion_class(loss)
+        self.inversion = self.inversion_class(loss, **options)
         self.inf_mass = loss.inf_mass
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

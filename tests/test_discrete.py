@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import afa
 import afa.discrete as discrete
 from afa.discrete import CompositionTooLargeError, LossAtoms, epsilon_for_delta, hockey_stick
 
@@ -400,3 +401,29 @@ def test_epsilon_for_delta_is_the_smallest_epsilon(a, delta, inf_mass):
     assert abs(eps - root) <= 1e-12 * root + 1e-15, (eps, root)
     values = hockey_stick(pld, np.linspace(-1, 4, 51))
     assert np.all(np.diff(values) <= 1e-15) and np.all(values >= 0)
+
+
+def test_auto_answers_a_finite_composition_too_large_to_enumerate_with_the_pld(monkeypatch):
+    """'auto' on a finite-output composition whose exact enumeration is refused (here: the atom limit
+    lowered) goes to the PLD; its certified bracket contains the exact enumeration's answer."""
+    acc = afa.Accountant().compose(afa.DiscreteGaussian(2.0), times=20).compose(afa.RandomizedResponse(0.6), 5)
+    truth = acc.epsilon_result(1e-6, method="exact")
+    monkeypatch.setattr(discrete, "MAX_ATOMS", 50)
+    crowded = afa.Accountant().compose(afa.DiscreteGaussian(2.0), times=20).compose(afa.RandomizedResponse(0.6), 5)
+    with pytest.raises(ValueError):
+        crowded.epsilon_result(1e-6, method="exact")
+    result = crowded.epsilon_result(1e-6)
+    assert result.method == "pld" and result.certified
+    assert result.lower <= truth.value <= result.upper
+
+
+@pytest.mark.parametrize("p,count", [(0.9, 500), (0.6, 10_000)])
+def test_epsilon_beyond_the_exponent_range_is_exact(p, count):
+    """eps(1e-5) near 990 for these compositions: e^-loss underflows there (it used to divide by zero).
+    The closed form (afa.exact, papers/004 Example 1) gives delta = 1e-5 at the answer and more just below."""
+    from afa import exact
+
+    epsilon = afa.Accountant().compose(afa.RandomizedResponse(p), count).epsilon(1e-5)
+    assert epsilon > 745
+    assert exact.randomized_response_delta(epsilon, p, count) == pytest.approx(1e-5, rel=1e-9)
+    assert exact.randomized_response_delta(epsilon * (1 - 1e-10), p, count) > 1e-5

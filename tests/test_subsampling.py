@@ -324,3 +324,20 @@ def test_near_atom_two_inversions_and_the_pld_agree(monkeypatch, sigma, q, count
     bracket = fine.epsilon_result(delta, method="pld")
     assert bracket.lower <= real_line.value <= bracket.upper
     assert bracket.upper - bracket.lower <= 1e-3 * real_line.value
+
+
+@pytest.mark.parametrize("delta", [1e-5, 1e-10])
+def test_auto_retries_a_wide_certified_bracket_with_a_larger_contour_budget(delta):
+    """q = 0.001, sigma = 0.8, k = 1e5 (a DP-SGD benchmark row): the PLD's certified bracket is several
+    percent wide at delta = 1e-10, so 'auto' retries the contour with a 64x node budget; at 1e-5 the
+    ordinary budget answers (a snapped step once halved the step and made it refuse).  Both answers lie
+    inside the PLD's certified bracket (an independent engine) and carry relative accuracy."""
+    acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), 100_000)
+    result = acc.epsilon_result(delta)
+    bracket = acc.epsilon_result(delta, method="pld")
+    assert result.method == "contour" and result.error < 1e-9 * result.value
+    assert bracket.certified and bracket.lower <= result.value <= bracket.upper
+    if delta == 1e-10:
+        assert (bracket.upper - bracket.lower) / result.value > 1e-2  # the retry path was needed
+        with pytest.raises(afa.AccuracyError):
+            acc.epsilon_result(delta, method="contour")  # the ordinary budget refuses
