@@ -77,13 +77,13 @@ class _SaddlePointContour:
     vertical for |u| << Y (b(u) = 0 gives the vertical line).
     """
 
-    def __init__(self, loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES):
+    def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         self.loss = loss
         self.inf_mass = loss.inf_mass
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
         self._last_saddle: float | None = None
-        self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else numeric_nodes
+        self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else numeric_nodes or MAX_NUMERIC_NODES
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         raise NotImplementedError
@@ -307,7 +307,7 @@ class _SaddlePointContour:
 class ContourInversion(_SaddlePointContour):
     """The vertical contour Re s = c* for compositions whose atoms carry negligible mass."""
 
-    def __init__(self, loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES):
+    def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         if not loss.analytic:
             raise ValueError("the contour method needs log-CFs that continue to complex arguments (closed forms, "
                              "subsampled mechanisms), not a real-line-only numeric CF such as MixtureOfGaussians; "
@@ -374,7 +374,7 @@ class LatticeContourInversion(_SaddlePointContour):
     term by term), which converges fast there.
     """
 
-    def __init__(self, loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES):
+    def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         if not loss.continuous:
             raise ValueError("the composition has no continuous part; use method='exact'")
         groups = lattice_groups(loss)
@@ -483,9 +483,10 @@ def _merge_groups(shifts, counts, log_weights):
     return shifts[starts], counts[starts], merged
 
 
-def contour_inversion(loss: ComposedLoss, numeric_nodes: int = MAX_NUMERIC_NODES) -> _SaddlePointContour:
+def contour_inversion(loss: ComposedLoss, numeric_nodes: int | None = None) -> _SaddlePointContour:
     """The lattice contour where atoms carry non-negligible mass, else the vertical one; ``numeric_nodes``
-    caps one contour sum's nodes when the composition has numeric MGF terms (subsampled mechanisms)."""
+    (default MAX_NUMERIC_NODES) caps one contour sum's nodes when the composition has numeric MGF terms
+    (subsampled mechanisms)."""
     if loss.log_atomic_mass > math.log(RTOL) - 30:
         return LatticeContourInversion(loss, numeric_nodes)
     return ContourInversion(loss, numeric_nodes)
