@@ -113,12 +113,13 @@ class Subsampled(Mechanism):
         label = (f"log_phi_{self.scheme}_q{self.q:g}_{type(self.base).__name__}"
                  f"_{noise[0][0]}{noise[1]:g}_d{noise[2]:g}")
         remove = PrivacyLoss.numeric(f"{label}_remove", lambda t: integral.log_mgf(1j * np.asarray(t)),
-                                     integral.cumulants(), continues=True, noise_pair=pair)
+                                     integral.cumulants(), continues=True, noise_pair=pair,
+                                     cost=lambda t: integral.evaluation_cost(0.0, t))
         if neighboring == "substitution":
             return remove, remove  # A(-o) = B(o): both directions have the same law
         add = PrivacyLoss.numeric(f"{label}_add", lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
                                   PairMGF(pair.swapped()).cumulants(), continues=True,
-                                  noise_pair=pair.swapped())
+                                  noise_pair=pair.swapped(), cost=lambda t: integral.evaluation_cost(-1.0, t))
         return remove, add
 
 
