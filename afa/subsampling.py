@@ -65,6 +65,11 @@ class Subsampled(Mechanism):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(papers/003 Sec. 4.2)")
 
+    @property
+    def truncated_mass(self) -> float:
+        """The base's: the mixture (1 - q) Q + q P loses at most what each side loses."""
+        return self.base.truncated_mass if self.q > 0 else 0.0
+
     def _full_relation(self, neighboring: str) -> str:
         """The base's relation when q = 1 (subset sampling uses the replacement pair)."""
         return "substitution" if self.scheme == "subset" else neighboring
