@@ -209,6 +209,11 @@ class Accountant:
         epsilons = check.real_array("epsilons", epsilons)
         return self._profile(epsilons.ravel(), method, direction)[0].reshape(epsilons.shape)
 
+    def _truncated_mass(self) -> float:
+        """An upper bound on the mass the composition's truncated mechanisms (DiscreteGaussian) send to
+        +infinity: sum_i k_i m_i >= 1 - prod_i (1 - m_i)^k_i."""
+        return float(sum(count * mechanism.truncated_mass for mechanism, count in self._counts.items()))
+
     def _run(self, method: str, query, relative_width: Callable | None = None):
         """(engine name, query(engines)).
 
@@ -255,10 +260,11 @@ class Accountant:
             raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
                                 "please report it with the composition")
         floor = -np.expm1(np.minimum(epsilons, 0.0)) + 0.0  # delta(eps) >= (1 - e^eps)_+ (and no -0.0)
+        truncated = self._truncated_mass()  # the computed delta exceeds the true one by at most this
         value = np.clip(values.max(axis=0), floor, 1.0)
-        lower = np.clip((values - errors).max(axis=0), floor, 1.0)
+        lower = np.clip((values - errors).max(axis=0) - truncated, floor, 1.0)
         upper = np.clip((values + errors).max(axis=0), floor, 1.0)
-        error = errors.max(axis=0)
+        error = errors.max(axis=0) + truncated
         return value, lower, upper, error, name
 
     def epsilon_result(self, delta: float, method: str = "auto") -> Result:
@@ -268,6 +274,10 @@ class Accountant:
                                     lambda answer: max((upper - lower) / max(value, 1e-300)
                                                        for value, lower, upper in answer))
         value, lower, upper = (max(column) for column in zip(*solutions))
+        widened = delta + self._truncated_mass()
+        if widened != delta:  # truncation over-estimates delta by at most that mass: the lower eps solves delta + it
+            _, solutions = self._run(name, lambda engines: _solve_directions(engines, min(widened, 0.5 * (1 + delta))))
+            lower = min(lower, max(solution[1] for solution in solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
         return Result(value, lower, upper, error, name, certified=name in CERTIFIED_METHODS)
 

@@ -97,6 +97,14 @@ class ComposedLoss:
         losses, counts = self._evaluation_plan
         return batched_log_phi(nodes if np.iscomplexobj(nodes) else nodes.astype(float), losses) @ counts
 
+    def evaluation_cost(self, nodes: np.ndarray) -> np.ndarray:
+        """Terms summed by the numeric log-CFs (output quadratures) to evaluate each real node (0 for closed forms)."""
+        total = np.zeros(np.shape(nodes))
+        for loss in self.terms:
+            if loss.evaluation_cost is not None:
+                total += loss.evaluation_cost(nodes)
+        return total
+
     @property
     def analytic(self) -> bool:
         """Whether every term's log-CF continues to complex arguments (closed forms, subsampled MGFs)."""

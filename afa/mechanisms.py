@@ -92,8 +92,9 @@ def _randomized_response_template() -> Template:
 GAUSSIAN_LOG_PHI = _gaussian_template()
 RANDOMIZED_RESPONSE_LOG_PHI = _randomized_response_template()
 LAPLACE_LOG_PHI = _laplace_template()
-#: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation).
-DISCRETE_GAUSSIAN_TAIL = 1e-30
+#: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation); the accountant
+#: widens every bound by the composed truncated mass (:attr:`Mechanism.truncated_mass`).
+DISCRETE_GAUSSIAN_TAIL = 1e-60
 
 
 class Mechanism:
@@ -110,6 +111,12 @@ class Mechanism:
 
     def _losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         raise NotImplementedError
+
+    @property
+    def truncated_mass(self) -> float:
+        """An upper bound on the mass one use moves to +infinity by truncation (a pessimistic change:
+        delta is over-estimated by at most the composed sum of these); 0 when nothing is truncated."""
+        return 0.0
 
     def loss_tails(self, neighboring: str = "add_remove") -> tuple[LossTails, LossTails]:
         """The two directions of :meth:`privacy_losses` (same order) as tails of their losses, for the PLD backend."""
@@ -589,9 +596,10 @@ class DiscreteGaussian(Mechanism):
 
     The noise is not truncated: the normaliser is summed until its terms
     underflow, and only outputs with P-mass below ``DISCRETE_GAUSSIAN_TAIL``
-    in total (|x| beyond about 11.8 sigma) are dropped, their mass sent to
+    in total (|x| beyond about 16.7 sigma) are dropped, their mass sent to
     +infinity -- a pessimistic change that raises delta by at most that mass
-    per use (papers/003 Sec. 3.5, Proposition 1).
+    per use (papers/003 Sec. 3.5, Proposition 1); the accountant's bounds
+    include it (:attr:`truncated_mass`).
     """
 
     sigma: float
@@ -600,6 +608,12 @@ class DiscreteGaussian(Mechanism):
     def __post_init__(self):
         _set(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity))
+
+    @property
+    def truncated_mass(self) -> float:
+        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL)."""
+        tau, log_weight, log_norm = self._noise()
+        return float(np.exp(math.log(2) + logsumexp(log_weight[tau + 1:]) - log_norm)) * (1 + 1e-12)
 
     def _noise(self) -> tuple[int, np.ndarray, float]:
         """(tau, log e^{-y^2/(2 sigma^2)} for y = 0, 1, ..., log of the normaliser).
@@ -633,7 +647,7 @@ class DiscreteGaussian(Mechanism):
         x = np.arange(-tau, tau + 1, dtype=float)
         log_p = -x ** 2 / (2 * sigma ** 2) - log_norm
         losses = shift * (shift - 2 * x) / (2 * sigma ** 2)  # log p(x) - log q(x), q untruncated
-        dropped = float(np.exp(math.log(2) + logsumexp(log_weight[tau + 1:]) - log_norm))
+        dropped = self.truncated_mass
         # The noise is symmetric, so L' under Q has the law of L under P (x -> shift - x).
         loss = PrivacyLoss.discrete(losses, log_p, inf_mass=dropped)
         return loss, loss

@@ -212,7 +212,7 @@ class PairMGF:
 
     def _log_sum(self, c: float, frequencies: np.ndarray) -> complex | np.ndarray:
         """log sum_j w_j A_j e^{(c + iu) L_j} at u = ``frequencies`` (NaN beyond MAX_REACH)."""
-        rule = self._rule(c, float(2.0 ** math.ceil(math.log2(max(np.max(np.abs(frequencies)), 1e-300)))))
+        rule = self._rule(c, _power_of_two(float(np.max(np.abs(frequencies)))))
         if rule is None:
             return np.nan
         loss, scaled, top = rule
@@ -236,12 +236,28 @@ class PairMGF:
                 self._rules[frequency] = (loss, np.exp(magnitude - top), top)
         return self._rules[frequency]
 
+    def evaluation_cost(self, c: float, frequencies: np.ndarray) -> np.ndarray:
+        """Output nodes summed by one evaluation of log M(c + iu) at each |u| in ``frequencies``
+        (as :meth:`_rule` would lay them out; 0 where Re s is beyond MAX_REACH)."""
+        window = self.output_range(c)
+        if window is None:
+            return np.zeros(np.shape(frequencies))
+        powers = np.vectorize(_power_of_two, otypes=[float])(np.abs(np.asarray(frequencies, dtype=float)))
+        unique, index = np.unique(powers, return_inverse=True)
+        counts = np.array([self._panels(*window, float(f))[0].size for f in unique], dtype=float)
+        return counts[index].reshape(powers.shape)
+
     def cumulants(self) -> tuple[float, float]:
         """Mean and variance of L under A."""
         low, high = self.output_range(0.0)
         o, log_w = self._panels(low, high, 0.0)
         loss, log_density = self._loss_and_log_integrand(o, 0.0)
         return weighted_cumulants(loss, log_w + log_density)
+
+
+def _power_of_two(frequency: float) -> float:
+    """The frequency rounded up to a power of two (rules are shared between frequencies up to it)."""
+    return float(2.0 ** math.ceil(math.log2(max(frequency, 1e-300))))
 
 
 def fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:

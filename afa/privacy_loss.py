@@ -150,6 +150,8 @@ class PrivacyLoss:
         self.continues_to_complex = batch[0] != NUMERIC
         self.log_phi_rtol = 0.0
         self.noise_pair = None
+        #: For numeric log-CFs: the work (terms summed) of one evaluation at each real t; see :meth:`numeric`.
+        self.evaluation_cost = None
 
     # -- constructors -----------------------------------------------------
     @classmethod
@@ -183,18 +185,22 @@ class PrivacyLoss:
     @classmethod
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
                 cumulants: tuple[float, float], *, inf_mass: float = 0.0,
-                continues: bool = False, noise_pair=None) -> "PrivacyLoss":
+                continues: bool = False, noise_pair=None,
+                cost: Callable[[np.ndarray], np.ndarray] | None = None) -> "PrivacyLoss":
         """A continuous loss whose log-CF is computed numerically; shown as ``name(t)``.
 
         ``continues``: the evaluator also takes complex t - ic (the MGF, for the contour
         method), with a relative error of about NUMERIC_RTOL of M(c) at every node.
         ``noise_pair``: the :class:`afa.noise_pair.NoiseMixturePair` the loss comes from, if any
         (the certified discretization needs it).
+        ``cost``: the number of terms the evaluator sums at each real t (it grows with |t| for
+        output quadratures); the real-line quadrature budgets its total.
         """
         loss = cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
                    batch=(NUMERIC, None), cumulants=cumulants, evaluator=evaluator)
         loss.continues_to_complex = continues
         loss.noise_pair = noise_pair
+        loss.evaluation_cost = cost
         loss.log_phi_rtol = NUMERIC_RTOL if continues else 0.0
         return loss
 

@@ -42,6 +42,12 @@ GL_ORDER = 16
 #: Node budget of one grid; beyond it the error estimate is reported as it is.
 MAX_NODES = 2_000_000
 MAX_HALVINGS = 12
+#: Budget of one grid's numeric-CF work (terms summed by output quadratures, about 2e7 per second
+#: on a 2-core machine):
+#: their cost grows with t, and near-atom compositions, whose CF decays only like 1/t^2, would
+#: otherwise need up to MAX_NODES nodes at t ~ 1e5 (hours).  Beyond it the grid stops where the
+#: budget ends and the tail estimate reports what was left out.
+MAX_WORK = 6e7
 _GL_X, _GL_W = roots_legendre(GL_ORDER)
 
 
@@ -170,12 +176,16 @@ class LevyInversion:
                 # Stop when converged (to atol, or to the tail error that refinement cannot reduce),
                 # out of budget, or at the noise floor (halving no longer helps).
                 if (change <= max(self.atol / 4, tail / 10, 2 * rounding) or 2 * nodes.size > MAX_NODES
-                        or change > previous_change / 4):
+                        or 2 * self._work(nodes) > MAX_WORK or change > previous_change / 4):
                     return Grid(nodes, weighted, low, high, error)
                 previous_change = change
             previous = current
             width /= 2
         return Grid(nodes, weighted, low, high, error)
+
+    def _work(self, nodes: np.ndarray) -> float:
+        """Numeric-CF work of evaluating phi at ``nodes`` (see MAX_WORK)."""
+        return float(np.sum(self.loss.evaluation_cost(nodes)))
 
     def _envelope(self, kernel, nodes: np.ndarray) -> np.ndarray:
         """|phi K| t / pi at increasing ``nodes``, as far as the CF can be evaluated.
@@ -204,6 +214,15 @@ class LevyInversion:
         """
         cap = MAX_NODES / (4 * GL_ORDER) * width
         scan = np.geomspace(0.5 / self.scale, max(cap, 1.0 / self.scale), 400)
+        # The work of the first two grids on [0, T] (3 T / width panels) must fit MAX_WORK.
+        cost = self.loss.evaluation_cost(scan)
+        work = 3 * GL_ORDER / width * np.concatenate(([cost[0] * scan[0]], cost[1:] * np.diff(scan))).cumsum()
+        affordable = int(np.searchsorted(work, MAX_WORK, side="right"))
+        if affordable == 0:
+            raise AccuracyError(
+                f"the composed CF is too costly to evaluate even at the scale of the privacy loss "
+                f"(t ~ {scan[0]:.3g}: {cost[0]:.3g} terms per node); use method='pld' or 'certified'")
+        scan = scan[:affordable]
         # Evaluate in increasing chunks and stop once |phi K| t has dropped far below
         # the target: numeric CFs are costly at large t.
         envelope = np.zeros(0)

@@ -65,6 +65,11 @@ class Subsampled(Mechanism):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(papers/003 Sec. 4.2)")
 
+    @property
+    def truncated_mass(self) -> float:
+        """The base's: the mixture (1 - q) Q + q P loses at most what each side loses."""
+        return self.base.truncated_mass if self.q > 0 else 0.0
+
     def _full_relation(self, neighboring: str) -> str:
         """The base's relation when q = 1 (subset sampling uses the replacement pair)."""
         return "substitution" if self.scheme == "subset" else neighboring
@@ -113,12 +118,13 @@ class Subsampled(Mechanism):
         label = (f"log_phi_{self.scheme}_q{self.q:g}_{type(self.base).__name__}"
                  f"_{noise[0][0]}{noise[1]:g}_d{noise[2]:g}")
         remove = PrivacyLoss.numeric(f"{label}_remove", lambda t: integral.log_mgf(1j * np.asarray(t)),
-                                     integral.cumulants(), continues=True, noise_pair=pair)
+                                     integral.cumulants(), continues=True, noise_pair=pair,
+                                     cost=lambda t: integral.evaluation_cost(0.0, t))
         if neighboring == "substitution":
             return remove, remove  # A(-o) = B(o): both directions have the same law
         add = PrivacyLoss.numeric(f"{label}_add", lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
                                   PairMGF(pair.swapped()).cumulants(), continues=True,
-                                  noise_pair=pair.swapped())
+                                  noise_pair=pair.swapped(), cost=lambda t: integral.evaluation_cost(-1.0, t))
         return remove, add
 
 

@@ -341,3 +341,28 @@ def test_auto_retries_a_wide_certified_bracket_with_a_larger_contour_budget(delt
         assert (bracket.upper - bracket.lower) / result.value > 1e-2  # the retry path was needed
         with pytest.raises(afa.AccuracyError):
             acc.epsilon_result(delta, method="contour")  # the ordinary budget refuses
+
+
+def test_near_atom_quadrature_stays_within_its_work_budget(monkeypatch):
+    """q = 0.002, sigma = 0.9, k = 3 (benchmark case): the CF decays only slowly and each numeric-CF
+    evaluation costs ~8 t output nodes, so the real-line grid used to need ~1e5 nodes at t ~ 5e4 (over
+    15 minutes).  Now the numeric-CF work is budgeted: eps(1e-5) refuses, naming the certified
+    methods, and delta(eps) answers with an error estimate that covers a brute-force bracket."""
+    import afa.noise_pair as noise_pair
+    from afa import quadrature
+    work = []
+    original = noise_pair.fourier_sums
+
+    def counted(frequencies, values, weights):
+        work.append(np.size(frequencies) * np.size(values))
+        return original(frequencies, values, weights)
+
+    monkeypatch.setattr(noise_pair, "fourier_sums", counted)
+    acc = afa.Accountant().compose(afa.Gaussian(0.9).poisson_subsampled(0.002), 3)
+    with pytest.raises(afa.AccuracyError, match="pld"):
+        acc.epsilon_result(1e-5, method="quadrature")
+    result = acc.delta_result(0.05, method="quadrature")
+    # One grid build for each query: the scan plus two grids, each within the budget.
+    assert sum(work) <= 3 * quadrature.MAX_WORK
+    lower, upper = delta_bracket_bruteforce(0.05, 3, "gaussian", 0.9, 0.002, relation="add_remove", grid=1e-4)
+    assert result.lower <= np.ravel(lower)[0] and np.ravel(upper)[0] <= result.upper
