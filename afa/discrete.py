@@ -163,7 +163,9 @@ def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
     """The smallest eps >= 0 with inf_mass + hockey_stick(eps) <= delta, exactly.
 
     Between consecutive atoms delta(eps) = inf_mass + A - B e^eps, so the
-    crossing is solved in closed form.  Returns +inf when delta < inf_mass.
+    crossing is solved in closed form, then polished by one Newton step on the
+    accurate sum of w_j (-expm1(eps - l_j)): A - delta cancels when eps lies just
+    below an atom (A - B e^eps << A).  Returns +inf when delta < inf_mass.
     """
     if delta < inf_mass:
         return math.inf
@@ -178,6 +180,9 @@ def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
     a = float(np.exp(log_masses[j:]).sum())
     log_b = float(logsumexp(log_masses[j:] - losses[j:]))  # e^-loss underflows beyond loss ~ 745
     low = float(losses[j - 1]) if j > 0 else 0.0
+    high = float(losses[j])
     if not a > target:  # rounding: the crossing is at the interval's left end
         return low
-    return min(max(low, math.log(a - target) - log_b), float(losses[j]))
+    epsilon = min(max(low, math.log(a - target) - log_b), high)
+    residual = float(hockey_stick(pld, epsilon)[0]) - target  # delta(eps) - target, slope -B e^eps
+    return min(max(low, epsilon + residual / math.exp(log_b + epsilon)), high)
