@@ -327,20 +327,31 @@ def test_near_atom_two_inversions_and_the_pld_agree(monkeypatch, sigma, q, count
 
 
 @pytest.mark.parametrize("delta", [1e-5, 1e-10])
-def test_auto_retries_a_wide_certified_bracket_with_a_larger_contour_budget(delta):
-    """q = 0.001, sigma = 0.8, k = 1e5 (a DP-SGD benchmark row): the PLD's certified bracket is several
-    percent wide at delta = 1e-10, so 'auto' retries the contour with a 64x node budget; at 1e-5 the
-    ordinary budget answers (a snapped step once halved the step and made it refuse).  Both answers lie
-    inside the PLD's certified bracket (an independent engine) and carry relative accuracy."""
+def test_many_steps_of_small_q_by_the_contour_inside_the_pld_bracket(delta):
+    """q = 0.001, sigma = 0.8, k = 1e5 (a DP-SGD benchmark row): the contour answers within its ordinary node
+    budget (its halvings stop at the rounding level of k numeric MGFs, 1e-10 here, instead of chasing noise
+    below it), with relative accuracy, inside the PLD's certified bracket (an independent engine)."""
     acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), 100_000)
     result = acc.epsilon_result(delta)
     bracket = acc.epsilon_result(delta, method="pld")
     assert result.method == "contour" and result.error < 1e-9 * result.value
     assert bracket.certified and bracket.lower <= result.value <= bracket.upper
-    if delta == 1e-10:
-        assert (bracket.upper - bracket.lower) / result.value > 1e-2  # the retry path was needed
-        with pytest.raises(afa.AccuracyError):
-            acc.epsilon_result(delta, method="contour")  # the ordinary budget refuses
+
+
+def test_auto_retries_a_wide_certified_bracket_with_a_larger_contour_budget(monkeypatch):
+    """The same composition at delta = 1e-10 with the ordinary node budget cut to 256: the contour refuses,
+    the PLD's certified bracket is several percent wide, so 'auto' retries the contour with the wide budget
+    (WIDE_NUMERIC_NODES, unchanged) and answers with it, inside the bracket."""
+    import afa.contour
+    monkeypatch.setattr(afa.contour, "MAX_NUMERIC_NODES", 256)
+    acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), 100_000)
+    with pytest.raises(afa.AccuracyError):
+        acc.epsilon_result(1e-10, method="contour")  # the (cut) ordinary budget refuses
+    bracket = acc.epsilon_result(1e-10, method="pld")
+    assert (bracket.upper - bracket.lower) / bracket.value > 1e-2  # so the retry path is taken
+    result = acc.epsilon_result(1e-10)
+    assert result.method == "contour" and result.error < 1e-9 * result.value
+    assert bracket.lower <= result.value <= bracket.upper
 
 
 def test_near_atom_quadrature_stays_within_its_work_budget(monkeypatch):
