@@ -67,6 +67,20 @@ STRIP_IMAG_TOL = 1e-6
 LOG_TINY = -750.0
 
 
+#: A predicted change within this factor of the tolerance counts as converged (_halvings_cost).
+PREDICTION_SLACK = 100.0
+
+
+def _halvings_cost(change: float, tolerance: float, level_nodes: int) -> float:
+    """Nodes the further halvings of a trapezoid sum are predicted to need, from the last level's change and
+    nodes: the error of an analytic integrand's trapezoid sum falls like e^{-a / h}, so each halving about
+    squares the change (counted as done once within PREDICTION_SLACK of the tolerance: rounding ends it
+    there), and doubles the nodes over the same range."""
+    target = math.log(min(PREDICTION_SLACK * tolerance, 0.5))
+    halvings = max(1, math.ceil(math.log2(target / math.log(change)))) if change < 1 else MAX_HALVINGS
+    return level_nodes * (2.0 ** (halvings + 1) - 2)
+
+
 def _inside_strip(log_f):
     """Whether log-integrand values at real points are finite and real, i.e. inside the MGF's strip."""
     return np.isfinite(log_f) & (np.abs(np.imag(log_f)) <= STRIP_IMAG_TOL)
@@ -218,8 +232,9 @@ class _SaddlePointContour:
 
         budget = [self.max_nodes]
         if self.max_nodes < MAX_NODES and bend == 0:
-            # Numeric MGF terms: refuse at once if the integrand has not decayed where the budget would end.
-            far = np.array([c + 0.5j * self.max_nodes * step])
+            # Numeric MGF terms: refuse at once if the integrand has not decayed where a quarter of the budget
+            # ends -- the first two levels and the usual third (twice the second's nodes) would exceed it.
+            far = np.array([c + 0.25j * self.max_nodes * step])
             if self._log_integrand(far, epsilon)[0].real - psi > math.log(1e-18):
                 raise self._no_decay(epsilon)
 
@@ -252,6 +267,7 @@ class _SaddlePointContour:
         estimate, change = total[0] * step / math.pi, math.inf
         for _ in range(MAX_HALVINGS):
             step /= 2
+            before = budget[0]
             total += node_sum(step, 1, 2)
             refined = total[0] * step / math.pi
             if not refined > 0:
@@ -260,6 +276,8 @@ class _SaddlePointContour:
             change, estimate = abs(refined - estimate) / refined, refined
             if change <= tolerance:
                 break
+            if _halvings_cost(change, tolerance, before - budget[0]) > budget[0]:
+                raise self._no_decay(epsilon)  # now, rather than after spending the rest of the budget
         if not change <= MAX_UNCONVERGED:
             raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} did not converge under {MAX_HALVINGS} "
                                 f"halvings of its step (last change {change:.1e}; the integrand is not one bump, "

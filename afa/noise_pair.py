@@ -263,21 +263,45 @@ def _power_of_two(frequency: float) -> float:
 def fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """sum_j weights_j e^{i f_n values_j} for every frequency f_n.
 
-    When the frequencies form an arithmetic progression (a trapezoid's nodes), the
-    exponentials factor, e^{i (f_0 + (a r + b) d) x} = e^{i (f_0 + a r d) x} e^{i b d x} with
-    r about sqrt(N): 2 sqrt(N) rows of complex exponentials and one matrix product instead
-    of N rows.  The factored frequencies must match the given ones to a few ulps, so the
-    phases carry the same rounding as the direct product.
+    When the frequencies lie on a lattice f_n = f_0 + m_n d with integers 0 <= m_n < span (a
+    trapezoid's nodes, or the part of them not cached yet) and span is at most LATTICE_SPAN_FACTOR
+    times their number, the exponentials factor, e^{i (f_0 + (a r + b) d) x} = e^{i (f_0 + a r d) x}
+    e^{i b d x} with r about sqrt(span): 2 sqrt(span) rows of complex exponentials and one matrix
+    product give every lattice point, instead of one row of exponentials per frequency.  The
+    factored frequencies must match the given ones to a few ulps, so the phases carry the same
+    rounding as the direct product.
     """
     frequencies = np.asarray(frequencies, dtype=float)
-    count = frequencies.size
-    if count >= 64:
-        step = (frequencies[-1] - frequencies[0]) / (count - 1)
-        rebuilt = frequencies[0] + step * np.arange(count)
-        if np.max(np.abs(rebuilt - frequencies)) <= 8 * np.finfo(float).eps * np.max(np.abs(frequencies)):
-            width = math.isqrt(count)
-            rows = -(-count // width)
-            left = np.exp(1j * np.outer(frequencies[0] + step * width * np.arange(rows), values)) * weights
-            right = np.exp(1j * np.outer(step * np.arange(width), values))
-            return (left @ right.T).ravel()[:count]
-    return np.exp(1j * np.outer(frequencies, values)) @ weights
+    lattice = _lattice(frequencies) if frequencies.size >= 64 else None
+    if lattice is None:
+        return np.exp(1j * np.outer(frequencies, values)) @ weights
+    first, step, multiples = lattice
+    span = int(multiples.max()) + 1
+    width = math.isqrt(span)
+    rows = -(-span // width)
+    left = np.exp(1j * np.outer(first + step * width * np.arange(rows), values)) * weights
+    right = np.exp(1j * np.outer(step * np.arange(width), values))
+    return (left @ right.T).ravel()[multiples]
+
+
+#: A lattice of frequencies is summed by the factored product when its span is at most this many times
+#: the frequencies asked for (a lattice point costs a product row, about 1/20 of an exponential row).
+LATTICE_SPAN_FACTOR = 8
+
+
+def _lattice(frequencies: np.ndarray) -> tuple[float, float, np.ndarray] | None:
+    """(f_0, d, m) with frequencies = f_0 + m d to 8 ulps, m non-negative integers, f_0 the smallest
+    frequency and d the smallest gap refined over the whole span; None if they are not on such a
+    lattice or it is too sparse (LATTICE_SPAN_FACTOR)."""
+    first, last = float(np.min(frequencies)), float(np.max(frequencies))
+    gaps = np.diff(np.unique(frequencies))
+    if gaps.size == 0 or not gaps[0] > 0:
+        return None
+    step = float(np.min(gaps))
+    multiples = np.rint((frequencies - first) / step)
+    if multiples.max() + 1 > LATTICE_SPAN_FACTOR * frequencies.size:
+        return None
+    step = (last - first) / multiples.max()
+    if np.max(np.abs(first + step * multiples - frequencies)) > 8 * np.finfo(float).eps * max(abs(first), abs(last)):
+        return None
+    return first, step, multiples.astype(np.intp)

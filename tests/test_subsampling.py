@@ -377,3 +377,39 @@ def test_near_atom_quadrature_stays_within_its_work_budget(monkeypatch):
     assert sum(work) <= 3 * quadrature.MAX_WORK
     lower, upper = delta_bracket_bruteforce(0.05, 3, "gaussian", 0.9, 0.002, relation="add_remove", grid=1e-4)
     assert result.lower <= np.ravel(lower)[0] and np.ravel(upper)[0] <= result.upper
+
+
+@pytest.mark.parametrize("layout", ["progression", "lattice with gaps", "irregular", "single"])
+def test_fourier_sums_match_the_direct_sum(layout):
+    """noise_pair.fourier_sums factors the exponentials of frequencies on a lattice f_0 + m d (a trapezoid
+    level, or the nodes of one not cached yet); every layout equals the direct sum of weights e^{i f x}
+    to rounding (relative to sum |w|, the scale of the MGF's rounding error)."""
+    from afa.noise_pair import fourier_sums
+    rng = np.random.default_rng(7)
+    values, weights = rng.normal(0.0, 2.0, 3000), rng.random(3000)
+    step = 0.0703125
+    frequencies = {"progression": step * (1 + 2 * np.arange(300)),
+                   "lattice with gaps": step * np.sort(rng.choice(np.arange(1, 900), 200, replace=False)),
+                   "irregular": np.sort(rng.uniform(0.1, 60.0, 200)),
+                   "single": np.array([12.5])}[layout]
+    direct = np.array([np.sum(weights * np.exp(1j * f * values)) for f in frequencies])
+    assert np.max(np.abs(fourier_sums(frequencies, values, weights) - direct)) <= 1e-12 * np.sum(weights)
+
+
+def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
+    """sigma = 2, q = 0.001, k = 100 (near-atom): the integrand has not decayed where a quarter of the node
+    budget would end, so the contour refuses after the decay probe instead of after two full levels of
+    ~2000 nodes (0.28 s of the 0.3 s 'auto' took); 'auto' then answers from the PLD, whose certified
+    bracket straddles delta = 1e-5 by the contour with a 64x budget (the remove direction, which dominates)."""
+    acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=100)
+    inversion = ContourInversion(acc._composed(0))
+    evaluated = []
+    log_mgf = inversion.log_mgf
+    monkeypatch.setattr(inversion, "log_mgf", lambda s: evaluated.append(np.size(s)) or log_mgf(s))
+    with pytest.raises(afa.AccuracyError, match="needs more than"):
+        inversion.delta_and_slope(0.0134)
+    assert sum(evaluated) < 100, evaluated
+    answer = acc.epsilon_result(1e-5)
+    wide = ContourInversion(acc._composed(0), numeric_nodes=64 * contour_module.MAX_NUMERIC_NODES)
+    assert answer.method == "pld"
+    assert wide.delta_and_slope(answer.upper)[0] <= 1e-5 <= wide.delta_and_slope(answer.lower)[0]
