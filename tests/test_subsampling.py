@@ -379,21 +379,32 @@ def test_near_atom_quadrature_stays_within_its_work_budget(monkeypatch):
     assert result.lower <= np.ravel(lower)[0] and np.ravel(upper)[0] <= result.upper
 
 
-@pytest.mark.parametrize("layout", ["progression", "lattice with gaps", "irregular", "single"])
-def test_fourier_sums_match_the_direct_sum(layout):
-    """noise_pair.fourier_sums factors the exponentials of frequencies on a lattice f_0 + m d (a trapezoid
-    level, or the nodes of one not cached yet); every layout equals the direct sum of weights e^{i f x}
-    to rounding (relative to sum |w|, the scale of the MGF's rounding error)."""
-    from afa.noise_pair import fourier_sums
+@pytest.mark.parametrize("layout", ["long progression", "lattice with gaps", "short progression", "irregular",
+                                    "single"])
+def test_fourier_sums_match_a_30_digit_sum(layout):
+    """noise_pair.fourier_sums: lattices f_0 + m d spanning >= GRIDDED_SPAN points go through the non-uniform
+    FFT (Gaussian gridding), shorter ones through the factored product, others term by term.  Each equals
+    sum_j w_j e^{i f x_j} summed at 30 digits to a few ulps of sum |w| plus the rounding of the phases
+    (16 ulps of f x_j per term: the direct double-precision sum carries the same) -- the error model of
+    the numeric MGF (NUMERIC_RTOL, relative to M at the node's real part)."""
+    from afa.noise_pair import GRIDDED_SPAN, fourier_sums
     rng = np.random.default_rng(7)
-    values, weights = rng.normal(0.0, 2.0, 3000), rng.random(3000)
+    values, weights = rng.normal(0.0, 2.0, 400), rng.random(400) * np.exp(rng.normal(0.0, 2.0, 400))
     step = 0.0703125
-    frequencies = {"progression": step * (1 + 2 * np.arange(300)),
-                   "lattice with gaps": step * np.sort(rng.choice(np.arange(1, 900), 200, replace=False)),
-                   "irregular": np.sort(rng.uniform(0.1, 60.0, 200)),
+    frequencies = {"long progression": step * (1 + 2 * np.arange(2 * GRIDDED_SPAN)),
+                   "lattice with gaps": step * np.sort(rng.choice(np.arange(1, 1200), 300, replace=False)),
+                   "short progression": 0.9375 * (1 + 2 * np.arange(GRIDDED_SPAN // 2)),
+                   "irregular": np.sort(rng.uniform(0.1, 60.0, 100)),
                    "single": np.array([12.5])}[layout]
-    direct = np.array([np.sum(weights * np.exp(1j * f * values)) for f in frequencies])
-    assert np.max(np.abs(fourier_sums(frequencies, values, weights) - direct)) <= 1e-12 * np.sum(weights)
+    computed = fourier_sums(frequencies, values, weights)
+    eps = np.finfo(float).eps
+    with mp.workdps(30):
+        for index in sorted({0, frequencies.size // 3, frequencies.size - 1}):
+            frequency = frequencies[index]
+            exact = complex(mp.fsum(mp.mpf(float(w)) * mp.expj(mp.mpf(float(frequency)) * mp.mpf(float(x)))
+                                    for w, x in zip(weights, values)))
+            allowed = 8 * eps * np.sum(weights) + 16 * eps * np.sum(weights * np.abs(frequency * values))
+            assert abs(computed[index] - exact) <= allowed, (index, abs(computed[index] - exact), allowed)
 
 
 def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
