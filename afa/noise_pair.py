@@ -308,7 +308,7 @@ def _gridded_sums(first: float, step: float, span: int, values: np.ndarray, weig
     a grid of size M >= GRID_OVERSAMPLING span and one FFT give the Fourier coefficients of the spread
     sum, g_k F_k with g_k = sqrt(tau / pi) e^{-k^2 tau}; dividing by g_k leaves F_k.  tau balances the
     kernel's truncation at GRID_SPREAD points, e^{-pi GRID_SPREAD sqrt(1 - span / M)} ~ 1e-17, against
-    aliasing; the division amplifies rounding by at most e^{span^2 tau / 4} < 2.  theta_j is not reduced
+    aliasing; the division amplifies rounding by at most e^{span^2 tau / 4} < 2.3.  theta_j is not reduced
     modulo 2 pi (that would cost an ulp of 2 pi in every phase, times k): the grid index is, exactly.
     Rounding: a few ulps of sum |w| (the FFT's) plus that of the phases, as for the direct product
     (checked against 30-digit sums in tests/test_subsampling.py).
