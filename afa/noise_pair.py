@@ -300,33 +300,35 @@ GRID_SPREAD, GRID_OVERSAMPLING = 14, 4
 
 
 def _gridded_sums(first: float, step: float, span: int, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """sum_j w_j e^{i (first + m step) x_j} for m = 0, ..., span - 1 by a type-1 non-uniform FFT.
+    """sum_j w_j e^{i (first + k step) x_j} for k = 0, ..., span - 1 by a type-1 non-uniform FFT.
 
-    Gaussian gridding (Greengard & Lee, SIAM Review 46 (2004)): with theta_j = step x_j and
-    m = k + span/2, the sums are F_k = sum_j c_j e^{i k theta_j}, c_j = w_j e^{i (first + (span/2) step) x_j}.
-    Spreading c_j with the 2 pi-periodic Gaussian g(theta) = sum_p e^{-(theta - 2 pi p)^2 / (4 tau)} onto
-    a grid of size M >= GRID_OVERSAMPLING span and one FFT give the Fourier coefficients of the spread
-    sum, g_k F_k with g_k = sqrt(tau / pi) e^{-k^2 tau}; dividing by g_k leaves F_k.  tau balances the
-    kernel's truncation at GRID_SPREAD points, e^{-pi GRID_SPREAD sqrt(1 - span / M)} ~ 1e-17, against
-    aliasing; the division amplifies rounding by at most e^{span^2 tau / 4} < 2.3.  theta_j is not reduced
-    modulo 2 pi (that would cost an ulp of 2 pi in every phase, times k): the grid index is, exactly.
-    Rounding: a few ulps of sum |w| (the FFT's) plus that of the phases, as for the direct product
-    (checked against 30-digit sums in tests/test_subsampling.py).
+    Gaussian gridding (Greengard & Lee, SIAM Review 46 (2004)): with theta_j = step x_j the sums are
+    F_k = sum_j c_j e^{i k theta_j}, c_j = w_j e^{i first x_j}.  Spreading c_j with the 2 pi-periodic
+    Gaussian g(theta) = sum_p e^{-(theta - 2 pi p)^2 / (4 tau)} onto a grid of size
+    M >= GRID_OVERSAMPLING (2 span) and one FFT give the Fourier coefficients of the spread sum, g_k F_k
+    with g_k = sqrt(tau / pi) e^{-k^2 tau}; dividing by g_k leaves F_k.  tau balances the kernel's
+    truncation at GRID_SPREAD points, e^{-pi GRID_SPREAD sqrt(1 - 2 span / M)} ~ 1e-17, against aliasing
+    of the band |k| < span; the division amplifies rounding by at most e^{span^2 tau} < 2.3.  The band is
+    not centred on the frequencies asked for: the common phase factor would then be e^{i f_mid x_j}, whose
+    rounding (an ulp of f_mid x_j) would reach the low frequencies, which carry most of a contour integral;
+    as it is, frequency f's phases carry about an ulp of f x_j, as in the direct product.  theta_j is not
+    reduced modulo 2 pi either (an ulp of 2 pi in every phase, times k): the grid index is, exactly.
+    Rounding: a few ulps of sum |w| (the FFT's) plus that of the phases (checked against 30-digit sums
+    in tests/test_subsampling.py).
     """
-    size = 1 << max(6, math.ceil(math.log2(GRID_OVERSAMPLING * span)))
-    half = span // 2
-    tau = math.pi * GRID_SPREAD / (size * math.sqrt(size * (size - span)))
+    band = 2 * span
+    size = 1 << max(6, math.ceil(math.log2(GRID_OVERSAMPLING * band)))
+    tau = math.pi * GRID_SPREAD / (size * math.sqrt(size * (size - band)))
     spacing = 2 * math.pi / size
     theta = step * values
     nearest = np.floor(theta / spacing)
     offsets = np.arange(1 - GRID_SPREAD, GRID_SPREAD + 1)
     distance = (theta - spacing * nearest)[:, None] - spacing * offsets
-    spread = ((weights * np.exp(1j * (first + half * step) * values))[:, None]
-              * np.exp(-distance * distance / (4 * tau))).ravel()
+    spread = ((weights * np.exp(1j * first * values))[:, None] * np.exp(-distance * distance / (4 * tau))).ravel()
     cells = np.mod(nearest.astype(np.intp)[:, None] + offsets, size).ravel()
     grid = np.bincount(cells, spread.real, size) + 1j * np.bincount(cells, spread.imag, size)
-    k = np.arange(span) - half
-    return math.sqrt(math.pi / tau) * np.exp(k * k * tau) * np.fft.ifft(grid)[k % size]
+    k = np.arange(span)
+    return math.sqrt(math.pi / tau) * np.exp(k * k * tau) * np.fft.ifft(grid)[:span]
 
 
 #: A lattice of frequencies is summed by the factored product when its span is at most this many times
