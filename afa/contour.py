@@ -46,9 +46,9 @@ RTOL = 1e-13
 #: times their relative error, and two levels then differ by a few times that however fine the step
 #: (q = 0.01, sigma = 1, k = 50: changes 1.4e-13, 0.7e-13, 1.0e-13 after the first halving).
 ROUNDING_FACTOR = 4.0
-#: Two successive changes below this end the halvings too: the trapezoid error of an analytic integrand
-#: squares with each halving, so the second change is rounding noise, not discretization, and it is
-#: reported as the error (numeric MGFs at large |Im s| round their phases to an ulp of Im(s) L:
+#: Two successive, decreasing changes below this end the halvings too: the trapezoid error of an analytic
+#: integrand squares with each halving, so the second change is rounding noise, not discretization, and it
+#: is reported as the error (a change that grows instead says the sum is not converging) (numeric MGFs at large |Im s| round their phases to an ulp of Im(s) L:
 #: q = 0.001, sigma = 0.8, k = 100 levels a budget of 2^18 nodes deep change by 1.2e-9, then 1e-12 ... 8e-12).
 STALL_LIMIT = 1e-6
 MAX_HALVINGS = 6
@@ -279,7 +279,7 @@ class _SaddlePointContour:
                 raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({refined:.3g}): "
                                     "cancellation beyond double precision; use method='quadrature'")
             previous, change, estimate = change, abs(refined - estimate) / refined, refined
-            if change <= tolerance or max(previous, change) <= STALL_LIMIT:
+            if change <= tolerance or change < previous <= STALL_LIMIT:
                 break
             if _halvings_cost(change, tolerance, before - budget[0]) > budget[0]:
                 raise self._no_decay(epsilon)  # now, rather than after spending the rest of the budget
