@@ -48,8 +48,9 @@ RTOL = 1e-13
 ROUNDING_FACTOR = 4.0
 #: Two successive, decreasing changes below this end the halvings too: the trapezoid error of an analytic
 #: integrand squares with each halving, so the second change is rounding noise, not discretization, and it
-#: is reported as the error (a change that grows instead says the sum is not converging) (numeric MGFs at large |Im s| round their phases to an ulp of Im(s) L:
-#: q = 0.001, sigma = 0.8, k = 100 levels a budget of 2^18 nodes deep change by 1.2e-9, then 1e-12 ... 8e-12).
+#: is reported as the error; a change that grows instead says the sum is not converging.  (Numeric MGFs at
+#: large |Im s| round their phases to an ulp of Im(s) L: q = 0.001, sigma = 0.8, k = 100 levels a budget of
+#: 2^18 nodes deep change by 1.2e-9, then 1e-12 ... 8e-12.)
 STALL_LIMIT = 1e-6
 MAX_HALVINGS = 6
 #: A sum still changing by more than this after MAX_HALVINGS is refused, not reported with its error.
