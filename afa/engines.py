@@ -145,8 +145,13 @@ class PLDEngine:
     method = "pld"
     inf_mass = 0.0  # the PLDs carry their own; solve_epsilon uses epsilon_bracket
     #: Truncated tail mass relative to the delta of interest (eps queries), the tolerance of a delta query's
-    #: first build (that of eps(1e-5): one build serves both), and the largest tail / delta it accepts.
+    #: first build (that of eps(1e-5): one build serves both), and the largest error budget / delta it accepts.
     TAIL_FRACTION, FIRST_TAIL, SMALLEST_TAIL, DELTA_TAIL = 1e-7, 1e-12, 1e-300, 1e-4
+    #: FFT rounding (an absolute error of delta) a term's power may keep before the tilted power is formed,
+    #: relative to the truncated tail mass: ROUNDING_SLACK * TAIL_FRACTION / 16 = 6e-6 of the delta asked
+    #: about moves eps by about that / |d log delta / d eps|, well under the default grid's discretization
+    #: width, and spares compositions of up to about a thousand steps the tilted power and its wider window.
+    ROUNDING_SLACK = 1000.0
 
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
         self.terms, self.interval = terms, interval
@@ -165,7 +170,8 @@ class PLDEngine:
             uses = sum(count for _, count in self.terms)
             composed = None
             for tails, count in self.terms:
-                single = build(tails, self.interval, tail_mass / (4 * uses)).self_compose(count, tail_mass / 4)
+                single = build(tails, self.interval, tail_mass / (4 * uses)).self_compose(
+                    count, tail_mass / 4, self.ROUNDING_SLACK * tail_mass / 4)
                 composed = single if composed is None else composed.compose(single, tail_mass / 4)
             self._built[build, tail_mass] = composed
         return self._built[build, tail_mass]
@@ -175,12 +181,13 @@ class PLDEngine:
         return self.composed(connect_the_dots, tail_mass), self.composed(greedy_hull_optimistic, tail_mass)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below FIRST_TAIL / DELTA_TAIL
-        (the truncation would then matter), once more at TAIL_FRACTION times its lower bound (its upper bound
-        if that is 0; at least SMALLEST_TAIL)."""
+        """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below their error budget
+        (FIRST_TAIL plus both PLDs' largest slack) / DELTA_TAIL (truncation or rounding would then matter),
+        once more at TAIL_FRACTION times its lower bound (its upper bound if that is 0; at least SMALLEST_TAIL)."""
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
-        if np.min(upper) < self.FIRST_TAIL / self.DELTA_TAIL:
+        budget = self.FIRST_TAIL + pessimistic.max_error + optimistic.max_error
+        if np.min(upper) < budget / self.DELTA_TAIL:
             smallest = float(np.min(lower)) or float(np.min(upper))  # a lower bound of 0 says nothing of the scale
             tail_mass = max(smallest * self.TAIL_FRACTION, self.SMALLEST_TAIL)
             pessimistic, optimistic = self.bounds(min(tail_mass, self.FIRST_TAIL))

@@ -45,10 +45,10 @@ is bounded by Chernoff and moved to the bottom point or +inf) or wraps into the 
 positive mass: harmless when pessimistic; when optimistic its Chernoff bound is added to eta).
 
 Tiny delta.  FFT rounding is absolute (about count * 1e-14 of the total mass), so it hides deltas
-below that.  When ``self_compose`` is asked for a smaller ``tail_mass_truncation``, it also raises the
-exponentially tilted PMF p_i e^{lam x_i} / M(lam) to the power -- the discrete form of shifting the
-Fourier contour into the strip of the moment-generating function (DESIGN.md, "Numerics that
-matter").  If that power has l1 error E~ (rounding, plus, when optimistic, the tilted mass wrapped
+below that.  When ``self_compose`` is asked for a smaller ``rounding_tolerance`` (by default its
+``tail_mass_truncation``), it also raises the exponentially tilted PMF p_i e^{lam x_i} / M(lam) to the
+power -- the discrete form of shifting the Fourier contour into the strip of the moment-generating
+function (DESIGN.md, "Numerics that matter").  If that power has l1 error E~ (rounding, plus, when optimistic, the tilted mass wrapped
 into the window), multiplying it back by M(lam)^k e^{-lam x} leaves an error of at most
 E~ M(lam)^k e^{-lam x_i} at each x_i, so for eps >= x_s the error of delta_S(eps) (a sum over
 x_i > eps of masses times factors in [0, 1]) is at most E~ M(lam)^k e^{-lam eps}: it decays with eps.
@@ -75,6 +75,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
+from scipy.optimize import isotonic_regression
 from scipy.signal import lfilter
 
 from . import _validation as check
@@ -394,7 +395,8 @@ class DiscretePLD:
                                self.pessimistic, relative_error=rho + 4 * U, error=eta + (1 + rho) * fft_error)
         return composed.truncated(tail_mass_truncation)
 
-    def self_compose(self, count: int, tail_mass_truncation: float = DEFAULT_TAIL_MASS) -> DiscretePLD:
+    def self_compose(self, count: int, tail_mass_truncation: float = DEFAULT_TAIL_MASS,
+                     rounding_tolerance: float | None = None) -> DiscretePLD:
         """The PLD of ``count`` compositions with itself: one FFT power, no loop over count.
 
         papers/003 Sec. 5.2: the input's negligible tails are truncated first, then the output
@@ -402,18 +404,21 @@ class DiscretePLD:
         (in log space, so tolerances like 1e-30 work) such that the mass outside is at most
         ``tail_mass_truncation``; the FFT holds the whole window.  Mass beyond hi goes to +inf when
         pessimistic and is dropped when optimistic; whatever the circular FFT wraps into the window
-        is counted.  Pass a tolerance scaled to the smallest delta you will ask about: below the FFT
-        rounding it also triggers the tilted power (module docstring), whose error decays like
+        is counted.  Pass a tolerance scaled to the smallest delta you will ask about.  When the FFT
+        rounding would exceed a quarter of ``rounding_tolerance`` (default: ``tail_mass_truncation``; an
+        absolute error of delta), the tilted power is formed too (module docstring): its error decays like
         e^{-lam eps}, which makes the PLD accurate to about that tolerance where delta is small and
         never less accurate than the plain power elsewhere.
         """
         count = check.positive_integer("count", count)
         tail_mass_truncation = _tail_tolerance(tail_mass_truncation)
+        rounding_tolerance = tail_mass_truncation if rounding_tolerance is None else \
+            check.in_interval("rounding_tolerance", rounding_tolerance, 0.0, 1.0, low_open=True, high_open=True)
         if count == 1:
             return self
         per_copy = tail_mass_truncation / count
         base = self.truncated(per_copy) if per_copy > 0 else self
-        return _self_power(base, count, tail_mass_truncation)
+        return _self_power(base, count, tail_mass_truncation, rounding_tolerance)
 
     def truncated(self, tail_mass: float) -> DiscretePLD:
         """Cut each end's longest run of mass <= tail_mass / 2, keeping the bound's direction.
@@ -692,11 +697,25 @@ def _curve_tail_values(curve: np.ndarray, interval: float) -> np.ndarray:
 def _lower_hull_at_grid(origin: float, candidates: np.ndarray, losses: np.ndarray) -> np.ndarray:
     """The lower convex hull, in alpha = e^x, of (0, origin) and (e^{losses[i]}, candidates[i]), read at the grid.
 
-    Andrew's monotone chain (papers/001 Algorithm 2, ConvexHull step).  Its rounding only costs
-    tightness: the caller clips the result to the candidates.
+    papers/001 Algorithm 2, ConvexHull step.  The hull's slopes are the isotonic (non-decreasing) regression
+    of the segments' slopes weighted by their widths (pool adjacent violators: a pool's mean is the chord's
+    slope), so its vertices are where the pools start; the hull is read off the candidates at those vertices.
+    Equal alphas (a grid finer than the rounding of e^x) take Andrew's monotone chain instead.  Rounding
+    only costs tightness: the caller clips the result to the candidates.
     """
-    alphas = np.concatenate(([0.0], np.exp(losses))).tolist()
-    values = np.concatenate(([origin], candidates)).tolist()
+    alphas = np.concatenate(([0.0], np.exp(losses)))
+    values = np.concatenate(([origin], candidates))
+    widths = np.diff(alphas)
+    if np.all(widths > 0):
+        vertices = isotonic_regression(np.diff(values) / widths, weights=widths).blocks
+    else:
+        vertices = _monotone_chain(alphas, values)
+    return np.interp(alphas[1:], alphas[vertices], values[vertices])
+
+
+def _monotone_chain(alphas: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Indices of the lower convex hull's vertices of points sorted by alpha (Andrew's monotone chain)."""
+    alphas, values = alphas.tolist(), values.tolist()
     hull: list[int] = []
     for i, (alpha, value) in enumerate(zip(alphas, values)):
         while len(hull) >= 2:
@@ -705,8 +724,7 @@ def _lower_hull_at_grid(origin: float, candidates: np.ndarray, losses: np.ndarra
                 break
             hull.pop()
         hull.append(i)
-    vertices = np.array(hull)
-    return np.interp(np.exp(losses), np.asarray(alphas)[vertices], np.asarray(values)[vertices])
+    return np.array(hull)
 
 
 def _from_tail_values(tail_values: np.ndarray, first: int, interval: float, pessimistic: bool) -> DiscretePLD:
@@ -725,7 +743,7 @@ def _from_tail_values(tail_values: np.ndarray, first: int, interval: float, pess
 
 # ----- composition helpers ----------------------------------------------------------------
 
-def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
+def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolerance: float) -> DiscretePLD:
     """``base`` composed ``count`` times (``DiscretePLD.self_compose`` after truncating the input)."""
     h, finite, inf_mass = base.interval, float(base.probs.sum()), base.inf_mass
     rho_in, eta_in = base.relative_error, base.max_error
@@ -738,7 +756,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float) -> DiscretePLD:
         return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, eta)
     masses, positions = base.probs[support], base.offset + support
     mgf = _LogMGF(base.probs[support[0]:support[-1] + 1], h, int(positions[0]))
-    plan = _WindowPlan(mgf, count, tolerance, h, int(positions[0]), int(positions[-1]))
+    plan = _WindowPlan(mgf, count, tolerance, rounding_tolerance, h, int(positions[0]), int(positions[-1]))
     length = plan.top - plan.bottom + 1
     _check_size(length, f"the {count}-fold composition")
     size = plan.size
@@ -850,8 +868,8 @@ class _WindowPlan:
     at or below a at most exp(k K(t) - t a) for t < 0; eq. (3) gives the point for a tolerance, best
     over orders around each measure's own Gaussian optimum (CHERNOFF_FACTORS).  The plain window
     holds all but tolerance / 2 on each side.  If the FFT rounding (about 4 k c log2(M) u) exceeds
-    tolerance / 4, the tilt lam is the Chernoff order of the point beyond which the plain mass is
-    below tolerance / (4 * rounding) -- where the untilted rounding, about rounding e^{k K(lam) - lam x},
+    ``rounding_tolerance`` / 4, the tilt lam is the Chernoff order of the point beyond which the plain mass
+    is below tolerance / (4 * rounding) -- where the untilted rounding, about rounding e^{k K(lam) - lam x},
     reaches tolerance / 4 -- and the window also holds the tilted measure p_i e^{lam x_i} / M(lam)
     (its own spread and orders: its tails can be far heavier than the plain ones) to within rounding / 8.
 
@@ -863,7 +881,8 @@ class _WindowPlan:
     ``lower_mass`` and ``upper_mass``.
     """
 
-    def __init__(self, mgf: _LogMGF, count: int, tolerance: float, interval: float, first: int, last: int):
+    def __init__(self, mgf: _LogMGF, count: int, tolerance: float, rounding_tolerance: float, interval: float,
+                 first: int, last: int):
         x_low, x_high = count * first * interval, count * last * interval
         log_half = math.log(tolerance / 2)
         orders = self._orders(mgf, count, log_half, interval)
@@ -872,7 +891,7 @@ class _WindowPlan:
         rounding = 4 * count * _fft_gamma(_fft_size(max(1, int((high - low) / interval) + 1)))
         self.tilt, self.cut = 0.0, math.inf
         tilted = tilted_orders = None
-        if rounding > tolerance / 4:
+        if rounding > rounding_tolerance / 4:
             log_cut = math.log(tolerance / (4 * rounding))
             cut, tilt = _chernoff_point(mgf, count, log_cut, self._orders(mgf, count, log_cut, interval), x_high)
             if cut < high:

@@ -21,6 +21,7 @@ from scipy.special import log_ndtr, logsumexp
 from scipy.stats import binom
 
 from afa import pld
+from afa.engines import PLDEngine
 from afa.loss_tails import LossTails
 from afa.pld import (
     DiscretePLD,
@@ -398,6 +399,44 @@ def test_greedy_hull_of_atomless_tails_reuses_the_grid_tails(mu, interval, count
     np.testing.assert_allclose(atomless, twice, rtol=1e-12, atol=1e-300)
 
 
+def brute_force_lower_hull(alphas: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The lower convex hull at each alpha_i: the lowest of the point values there and of every chord
+    between points on both sides (O(n^3))."""
+    hull = np.empty(alphas.size)
+    for i, alpha in enumerate(alphas):
+        best = values[alphas == alpha].min()
+        for j in np.flatnonzero(alphas < alpha):
+            right = np.flatnonzero(alphas > alpha)
+            chords = values[j] + (values[right] - values[j]) * (alpha - alphas[j]) / (alphas[right] - alphas[j])
+            best = min(best, chords.min(initial=np.inf))
+        hull[i] = best
+    return hull
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lower_hull_against_brute_force(seed):
+    """The hull of the greedy builder (pooled slopes; with equal alphas, the monotone chain) against all chords:
+    random points, a convex curve with noise, and a convex curve ending at 0 (the builder's top point, which the
+    hull joins by one long chord)."""
+    rng = np.random.default_rng(seed)
+    size = 40
+    losses = np.sort(rng.uniform(-3, 2, size)) if seed % 2 else np.linspace(-3, 2, size)
+    if seed == 7:  # a grid finer than the rounding of e^x: equal alphas
+        losses = np.concatenate((losses[:20], [1e-17, 2e-17, 3e-17], losses[23:] + 1))
+    shape = seed % 3
+    if shape == 0:
+        candidates = rng.random(size)
+    else:
+        candidates = np.maximum(1 - 0.2 * np.exp(losses), 0) + 1e-3 * rng.random(size) * (shape == 1)
+        candidates[-1] = 0.0
+    origin = 1.0 + rng.random()
+    alphas = np.concatenate(([0.0], np.exp(losses)))
+    expected = brute_force_lower_hull(alphas, np.concatenate(([origin], candidates)))[1:]
+    hull = pld._lower_hull_at_grid(origin, candidates, losses)
+    np.testing.assert_allclose(hull, expected, rtol=1e-12, atol=1e-15)
+    assert np.all(hull <= candidates + 1e-15)
+
+
 def test_greedy_hull_does_not_collapse_on_coarse_grids():
     """Subsampled Gaussian (q = 0.01, sigma = 1, remove direction), 100 steps, eps(1e-5).
 
@@ -463,8 +502,9 @@ def test_default_tolerance_cannot_certify_tiny_delta():
 def engine_bracket(tails, interval, count, delta, tolerance):
     """(lower, upper) eps(delta) from the PLDs afa.engines.PLDEngine builds for one mechanism used
     count times with tail tolerance ``tolerance`` (it asks for 1e-7 * delta), and the two PLDs."""
-    upper = connect_the_dots(tails, interval, tolerance / (4 * count)).self_compose(count, tolerance / 4)
-    lower = greedy_hull_optimistic(tails, interval, tolerance / (4 * count)).self_compose(count, tolerance / 4)
+    arguments = (count, tolerance / 4, PLDEngine.ROUNDING_SLACK * tolerance / 4)
+    upper = connect_the_dots(tails, interval, tolerance / (4 * count)).self_compose(*arguments)
+    lower = greedy_hull_optimistic(tails, interval, tolerance / (4 * count)).self_compose(*arguments)
     return lower.epsilon(delta), upper.epsilon(delta), lower, upper
 
 
@@ -496,6 +536,29 @@ def test_tilted_power_keeps_composed_gaussian_bracket(mu, count, delta, toleranc
         for target in (1e-3, delta, 1e3 * delta):
             epsilon = pld_.epsilon(target)
             assert pld_.delta(epsilon) <= target < pld_.delta(epsilon - 1e-9 * max(1.0, epsilon))
+
+
+def test_rounding_tolerance_decides_the_tilted_power():
+    """The tilted power is formed only when the plain power's FFT rounding would exceed rounding_tolerance / 4.
+    Without it the window is the plain one (the tilted measure's tails widen it) and the bracket stays
+    certified against the closed form; it is wider only by the plain rounding's slack (measured 2.1e-11,
+    2e-6 of delta), which moves eps by at most about slack / |d delta / d eps|."""
+    mu, count, delta, tolerance = 0.05, 400, 1e-5, 1e-13
+    exact = gaussian_epsilon(mu * math.sqrt(count), delta)
+    slope = math.exp(exact + float(log_ndtr(-exact / (mu * math.sqrt(count)) - mu * math.sqrt(count) / 2)))
+    pairs = {}
+    for rounding_tolerance in (None, 1e-8):
+        pairs[rounding_tolerance] = [builder(GaussianTails(mu), 1e-4, tolerance / count).self_compose(
+            count, tolerance, rounding_tolerance) for builder in (connect_the_dots, greedy_hull_optimistic)]
+    tilted, plain = pairs[None], pairs[1e-8]
+    assert all(p.tilt > 0 for p in tilted) and all(p.tilt == 0 == p.tilted_error for p in plain)
+    assert all(p.probs.size < t.probs.size for p, t in zip(plain, tilted))
+    slack = max(p.max_error for p in plain)
+    assert 0 < slack < 1e-8 / 4
+    (upper, lower), (tilted_upper, tilted_lower) = ([p.epsilon(delta) for p in pair] for pair in (plain, tilted))
+    assert lower <= exact <= upper < exact + 1e-5
+    assert tilted_upper <= upper <= tilted_upper + 2 * slack / slope
+    assert tilted_lower - 2 * slack / slope <= lower <= tilted_lower
 
 
 def afa_subsampled_gaussian(sigma, q):
@@ -629,6 +692,8 @@ def test_too_large_composition(monkeypatch):
     (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(2.5), TypeError, "count"),
     (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(0), ValueError, "count"),
     (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(3, 0.0), ValueError, "tail_mass_truncation"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(3, 1e-9, 0.0), ValueError, "rounding_tolerance"),
+    (lambda: connect_the_dots(GaussianTails(1.0), 0.1).self_compose(3, 1e-9, "1"), TypeError, "rounding_tolerance"),
     (lambda: connect_the_dots(GaussianTails(1.0), 0.1).epsilon(1.0), ValueError, "delta"),
     (lambda: connect_the_dots(GaussianTails(1.0), 0.1).epsilon(0.0), ValueError, "delta"),
     (lambda: connect_the_dots(GaussianTails(1.0), 0.1).delta([0.0, float("nan")]), ValueError, "epsilons"),
