@@ -48,10 +48,11 @@ Tiny delta.  FFT rounding is absolute (about count * 1e-14 of the total mass), s
 below that.  When ``self_compose`` is asked for a smaller ``rounding_tolerance`` (by default its
 ``tail_mass_truncation``), it also raises the exponentially tilted PMF p_i e^{lam x_i} / M(lam) to the
 power -- the discrete form of shifting the Fourier contour into the strip of the moment-generating
-function (DESIGN.md, "Numerics that matter").  If that power has l1 error E~ (rounding, plus, when optimistic, the tilted mass wrapped
-into the window), multiplying it back by M(lam)^k e^{-lam x} leaves an error of at most
-E~ M(lam)^k e^{-lam x_i} at each x_i, so for eps >= x_s the error of delta_S(eps) (a sum over
-x_i > eps of masses times factors in [0, 1]) is at most E~ M(lam)^k e^{-lam eps}: it decays with eps.
+function (DESIGN.md, "Numerics that matter").  If that power has l1 error E~ (rounding, plus, when
+optimistic, the tilted mass wrapped into the window), multiplying it back by M(lam)^k e^{-lam x}
+leaves an error of at most E~ M(lam)^k e^{-lam x_i} at each x_i, so for eps >= x_s the error of
+delta_S(eps) (a sum over x_i > eps of masses times factors in [0, 1]) is at most
+E~ M(lam)^k e^{-lam eps}: it decays with eps.
 The stored measure is the plain power below x_s and the untilted tilted power from x_s up, where
 x_s (``bulk_top``) is the grid point from which the tilted bound is below SWITCH_FRACTION of the plain
 power's error E: so eta is E + E~ M(lam)^k e^{-lam x_s} below x_s (``bulk_error`` plus the tilted
