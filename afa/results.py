@@ -32,6 +32,10 @@ class Result:
     method: str
     certified: bool = False
 
+    def __post_init__(self):
+        for name in ("value", "lower", "upper", "error"):  # plain floats, whatever numpy scalar an engine gave
+            object.__setattr__(self, name, float(getattr(self, name)))
+
     def __float__(self) -> float:
         return float(self.value)
 

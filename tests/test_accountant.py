@@ -197,3 +197,13 @@ def test_cdf_of_a_laplace_loss_is_its_closed_form_within_the_reported_error():
     # the error is an estimate (two quadrature rules and a tail estimate): allowed a factor 2
     assert np.max(np.abs(values - truth)) <= 2 * error
     assert np.max(np.abs(values - truth)[np.abs(xs) != 1]) <= 1e-7
+
+
+@pytest.mark.parametrize("method", ["contour", "pld", "auto"])
+def test_results_hold_plain_floats(method):
+    """Result fields are Python floats whatever numpy scalars an engine computed with (the contour's
+    slope bracket gave numpy.float64 bounds), and lower <= value <= upper."""
+    accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=100)
+    for result in (accountant.epsilon_result(1e-5, method=method), accountant.delta_result(0.7, method=method)):
+        assert all(type(getattr(result, name)) is float for name in ("value", "lower", "upper", "error"))
+        assert result.lower <= result.value <= result.upper
