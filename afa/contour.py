@@ -156,7 +156,9 @@ class _SaddlePointContour:
         found = self._newton_saddle(math.exp(grid[best]), epsilon)
         if found is not None:
             return found
-        minimum = minimize_scalar(lambda x: float(self._psi(math.exp(x), epsilon)[0]),
+        # Outside the strip Psi is +inf; a finite stand-in keeps the bounded search's parabolic steps free of
+        # inf - inf (it falls back to golden-section steps there either way).
+        minimum = minimize_scalar(lambda x: min(float(self._psi(math.exp(x), epsilon)[0]), 1e300),
                                   bounds=(grid[best] - 0.5, grid[best] + 0.5), method="bounded",
                                   options={"xatol": 1e-7, "maxiter": 500})
         c = math.exp(minimum.x)
