@@ -63,6 +63,9 @@ MAX_NODES = 1_000_000
 MAX_NUMERIC_NODES = 4_096
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
+#: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
+#: a halved step doubles the nodes, and near-atom sums need most of the numeric node budget).
+STEP_MANTISSA_BITS = 3
 #: |Im log f| on the real axis above which c counts as outside the MGF's strip.  Inside, closed forms
 #: give an imaginary part of rounding size; past a branch point it is a multiple of pi / 2.
 STRIP_IMAG_TOL = 1e-6
@@ -227,11 +230,15 @@ class _SaddlePointContour:
             return -math.inf, 0.0, 0.0
         c, psi, curvature = found
         bend, width = self._bend(epsilon)
+        snapped = self.max_nodes < MAX_NODES
+        if snapped:
+            c, psi, curvature = self._snapped_line(c, psi, curvature, epsilon)
         # Saddle-point estimate of log delta, used to set the alias limit on the step.
         log_estimate = psi - 0.5 * math.log(2 * math.pi * curvature)
         step = min(0.5 / math.sqrt(curvature), 2 * math.pi * c / (max(-log_estimate, 0.0) + 45.0))
-        if self.max_nodes < MAX_NODES:
-            c, psi, step = self._snapped_line(c, psi, curvature, step, epsilon)
+        if snapped:  # down to STEP_MANTISSA_BITS significant bits, so that nearby eps share the step
+            grain = 2.0 ** (math.floor(math.log2(step)) - STEP_MANTISSA_BITS)
+            step = math.floor(step / grain) * grain
         # The integrand is about exp(-Psi'' u^2 / 2) near the saddle: one call usually covers it.
         first_chunk = int(min(4096, max(64, 12.0 / (step * math.sqrt(curvature)))))
 
@@ -289,30 +296,32 @@ class _SaddlePointContour:
                                 "e.g. subsampling with small q * count); use method='certified' or 'quadrature'")
         return psi + math.log(estimate), change + rounding, float(total[1] / total[0])
 
-    def _snapped_line(self, c: float, psi: float, curvature: float, step: float,
-                      epsilon: float) -> tuple[float, float, float]:
-        """(c, Psi(c), step) moved onto a coarse grid, so that nearby eps share their contour's nodes.
+    def _snapped_line(self, c: float, psi: float, curvature: float, epsilon: float) -> tuple[float, float, float]:
+        """(c, Psi(c), Psi''(c)) moved onto a coarse grid, so that nearby eps share their contour's nodes.
 
         Numeric MGF terms make every node costly, and eps(delta) evaluates delta at eps a few ulps apart
         (Newton's last iterates, the bracket checks of :func:`afa.engines.solve_epsilon`): with c rounded
-        to a multiple of g = 2^floor(log2(0.1 / sqrt(Psi''))) and the step down to a power of 2, their
-        nodes c + i j step / 2^level coincide, and :meth:`_node_log_integrand` reuses log M there.  Any c
-        inside the MGF's strip gives the same integral; |c - c*| <= g / 2 + 0.01 / sqrt(Psi'') costs a
-        factor of at most e^{Psi'' (c - c*)^2 / 2} < e^0.002 in cancellation, and a smaller step only
-        makes the trapezoid sum more accurate.  The saddle's own line is kept if the snapped c leaves the strip.
-        The step follows Psi'', whose estimate at the Newton saddle's iterate moves by several per cent
-        between eps a few ulps apart (0.494 .. 0.534 at sigma = 2, q = 0.001, k = 3000): a power of 2
-        rarely changes with it, where 3 significant bits often did (fresh nodes, and a sum near the node
-        budget could then refuse).  A level costs at most twice the nodes it needs, but the halvings stop at
-        the same accuracy and the shared nodes come free: benchmarks/bench_small_k.py's contour rows took
-        0.44 .. 0.93 times as long as with 3 bits (same eps to 9 digits).
+        to a multiple of g = 2^floor(log2(0.1 / sqrt(Psi''))) and the step down to STEP_MANTISSA_BITS
+        significant bits, their nodes c + i j step / 2^level coincide, and :meth:`_node_log_integrand`
+        reuses log M there.  Any c inside the MGF's strip gives the same integral; |c - c*| <= g / 2 +
+        0.01 / sqrt(Psi'') costs a factor of at most e^{Psi'' (c - c*)^2 / 2} < e^0.002 in cancellation,
+        and a smaller step only makes the trapezoid sum more accurate.  The step follows Psi'', so Psi'' is
+        measured again on the snapped line, from Re Psi(c + i g): that is the curvature of the line's own
+        integrand (it can differ much from the saddle's: 0.38 against 0.55 at sigma = 2, q = 0.001,
+        k = 3000), and it does not depend on eps.  The saddle search's value comes from the iterate where it
+        stopped and a probe sized by the iterate before; it moved by several per cent between eps ulps apart
+        (0.494 .. 0.534 there), enough to change the snapped step, lose the shared nodes and, near the node
+        budget, turn an answer into a refusal.  The saddle's own line is kept if the snapped c leaves the
+        strip or its Psi'' is not positive.
         """
         spacing = 2.0 ** math.floor(math.log2(0.1 / math.sqrt(curvature)))
         snapped = max(round(c / spacing), 1) * spacing
-        snapped_psi = float(self._psi(snapped, epsilon)[0])
-        if math.isfinite(snapped_psi):
-            c, psi = snapped, snapped_psi
-        return c, psi, 2.0 ** math.floor(math.log2(step))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            log_f = self._log_integrand(np.array([snapped, snapped + 1j * spacing]), epsilon)
+        snapped_curvature = 2 * (log_f[0].real - log_f[1].real) / spacing ** 2
+        if _inside_strip(log_f[0]) and 0 < snapped_curvature < math.inf:
+            return snapped, float(log_f[0].real), float(snapped_curvature)
+        return c, psi, curvature
 
     def _node_log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         """The log-integrand at the contour's nodes (:meth:`_log_integrand`; a subclass may cache there)."""

@@ -274,9 +274,9 @@ def test_contour_saddle_search_survives_a_far_gaussian_guess():
 def test_nearby_eps_share_the_snapped_contour_line(monkeypatch):
     """Numeric MGF nodes are costly; eps(delta) asks for delta at eps a few ulps apart (Newton's last steps,
     the bracket checks), so the contour's line is snapped to a coarse grid and its log M values kept.  The
-    second eps computes no new node (only its saddle search and far-node check: a handful of points against
-    some 1 900 nodes), and both deltas agree to 1e-13 with those of the saddle's own line
-    (snapping turned off) -- the same integral along another vertical line."""
+    second eps computes no new node (only its saddle search, the snapped line's Psi'' and the far-node check: a
+    handful of points against some 1 900 nodes), and both deltas agree to 1e-13 with those of the saddle's own
+    line (snapping turned off) -- the same integral along another vertical line."""
     acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=100)
     inversion = ContourInversion(acc._composed(0))
     computed = []
@@ -287,12 +287,46 @@ def test_nearby_eps_share_the_snapped_contour_line(monkeypatch):
     nodes = sum(computed)
     second = inversion.delta_and_slope(epsilons[1])
     assert nodes > 500 and sum(computed) - nodes <= 10, (nodes, computed)
-    monkeypatch.setattr(ContourInversion, "_snapped_line", lambda self, c, psi, curvature, step, eps: (c, psi, step))
+    monkeypatch.setattr(ContourInversion, "_snapped_line", lambda self, c, psi, curvature, eps: (c, psi, curvature))
     unsnapped = ContourInversion(acc._composed(0))
     for epsilon, (value, error, slope) in zip(epsilons, (first, second)):
         reference = unsnapped.delta_and_slope(epsilon)
         assert value == pytest.approx(reference[0], rel=1e-13) and slope == pytest.approx(reference[2], rel=1e-12)
         assert abs(value - reference[0]) <= error + reference[1]
+
+
+def test_snapped_line_measures_its_own_curvature():
+    """The contour's step follows Psi''; the saddle search's value moved by several per cent between eps ulps
+    apart (0.494 .. 0.534 seen at sigma = 2, q = 0.001, k = 3000), so the snapped line measures Psi'' again on
+    the line itself: the same line, Psi and Psi'' (to rounding) whatever the search gave.  Psi'' changes fast
+    with c here (0.55 at the saddle, 0.38 on the line 0.056 away, by central differences of Psi along the real
+    axis); the line's value is that of the line, within the 10 % its probe's O(g^4) term allows (measured 6 %)."""
+    acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=3000)
+    inversion = ContourInversion(acc._composed(0))
+    epsilon = 0.0904089136399
+    c, psi, curvature = inversion.saddle(epsilon)
+    lines = [inversion._snapped_line(c + shift, psi, curvature * factor, epsilon + ulps * 1e-17)
+             for shift, factor, ulps in ((0.0, 1.0, 0), (0.004, 0.96, 3), (-0.004, 1.04, -5))]
+    line, line_psi, line_curvature = lines[0]
+    for other in lines[1:]:
+        assert other[0] == line and other[1:] == pytest.approx((line_psi, line_curvature), rel=1e-9)
+    assert 0 < abs(line - c) <= 0.5 * 2.0 ** math.floor(math.log2(0.1 / math.sqrt(curvature)))
+    h = 1e-3
+    for point, value in ((c, curvature), (line, line_curvature)):
+        sides = inversion._psi(np.array([point - h, point, point + h]), epsilon)
+        assert value == pytest.approx((sides[0] - 2 * sides[1] + sides[2]) / h ** 2, rel=0.1)
+    assert line_curvature < 0.8 * curvature
+
+
+def test_three_thousand_steps_of_small_q_by_the_contour_inside_the_pld_bracket():
+    """sigma = 2, q = 0.001, k = 3000 needs most of the contour's node budget; with the noisy search curvature
+    setting the step, its bracket checks got fresh nodes and, on one BLAS thread, a refusal.  'auto' now answers
+    by the contour, inside the PLD's certified bracket (relative width 3.4e-4)."""
+    acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=3000)
+    result = acc.epsilon_result(1e-5)
+    assert result.method == "contour" and result.upper - result.lower <= 1e-11 * result.value
+    pld = acc.epsilon_result(1e-5, method="pld")
+    assert pld.lower <= result.value <= pld.upper and pld.upper - pld.lower < 1e-3 * pld.value
 
 
 def test_fifty_steps_contour_inside_the_pld_bracket():
