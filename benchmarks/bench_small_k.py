@@ -9,7 +9,7 @@ Reported: median wall and CPU (process) time of REPEATS calls, the method 'auto'
 [lower, upper] and relative width.  CPU time is the steadier figure on a shared machine (but counts
 every BLAS thread; OPENBLAS_NUM_THREADS=1 makes it the single-core time).
 
-Run: PYTHONPATH=. python benchmarks/bench_small_k.py  (about 3 minutes on 2 cores).
+Run: PYTHONPATH=. python benchmarks/bench_small_k.py  (about 10 s on 2 cores).
 """
 
 from __future__ import annotations
