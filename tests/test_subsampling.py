@@ -25,7 +25,12 @@ from afa.contour import ContourInversion
 from afa.mechanisms import Mechanism
 from afa.noise_pair import PairMGF
 
-from _subsampling_reference import delta_bracket_bruteforce, delta_one_use_mpmath, log_mgf_mpmath
+from _subsampling_reference import (
+    delta_bracket_bruteforce,
+    delta_one_use_mpmath,
+    epsilon_bracket_bruteforce,
+    log_mgf_mpmath,
+)
 
 NODES = [0.5, 5.0, 40.0, 2.0 + 1.0j, 2.0 + 10.0j, 8.0 + 60.0j, 0.3 + 150.0j]
 
@@ -458,3 +463,20 @@ def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
     wide = ContourInversion(acc._composed(0), numeric_nodes=64 * contour_module.MAX_NUMERIC_NODES)
     assert answer.method == "pld"
     assert wide.delta_and_slope(answer.upper)[0] <= 1e-5 <= wide.delta_and_slope(answer.lower)[0]
+
+
+def test_pld_tilt_for_few_steps_of_small_q_at_tiny_delta():
+    """sigma = 0.8, q = 0.001, k = 2: the loss piles up near log(1 - q) with a heavy upper tail, and the Chernoff
+    orders that aim the PLD's tilted power lie hundreds of times below the Gaussian-approximation one.  With
+    the old floor (1/64 of it) the certified brackets were [0.7614, 0.7729] at delta = 1e-10 and
+    [1.19, 7.68] at 1e-14; now 6.6e-5 and 9.1e-7 relative.  At 1e-10 the bracket lies inside a separately
+    written brute-force PLD bracket (tests/_subsampling_reference.py, grid 1e-5); at 1e-14 (below what that
+    reference resolves) 'auto' answers inside it."""
+    acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), times=2)
+    moderate = acc.epsilon_result(1e-10, method="pld")
+    reference = epsilon_bracket_bruteforce(1e-10, 2, "gaussian", 0.8, 0.001, relation="add_remove", grid=1e-5)
+    assert reference[0] <= moderate.lower <= moderate.upper <= reference[1]
+    assert moderate.upper - moderate.lower < 2e-4 * moderate.value
+    tiny = acc.epsilon_result(1e-14, method="pld")
+    assert moderate.upper < tiny.lower and tiny.upper - tiny.lower < 1e-5 * tiny.value
+    assert tiny.lower <= acc.epsilon(1e-14) <= tiny.upper
