@@ -181,13 +181,14 @@ class PLDEngine:
         return self.composed(connect_the_dots, tail_mass), self.composed(greedy_hull_optimistic, tail_mass)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds from PLDs truncated at FIRST_TAIL, or, when the smallest delta is below their error budget
-        (FIRST_TAIL plus both PLDs' largest slack) / DELTA_TAIL (truncation or rounding would then matter),
-        once more at TAIL_FRACTION times its lower bound (its upper bound if that is 0; at least SMALLEST_TAIL)."""
+        """Bounds from PLDs truncated at FIRST_TAIL, or, when a delta is below their error budget there
+        (FIRST_TAIL plus both PLDs' slack at its eps) / DELTA_TAIL (truncation or rounding would then matter),
+        once more at TAIL_FRACTION times the smallest lower bound (the smallest upper bound if that is 0; at
+        least SMALLEST_TAIL)."""
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
-        budget = self.FIRST_TAIL + pessimistic.max_error + optimistic.max_error
-        if np.min(upper) < budget / self.DELTA_TAIL:
+        budget = self.FIRST_TAIL + pessimistic.slack(epsilons) + optimistic.slack(epsilons)
+        if np.any(upper < budget / self.DELTA_TAIL):
             smallest = float(np.min(lower)) or float(np.min(upper))  # a lower bound of 0 says nothing of the scale
             tail_mass = max(smallest * self.TAIL_FRACTION, self.SMALLEST_TAIL)
             pessimistic, optimistic = self.bounds(min(tail_mass, self.FIRST_TAIL))

@@ -223,7 +223,7 @@ class DiscretePLD:
 
         There is none when delta is below the mass at +infinity (plus slack).  The first grid point
         x_j whose (monotone) certified bound is <= delta is found on the grid; on [x_{j-1}, x_j]
-        delta_S(eps) = A - B e^eps and the slack is constant (``_slack`` reads it at the grid point
+        delta_S(eps) = A - B e^eps and the slack is constant (``slack`` reads it at the grid point
         at or below eps), so the crossing is solved in closed form (papers/003 Obs. 2).  Above the
         grid delta_S is inf_mass and only a decaying ``tilted_error`` can still move the bound.
         """
@@ -233,7 +233,7 @@ class DiscretePLD:
         relative = (3 * n + 10) * U
         j = int(np.searchsorted(-envelope, -delta, side="left"))  # the envelope is non-increasing
         if j < n:
-            slack = float(self._slack(losses[j - 1])) if j > 0 else self.max_error
+            slack = float(self.slack(losses[j - 1])) if j > 0 else self.max_error
             if self.pessimistic:
                 target = (delta - slack) / ((1 + self.relative_error) * (1 + relative))
             else:
@@ -298,9 +298,9 @@ class DiscretePLD:
         epsilons = np.asarray(epsilons, dtype=float)
         above = np.minimum(np.arange(1, epsilons.size + 1), epsilons.size - 1) if at_grid else None
         value, rounding = self._raw_delta(epsilons, above=above)
-        return _certify(value, rounding, self.relative_error, self._slack(epsilons, at_grid), self.pessimistic)
+        return _certify(value, rounding, self.relative_error, self.slack(epsilons, at_grid), self.pessimistic)
 
-    def _slack(self, epsilons, at_grid: bool = False) -> np.ndarray:
+    def slack(self, epsilons: ArrayLike, at_grid: bool = False) -> np.ndarray:
         """The absolute slack eta(eps) (module docstring), read at g = the lattice point at or below eps
         (eps itself for grid points, ``at_grid``).
 
@@ -343,7 +343,7 @@ class DiscretePLD:
         if self.pessimistic:
             return np.minimum.accumulate(bounds), 0.0
         relative = (3 * self.probs.size + 10) * U
-        beyond = max(0.0, (self.inf_mass * (1 - relative) - float(self._slack(math.inf))) / (1 + self.relative_error))
+        beyond = max(0.0, (self.inf_mass * (1 - relative) - float(self.slack(math.inf))) / (1 + self.relative_error))
         return np.maximum(np.maximum.accumulate(bounds[::-1])[::-1], beyond), beyond
 
     @functools.cached_property
