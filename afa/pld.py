@@ -15,7 +15,7 @@ into one:
 
 Composition is convolution (papers/003 Obs. 3): :meth:`DiscretePLD.compose` by FFT,
 :meth:`DiscretePLD.self_compose` by one FFT power on a window chosen by Chernoff bounds
-(papers/003 Sec. 5.2).  :meth:`DiscretePLD.delta_of_composition` evaluates the divergence of a
+(papers/003 Sec. 5.2), or, for a few uses whose FFT rounding would matter, by direct convolutions.  :meth:`DiscretePLD.delta_of_composition` evaluates the divergence of a
 composition of two PLDs without convolving them (papers/003 Sec. 5.1).
 
 Soundness.  Write delta_S(eps) = inf_mass + sum_i p_i (1 - e^{eps - x_i})_+ for the stored measure
@@ -71,6 +71,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,6 +114,12 @@ POWER_ERROR_CONSTANT = 8.0
 #: relatively accurate to sqrt(5) u, so at most (k - 1) sqrt(5) u |z|^k (< 8 pi k u, inside the bound above)
 #: plus a few subnormal spacings per product where they underflow (|z| <= 1: no overflow).  No cos and sin.
 SQUARING_LIMIT = 1024
+#: Where the FFT's rounding (absolute: about count * 1e-14 of the total mass) would exceed the rounding
+#: tolerance, powers whose direct convolutions (binary powering) cost at most this many multiply-adds skip
+#: the FFT and its tilted companion: each output mass is a sum of positive products, relatively accurate to
+#: gamma_n per convolution however small it is.  Exponential tilting cannot help a loss whose tail decays
+#: like exp(-c log^2 l) (a few steps of a small sampling rate; its MGF exists only through the grid's end).
+DIRECT_POWER_LIMIT = 10 ** 8
 #: Chernoff orders tried, relative to the Gaussian-approximation optimum (papers/003 Sec. 5.2), in steps of 2.
 #: They reach far below it: a loss piled up near one value (subsampling with a small q k) has a tiny spread
 #: and a heavy upper tail, and its optimal orders lie hundreds of times below the Gaussian one; with the
@@ -760,6 +767,12 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
     if support.size == 0:
         return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, eta)
     masses, positions = base.probs[support], base.offset + support
+    span = int(support[-1] - support[0]) + 1
+    fft_rounding = 4 * count * _fft_gamma(_fft_size(count * span))  # as _WindowPlan estimates it
+    if fft_rounding > rounding_tolerance / 4 and _direct_power_cost(span, count) <= DIRECT_POWER_LIMIT:
+        values, relative, underflow = _power_by_convolution(base.probs[support[0]:support[-1] + 1], count)
+        return DiscretePLD(h, count * int(positions[0]), values, min(1.0, composed_inf), base.pessimistic,
+                           relative_error=(1 + rho) * (1 + relative) - 1, error=eta + (1 + rho) * underflow)
     mgf = _LogMGF(base.probs[support[0]:support[-1] + 1], h, int(positions[0]))
     plan = _WindowPlan(mgf, count, tolerance, rounding_tolerance, h, int(positions[0]), int(positions[-1]))
     length = plan.top - plan.bottom + 1
@@ -1003,16 +1016,54 @@ def _power_on_window(masses: np.ndarray, positions: np.ndarray, interval: float,
     return values, error, math.expm1(count * math.log1p(theta))
 
 
-def _power_by_squaring(z: np.ndarray, count: int) -> np.ndarray:
-    """z^count elementwise by binary powering (see SQUARING_LIMIT for its rounding)."""
-    result, square = None, z
+def _binary_power(x, count: int, multiply):
+    """x multiplied ``count`` times with itself under ``multiply``, by binary powering (count - 1 products
+    at most, about 2 log2(count))."""
+    result, square = None, x
     while True:
         if count & 1:
-            result = square if result is None else result * square
+            result = square if result is None else multiply(result, square)
         count >>= 1
         if not count:
             return result
-        square = square * square
+        square = multiply(square, square)
+
+
+def _direct_power_cost(length: int, count: int) -> int:
+    """Multiply-adds of :func:`_power_by_convolution` for weights of ``length`` points."""
+    products = []
+
+    def convolved_length(a: int, b: int) -> int:
+        products.append(a * b)
+        return a + b - 1
+
+    _binary_power(length, count, convolved_length)
+    return sum(products)
+
+
+def _power_by_convolution(weights: np.ndarray, count: int) -> tuple[np.ndarray, float, float]:
+    """(weights convolved ``count`` times with itself by direct sums, relative error bound, l1 underflow bound).
+
+    Binary powering with numpy's direct convolution.  An output point of a convolution of positive vectors
+    is a sum of at most m positive products (m the shorter length), so in any order its rounding is at most
+    gamma_m = m u / (1 - m u) of its value (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+    Sec. 3.1), and the factors' own relative errors carry through as factors; products below the normal
+    range lose at most a subnormal spacing each, which the l1 bound collects (every later convolution
+    multiplies it by at most the other factor's mass).
+    """
+    def convolve(a, b):
+        (x, x_error), (y, y_error) = a, b
+        shorter = min(x.size, y.size)
+        return np.convolve(x, y), (1 + x_error) * (1 + y_error) * (1 + shorter * U / (1 - shorter * U)) - 1
+
+    values, relative = _binary_power((weights, 0.0), count, convolve)
+    underflow = _direct_power_cost(weights.size, count) * SUBNORMAL * max(1.0, float(np.sum(weights))) ** count
+    return values, relative, underflow
+
+
+def _power_by_squaring(z: np.ndarray, count: int) -> np.ndarray:
+    """z^count elementwise by binary powering (see SQUARING_LIMIT for its rounding)."""
+    return _binary_power(z, count, operator.mul)
 
 
 def _spectrum(weights: np.ndarray, size: int, positions: np.ndarray | None = None) -> tuple[np.ndarray, float]:

@@ -282,16 +282,28 @@ def test_epsilon_is_infinite_below_the_mass_at_infinity():
     assert math.isfinite(composed.epsilon(2e-3))
 
 
-# ----- grid PMFs: the FFT against brute force ---------------------------------------------
+# ----- grid PMFs: the FFT (and the direct convolution of small powers) against brute force --------
 
+# (pld.DIRECT_POWER_LIMIT, rounding_tolerance) for each path of _self_power: the direct convolution is taken
+# only where the FFT's rounding would exceed the rounding tolerance.
+POWER_PATHS = {"fft": (0, None), "direct": (10 ** 12, 1e-300)}
+
+
+@pytest.mark.parametrize("path", POWER_PATHS)
 @pytest.mark.parametrize("pessimistic", [True, False])
 @pytest.mark.parametrize("count", [3, 1000, 10 ** 6])
-def test_two_atom_grid_power_against_binomial(pessimistic, count):
+def test_two_atom_grid_power_against_binomial(pessimistic, count, path, monkeypatch):
+    if path == "direct" and count > 1000:
+        pytest.skip("a direct power of 10^6 uses is beyond any cost limit")
+    limit, rounding_tolerance = POWER_PATHS[path]
+    monkeypatch.setattr(pld, "DIRECT_POWER_LIMIT", limit)
     interval, low, high, p_high, inf_mass = 0.01, -3, 5, 0.3, 1e-9
     probs = np.zeros(high - low + 1)
     probs[0], probs[-1] = (1 - inf_mass) * (1 - p_high), (1 - inf_mass) * p_high
     base = DiscretePLD(interval, low, probs, inf_mass, pessimistic)
-    composed = base.self_compose(count, tail_mass_truncation=1e-12)
+    composed = base.self_compose(count, 1e-12, rounding_tolerance)
+    if path == "direct":  # taken: no absolute rounding slack, only underflow
+        assert composed.tilt == 0 and composed.error < 1e-300
     mean = count * interval * (low + (high - low) * p_high)
     spread = math.sqrt(count) * interval * (high - low)
     epsilons = mean + spread * np.array([-1.0, 0.0, 1.0, 2.0, 4.0])
@@ -302,10 +314,18 @@ def test_two_atom_grid_power_against_binomial(pessimistic, count):
     assert np.all(np.abs(bound - exact) <= 1e-6 * exact + 2e-12 + count * 5e-13)
 
 
+@pytest.mark.parametrize("path", POWER_PATHS)
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=7), st.integers(-6, 3), st.integers(1, 12),
        st.booleans(), st.floats(0.0, 0.01))
-def test_grid_self_compose_against_convolution(weights, offset, count, pessimistic, inf_mass):
+def test_grid_self_compose_against_convolution(path, weights, offset, count, pessimistic, inf_mass):
+    limit, rounding_tolerance = POWER_PATHS[path]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pld, "DIRECT_POWER_LIMIT", limit)
+        check_self_compose_against_convolution(weights, offset, count, pessimistic, inf_mass, rounding_tolerance)
+
+
+def check_self_compose_against_convolution(weights, offset, count, pessimistic, inf_mass, rounding_tolerance):
     weights = np.asarray(weights)
     if weights.sum() == 0:
         weights[0] = 1.0
@@ -314,12 +334,39 @@ def test_grid_self_compose_against_convolution(weights, offset, count, pessimist
     base = DiscretePLD(interval, offset, probs, inf_mass, pessimistic)
     epsilons = np.linspace(-2.0, 6.0, 17)
     exact = grid_power_delta(probs, offset, inf_mass, interval, count, epsilons)
-    bound = base.self_compose(count, tail_mass_truncation=1e-13).delta(epsilons)
+    composed = base.self_compose(count, 1e-13, rounding_tolerance)
+    if rounding_tolerance is not None and count > 1:  # the direct convolution was taken
+        assert composed.error < 1e-300
+    bound = composed.delta(epsilons)
     slack = 1e-15 + 1e-12 * exact  # the brute-force truth is itself rounded
     assert_bracket(bound + (slack if pessimistic else -slack), exact, pessimistic)
     assert np.all(np.abs(bound - exact) <= 1e-10 + 1e-9 * exact)
     twice = base.compose(base, tail_mass_truncation=1e-13).delta(epsilons)
     assert np.all(np.abs(twice - grid_power_delta(probs, offset, inf_mass, interval, 2, epsilons)) <= 1e-10)
+
+
+def test_direct_power_is_relatively_accurate_in_the_far_tail():
+    """A small power (within DIRECT_POWER_LIMIT) is a direct convolution: every output mass lies within the
+    reported relative error of the exact convolution (Python fractions) -- masses from 1e-100 down to 1e-300
+    included, where an FFT's rounding is absolute (about 1e-16 of the total mass) -- plus the underflow
+    bound (products below the normal range, ~1e-320)."""
+    from fractions import Fraction
+    probs = np.exp(-np.linspace(0.0, 26.0, 40) ** 2)
+    probs /= probs.sum()
+    assert probs.min() < 1e-290
+    base = DiscretePLD(0.1, -5, probs, 0.0, True)
+    composed = base.self_compose(3, tail_mass_truncation=1e-300)
+    exact = [Fraction(1)]
+    for _ in range(3):
+        exact = [sum((exact[j] * Fraction(float(probs[i - j])) for j in range(len(exact)) if 0 <= i - j < probs.size),
+                     Fraction(0)) for i in range(len(exact) + probs.size - 1)]
+    assert composed.offset == -15 and composed.probs.size == len(exact)
+    assert pld._direct_power_cost(probs.size, 3) == probs.size ** 2 + probs.size * (2 * probs.size - 1)
+    assert 0 < composed.relative_error < 1e-13 and composed.error < 1e-300
+    for value, truth in zip(composed.probs, exact):  # (below ~1e-308 products underflow: the absolute error)
+        assert abs(Fraction(float(value)) - truth) <= composed.relative_error * truth + Fraction(composed.error)
+    tiny = [float(abs(Fraction(float(v)) - e) / e) for v, e in zip(composed.probs, exact) if 1e-300 < e < 1e-100]
+    assert len(tiny) > 10 and max(tiny) <= composed.relative_error
 
 
 def test_delta_of_composition_equals_convolution():

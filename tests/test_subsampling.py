@@ -480,3 +480,18 @@ def test_pld_tilt_for_few_steps_of_small_q_at_tiny_delta():
     tiny = acc.epsilon_result(1e-14, method="pld")
     assert moderate.upper < tiny.lower and tiny.upper - tiny.lower < 1e-5 * tiny.value
     assert tiny.lower <= acc.epsilon(1e-14) <= tiny.upper
+
+
+def test_pld_direct_power_for_two_steps_of_small_q_at_tiny_delta():
+    """sigma = 2, q = 0.001, k = 2: the per-step loss tail decays like exp(-c log^2 l) (log-normal-like), so no
+    exponential tilt helps the FFT's absolute rounding; the PLD of two uses (8 400 grid points) is a direct
+    convolution, relatively accurate at every point.  The certified bracket of eps(1e-14) was
+    [0.0188, 0.0368]; now 3.5e-6 relative.  At 1e-10 it lies inside the separately written brute-force
+    bracket (tests/_subsampling_reference.py, grid 1e-5)."""
+    acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=2)
+    moderate = acc.epsilon_result(1e-10, method="pld")
+    reference = epsilon_bracket_bruteforce(1e-10, 2, "gaussian", 2.0, 0.001, relation="add_remove", grid=1e-5)
+    assert reference[0] <= moderate.lower <= moderate.upper <= reference[1]
+    tiny = acc.epsilon_result(1e-14)
+    assert tiny.method == "pld" and moderate.upper < tiny.lower
+    assert tiny.upper - tiny.lower < 1e-5 * tiny.value
