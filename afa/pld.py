@@ -15,8 +15,9 @@ into one:
 
 Composition is convolution (papers/003 Obs. 3): :meth:`DiscretePLD.compose` by FFT,
 :meth:`DiscretePLD.self_compose` by one FFT power on a window chosen by Chernoff bounds
-(papers/003 Sec. 5.2), or, for a few uses whose FFT rounding would matter, by direct convolutions.  :meth:`DiscretePLD.delta_of_composition` evaluates the divergence of a
-composition of two PLDs without convolving them (papers/003 Sec. 5.1).
+(papers/003 Sec. 5.2), or, for a few uses whose FFT rounding would matter, by direct convolutions.
+:meth:`DiscretePLD.delta_of_composition` evaluates the divergence of a composition of two PLDs
+without convolving them (papers/003 Sec. 5.1).
 
 Soundness.  Write delta_S(eps) = inf_mass + sum_i p_i (1 - e^{eps - x_i})_+ for the stored measure
 S and delta(eps) for the privacy profile it stands for.  Each DiscretePLD carries slacks rho
@@ -409,7 +410,9 @@ class DiscretePLD:
 
     def self_compose(self, count: int, tail_mass_truncation: float = DEFAULT_TAIL_MASS,
                      rounding_tolerance: float | None = None) -> DiscretePLD:
-        """The PLD of ``count`` compositions with itself: one FFT power, no loop over count.
+        """The PLD of ``count`` compositions with itself: one FFT power, no loop over count (or, for a few
+        uses whose FFT rounding would exceed ``rounding_tolerance`` / 4, direct convolutions by binary
+        powering, within DIRECT_POWER_LIMIT multiply-adds: relatively accurate at every grid point).
 
         papers/003 Sec. 5.2: the input's negligible tails are truncated first, then the output
         window [lo, hi] is chosen by Chernoff bounds from the input's moment-generating function
@@ -767,13 +770,13 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
     if support.size == 0:
         return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, eta)
     masses, positions = base.probs[support], base.offset + support
-    span = int(support[-1] - support[0]) + 1
-    fft_rounding = 4 * count * _fft_gamma(_fft_size(count * span))  # as _WindowPlan estimates it
-    if fft_rounding > rounding_tolerance / 4 and _direct_power_cost(span, count) <= DIRECT_POWER_LIMIT:
-        values, relative, underflow = _power_by_convolution(base.probs[support[0]:support[-1] + 1], count)
+    weights = base.probs[support[0]:support[-1] + 1]
+    if _power_rounding(count, count * weights.size) > rounding_tolerance / 4 and \
+            _direct_power_cost(weights.size, count) <= DIRECT_POWER_LIMIT:
+        values, relative, underflow = _power_by_convolution(weights, count)
         return DiscretePLD(h, count * int(positions[0]), values, min(1.0, composed_inf), base.pessimistic,
                            relative_error=(1 + rho) * (1 + relative) - 1, error=eta + (1 + rho) * underflow)
-    mgf = _LogMGF(base.probs[support[0]:support[-1] + 1], h, int(positions[0]))
+    mgf = _LogMGF(weights, h, int(positions[0]))
     plan = _WindowPlan(mgf, count, tolerance, rounding_tolerance, h, int(positions[0]), int(positions[-1]))
     length = plan.top - plan.bottom + 1
     _check_size(length, f"the {count}-fold composition")
@@ -906,7 +909,7 @@ class _WindowPlan:
         orders = self._orders(mgf, count, log_half, interval)
         low = _chernoff_point(mgf, count, log_half, -orders, x_low)[0]
         high = _chernoff_point(mgf, count, log_half, orders, x_high)[0]
-        rounding = 4 * count * _fft_gamma(_fft_size(max(1, int((high - low) / interval) + 1)))
+        rounding = _power_rounding(count, max(1, int((high - low) / interval) + 1))
         self.tilt, self.cut = 0.0, math.inf
         tilted = tilted_orders = None
         if rounding > rounding_tolerance / 4:
@@ -1090,6 +1093,11 @@ def _inverse(spectrum: np.ndarray, bound: np.ndarray, size: int, start: int, len
 
     bound_norm = full_norm(bound)
     return values, bound_norm + _fft_gamma(size) * (full_norm(np.abs(spectrum)) + bound_norm)
+
+
+def _power_rounding(count: int, points: int) -> float:
+    """The plan's estimate of a count-fold FFT power's absolute rounding on a window of ``points`` points."""
+    return 4 * count * _fft_gamma(_fft_size(points))
 
 
 def _fft_gamma(size: int) -> float:
