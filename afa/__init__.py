@@ -23,11 +23,12 @@ from .mechanisms import (
 from .privacy_loss import t
 from .rdp import renyi_divergence
 from .calibration import Calibration, calibrate_sampling_rate, calibrate_sigma, calibrate_steps, gaussian_sigma
+from .budget import Budget, BudgetExceededError
 from .results import AccuracyError, Result, Validation, ValidationError
 from .subsampling import Subsampled
 
 __all__ = [
-    "Accountant", "AccuracyError", "ApproxDP", "Calibration", "calibrate_sampling_rate", "calibrate_sigma",
+    "Accountant", "AccuracyError", "ApproxDP", "Budget", "BudgetExceededError", "Calibration", "calibrate_sampling_rate", "calibrate_sigma",
     "calibrate_steps", "gaussian_sigma", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
     "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians",
     "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled", "Validation", "ValidationError",
