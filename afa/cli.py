@@ -34,10 +34,13 @@ add_remove; a spec file's own value is used unless the flag is given),
 ``--method {auto,exact,quadrature,contour}`` (default auto) and ``--json``.
 
 Output is one line, e.g.
-``epsilon = 0.84738 for delta = 1e-05 (method: exact, bounds [0.84738, 0.84738])``,
-or with ``--json`` an object with the keys query ("epsilon" or "delta"),
-value, lower, upper, error, method, certified, the input ("delta" or
-"epsilon") and neighboring.  Non-finite numbers (an infinite epsilon when
+``epsilon = 0.84738 for delta = 1e-05 (method: exact, estimate 0.84738, bounds [0.84738, 0.84738])``:
+the headline number is the upper end of the bounds (never below what they allow
+for the truth), followed by the method, its best estimate and the bounds.  With
+``--json`` it is an object with the keys query ("epsilon" or "delta"), reported
+(the headline: the upper bound), value (the estimate), lower, upper, error,
+method, certified, the input ("delta" or "epsilon") and neighboring.
+Non-finite numbers (an infinite epsilon when
 delta is below the mass at infinity) appear as the strings "Infinity",
 "-Infinity" and "NaN", so that the output stays strict JSON.
 
@@ -477,6 +480,7 @@ def _report(args, accountant: Accountant, result: Result, comparison: dict[str, 
         extra = {} if comparison is None else {"compare": {k: _json_number(v) for k, v in comparison.items()}}
         return json.dumps({**extra,
             "query": args.query,
+            "reported": _json_number(result.upper),
             "value": _json_number(result.value),
             "lower": _json_number(result.lower),
             "upper": _json_number(result.upper),
@@ -486,8 +490,9 @@ def _report(args, accountant: Accountant, result: Result, comparison: dict[str, 
             given: _json_number(value),
             "neighboring": accountant.neighboring,
         })
-    line = (f"{args.query} = {result.value:.10g} for {given} = {value:.10g} "
-            f"(method: {result.method}, bounds [{result.lower:.10g}, {result.upper:.10g}])")
+    line = (f"{args.query} = {result.upper:.10g} for {given} = {value:.10g} "
+            f"(method: {result.method}, estimate {result.value:.10g}, "
+            f"bounds [{result.lower:.10g}, {result.upper:.10g}])")
     if comparison is not None:
         line += "".join(f"\n  {COMPARISONS[key]}: {args.query} = {number:.10g}" for key, number in comparison.items())
     return line
