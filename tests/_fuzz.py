@@ -279,8 +279,12 @@ def _slack(value: float) -> float:
 
 
 def check_composition(composition: Composition, *, budget_seconds: float = 30.0, cross_engines: bool = True,
-                      slack_seconds: float = 5.0) -> Outcome:
-    """Run every soundness check on ``composition`` and return what passed and failed."""
+                      extend: bool = True, slack_seconds: float = 5.0) -> Outcome:
+    """Run every soundness check on ``composition`` and return what passed and failed.
+
+    ``cross_engines`` compares with the PLD's certified bracket where no reference exists;
+    ``extend`` adds one more mechanism and checks that eps does not decrease.
+    """
     outcome = Outcome(composition)
     start = time.monotonic()
     acc = composition.accountant(afa.Budget(seconds=budget_seconds))
@@ -338,5 +342,17 @@ def check_composition(composition: Composition, *, budget_seconds: float = 30.0,
                            f"eps({delta:.3g}): auto {result!r} vs pld [{pld.lower!r}, {pld.upper!r}]")
             outcome.record("upper bound >= certified lower bound", result.upper >= pld.lower * (1 - 1e-12),
                            f"eps({delta:.3g}): upper {result.upper!r} < pld lower {pld.lower!r}")
+    if extend and answers:
+        delta, result = answers[0]
+        rng = np.random.default_rng(composition.seed + 10 ** 9)
+        extra = random_spec(rng, [spec.kind for spec, _ in composition.terms])
+        bigger = dataclasses.replace(composition, terms=composition.terms + ((extra, 1),))
+        try:
+            grown = bigger.accountant(afa.Budget(seconds=budget_seconds)).epsilon_result(delta)
+        except afa.AccuracyError as error:
+            outcome.record("auto answers", False, f"with {extra!r} added, eps({delta:.3g}): {error}")
+        else:
+            outcome.record("adding a mechanism never lowers eps", grown.upper >= result.lower * (1 - 1e-12),
+                           f"eps({delta:.3g}) {result!r}; with {extra!r} added {grown!r}")
     outcome.seconds = time.monotonic() - start
     return outcome
