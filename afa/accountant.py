@@ -231,15 +231,18 @@ class Accountant:
         (never below what they allow for the truth)."""
         return self.delta_result(epsilon, method).upper
 
-    def privacy_profile(self, epsilons, method: str = "auto", direction: str | None = None) -> np.ndarray:
+    def privacy_profile(self, epsilons, method: str = "auto", direction: str | None = None, *,
+                        estimate: bool = False) -> np.ndarray:
         """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes): the upper ends of
-        the bounds, as :meth:`delta` reads them.
+        the bounds, as :meth:`delta` reads them, or with ``estimate=True`` the best estimates
+        (``Result.value``), e.g. to locate a maximiser.
 
         ``direction`` (one of :attr:`directions`) gives that direction's hockey-stick divergence
         alone, e.g. H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (papers/002 Lemma 37).
         """
         epsilons = check.real_array("epsilons", epsilons)
-        return self._profile(epsilons.ravel(), method, direction)[2].reshape(epsilons.shape)
+        values = self._profile(epsilons.ravel(), method, direction)[0 if estimate else 2]
+        return values.reshape(epsilons.shape)
 
     def _truncated_mass(self) -> float:
         """An upper bound on the mass the composition's truncated mechanisms (DiscreteGaussian) send to
