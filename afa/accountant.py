@@ -33,6 +33,7 @@ from .engines import (
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .budget import Budget, BudgetExceededError
+from .pld import LOSS_LIMIT, PLDTooLargeError
 from .results import AccuracyError, Result, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
@@ -51,6 +52,9 @@ AUTO_BRACKET_RTOL = 1e-2
 WIDE_NUMERIC_NODES = 64 * MAX_NUMERIC_NODES
 #: Engine key of the contour method with that budget.
 WIDE_CONTOUR = "contour (wide node budget)"
+#: Allowed value_discretization_interval: from where the grid's indices of losses up to LOSS_LIMIT would
+#: leave the integers exact in floating point (with a margin) to the PLD's widest step.
+INTERVAL_RANGE = (1e-12, LOSS_LIMIT / 2)
 
 
 class Accountant:
@@ -83,8 +87,8 @@ class Accountant:
                  budget: Budget | None = None):
         self.neighboring = check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         if value_discretization_interval is not None:
-            value_discretization_interval = check.positive("value_discretization_interval",
-                                                           value_discretization_interval)
+            value_discretization_interval = check.in_interval("value_discretization_interval",
+                                                              value_discretization_interval, *INTERVAL_RANGE)
         if budget is not None and not isinstance(budget, Budget):
             raise TypeError(f"budget must be an afa.Budget, got {type(budget).__name__}")
         #: Time and memory limits of each query.
@@ -94,15 +98,27 @@ class Accountant:
         self._counts: dict[Mechanism, int] = {}
         self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
         self._engines: dict[str, list] = {}
+        self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
     def compose(self, mechanism: Mechanism, times: int = 1) -> "Accountant":
         """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"mechanism must be an afa mechanism, got {type(mechanism).__name__}")
-        times = check.positive_integer("times", times)
-        self._losses[mechanism] = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
-        self._counts[mechanism] = self._counts.get(mechanism, 0) + times
+        times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
+        losses = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
+        total = self._counts.get(mechanism, 0) + times
+        if total > check.MAX_COUNT:
+            raise ValueError(f"times is out of range: {mechanism!r} would be used {total} times in all, "
+                             f"above 2**53")
+        magnitude = self._loss_magnitude + times * _loss_magnitude(mechanism, losses)
+        if not magnitude <= check.MAX_LOSS:
+            raise ValueError(f"times is out of range: {times} uses of {mechanism!r} bring the composed privacy "
+                             f"loss to about {magnitude:.3g} (the sum over uses of each one's largest |loss|, "
+                             f"|mean| or variance), above the {check.MAX_LOSS:g} the accountant computes with")
+        self._losses[mechanism] = losses
+        self._counts[mechanism] = total
+        self._loss_magnitude = magnitude
         self._engines.clear()
         return self
 
@@ -212,7 +228,13 @@ class Accountant:
             return self.value_discretization_interval
         narrowest = min(math.sqrt(max(term.cumulants[1], 0.0)) or math.inf for term in loss.terms)
         interval = min(DEFAULT_INTERVAL, narrowest / STEP_RESOLUTION)
-        return max(interval, 2 * PLD_SPREAD * math.sqrt(max(loss.cumulants[1], 0.0)) / PLD_POINTS)
+        spread = math.sqrt(max(loss.cumulants[1], 0.0))
+        interval = max(interval, 2 * PLD_SPREAD * spread / PLD_POINTS)
+        if not interval <= INTERVAL_RANGE[1]:
+            raise PLDTooLargeError(f"method='pld' cannot hold this composition: its privacy loss spreads over a "
+                                   f"standard deviation of {spread:.3g}, which {PLD_POINTS} grid points cover only "
+                                   f"with a step of {interval:.3g}, above the largest {INTERVAL_RANGE[1]:g}")
+        return interval
 
     def _single_use_engine(self, index: int) -> ClosedFormEngine:
         tails = self._single_use().loss_tails(self.neighboring)[index]
@@ -390,6 +412,8 @@ class Accountant:
         direction = self.directions[0] if direction is None else check.choice("direction", direction, self.directions)
         xs = check.real_array("x", x)
         self._resolve("quadrature")
+        if xs.size == 0:  # nothing to invert (as privacy_profile([]))
+            return (xs, 0.0) if with_error else xs
         index = self.directions.index(direction)
         engines = self._engines_for("quadrature")
         values, error = engines[min(index, len(engines) - 1)].inversion.cdf(xs)
@@ -404,6 +428,20 @@ class Accountant:
 def _label(name: str) -> str:
     """The method name a result reports (the wide-budget contour is the contour method)."""
     return "contour" if name == WIDE_CONTOUR else name
+
+
+def _loss_magnitude(mechanism: Mechanism, losses: tuple) -> float:
+    """The largest |loss value|, |mean| or variance of one use over both directions (mu^2 for a Gaussian)."""
+    if isinstance(mechanism, Gaussian):
+        return mechanism.mu ** 2
+    largest = 0.0
+    for loss in losses:
+        if loss.atoms.size:
+            largest = max(largest, abs(float(loss.atoms.losses[0])), abs(float(loss.atoms.losses[-1])))
+        if loss.continuous:
+            mean, variance = loss.cumulants
+            largest = max(largest, abs(mean), variance)
+    return largest
 
 
 def _solve_directions(engines, delta: float) -> list[tuple[float, float, float]]:

@@ -286,9 +286,14 @@ def _mechanism_from_table(table, where: str) -> tuple[Mechanism, object]:
             raise SpecError(f"{where}: mechanism {name!r} needs key {parameter!r}")
     kwargs = {key: value for key, value in table.items() if key not in ("type", "times", "sampling_rate", "sampling")}
     try:
-        mechanism = _subsampled(cls(**kwargs), table.get("sampling_rate"), table.get("sampling"))
+        mechanism = cls(**kwargs)
     except (ValueError, TypeError, OverflowError) as error:
         raise SpecError(f"{where} ({name}): {_one_line(error)}") from None
+    try:
+        mechanism = _subsampled(mechanism, table.get("sampling_rate"), table.get("sampling"))
+    except (ValueError, TypeError) as error:
+        message = _rename(str(error), {"q": "sampling_rate", "scheme": "sampling"})
+        raise SpecError(f"{where} ({name}): {message}") from None
     return mechanism, table.get("times", 1)
 
 
