@@ -637,7 +637,8 @@ class DiscreteGaussian(Mechanism):
                  f"sigma (with sensitivity={self.sensitivity}: its {2 * reach:.4g} sigma + sensitivity + 3 "
                  f"outputs are enumerated, at most {MAX_ATOMS}; use Gaussian for wider noise)")
         tau = math.ceil(self.sigma * reach)
-        _at_most("sigma", self.sensitivity / self.sigma * ((self.sensitivity + 2 * tau) / self.sigma) / 2, check.MAX_LOSS,
+        largest_loss = self.sensitivity / self.sigma * ((self.sensitivity + 2 * tau) / self.sigma) / 2
+        _at_most("sigma", largest_loss, check.MAX_LOSS,
                  f"the largest loss sensitivity (sensitivity + 2 tau) / (2 sigma^2) (sigma={self.sigma:g}, "
                  f"sensitivity={self.sensitivity}, tau={tau})")
 

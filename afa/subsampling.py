@@ -65,8 +65,8 @@ class Subsampled(Mechanism):
             name = "sigma" if kind == "gaussian" else "scale"
             raise ValueError(f"{name} is out of range for a subsampled {type(self.base).__name__}: sensitivity / "
                              f"{name} must be <= {MAX_SUBSAMPLED_SHIFT:g}, got {shift / scale:.4g} ({name}={scale:g}, "
-                             f"sensitivity={shift:g}); with such a shift delta(epsilon) is nearly q at every epsilon >= 0, and "
-                             "ApproxDP(epsilon=0, delta=q) is a valid bound to compose instead")
+                             f"sensitivity={shift:g}); with such a shift delta(epsilon) is nearly q at every "
+                             "epsilon >= 0, and ApproxDP(epsilon=0, delta=q) is a valid bound to compose instead")
 
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
