@@ -103,8 +103,9 @@ class Accountant:
     # -- composition -----------------------------------------------------
     def compose(self, mechanism: Mechanism, times: int = 1) -> "Accountant":
         """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
-        if not isinstance(mechanism, Mechanism):
-            raise TypeError(f"mechanism must be an afa mechanism, got {type(mechanism).__name__}")
+        if not isinstance(mechanism, Mechanism) or type(mechanism)._losses is Mechanism._losses:
+            raise TypeError(f"mechanism must be an afa mechanism defining its privacy losses (Gaussian, Laplace, "
+                            f"...), got {type(mechanism).__name__}")
         times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
         losses = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
         total = self._counts.get(mechanism, 0) + times
@@ -263,6 +264,11 @@ class Accountant:
         alone, e.g. H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (papers/002 Lemma 37).
         """
         epsilons = check.real_array("epsilons", epsilons)
+        if epsilons.size == 0:  # nothing to compute; the options are still checked
+            self._resolve(method)
+            if direction is not None:
+                check.choice("direction", direction, self.directions)
+            return epsilons
         values = self._profile(epsilons.ravel(), method, direction)[0 if estimate else 2]
         return values.reshape(epsilons.shape)
 

@@ -113,8 +113,8 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
     subsampled = sampling_probability is not None and sampling_probability < 1
     if subsampled and -math.expm1(steps * math.log1p(-sampling_probability)) <= delta:
         # delta(eps) <= 1 - (1 - q)^steps at every eps >= 0 whatever sigma (see calibrate_sampling_rate).
-        raise ValueError(f"every sigma meets target_epsilon={target_epsilon:g}: with sampling_probability="
-                         f"{sampling_probability:g} and {steps} steps a record is used with probability "
+        raise ValueError(f"sampling_probability={sampling_probability:g} is so small that every sigma meets the "
+                         f"target: in {steps} steps a record is used with probability "
                          f"{-math.expm1(steps * math.log1p(-sampling_probability)):.3g} <= delta={delta:g}")
     smallest = sensitivity / (MAX_SUBSAMPLED_SHIFT if subsampled else MAX_MU)
     start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)

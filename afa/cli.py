@@ -440,8 +440,9 @@ def _accountant_from_flags(args) -> Accountant:
     try:
         mechanism = _subsampled(mechanism, args.sampling_rate, args.sampling)
     except (ValueError, TypeError) as error:
-        raise _UsageError(_rename(str(error), {"q": "--sampling-rate", "sampling_rate": "--sampling-rate",
-                                                "scheme": "--sampling"})) from None
+        names = {parameter: flag for flag, parameter in own.items()}
+        names.update({"q": "--sampling-rate", "sampling_rate": "--sampling-rate", "scheme": "--sampling"})
+        raise _UsageError(_rename(str(error), names)) from None
     accountant = Accountant(args.neighboring or "add_remove")
     times = 1 if args.compositions is None else args.compositions
     try:
