@@ -23,12 +23,13 @@ from typing import Callable
 
 import numpy as np
 from scipy.optimize import brentq
+from scipy.special import log_ndtr, logsumexp
 
 from . import exact
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import LossAtoms, epsilon_for_delta
+from .discrete import DiscreteComposition, verified_epsilon_bounds
 from .loss_tails import LossTails
 from .pld import DiscretePLD, connect_the_dots, greedy_hull_optimistic
 from .quadrature import LevyInversion
@@ -36,6 +37,8 @@ from .results import AccuracyError
 
 #: Relative rounding error assumed for closed-form values.
 EXACT_RTOL = 1e-13
+#: Unit roundoff of float64.
+UNIT_ROUNDOFF = np.finfo(float).eps / 2
 #: epsilon(delta) needs delta to exceed the engine's absolute error by this factor.
 RESOLUTION_FACTOR = 100.0
 #: Engines whose bounds are certified (never refused for a wide bracket).
@@ -51,31 +54,90 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
 
 
 class ExactEngine:
-    """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms."""
+    """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms,
+    with error bounds.
+
+    The finite-output part is composed exactly (:class:`afa.discrete.DiscreteComposition`, atoms
+    with position and mass error bounds).  Without Gaussians (mu = 0) delta is the atoms' hockey
+    stick with its error bound (:func:`afa.discrete.hockey_stick_with_error`) and eps(delta) a
+    verified bracket (:meth:`afa.discrete.DiscreteComposition.epsilon_bounds`); a composition too
+    large to enumerate is composed above the thresholds a query needs, and a query that needs more
+    is refused (:class:`afa.discrete.CompositionTooLargeError`).  With Gaussians the composed
+    Gaussian profile (Sommer, Meiser & Mohammadi 2019, Thm 5) is mixed over the atoms, and the
+    bounds are the same mixture over the atoms moved to the ends of their position intervals and
+    masses at the ends of theirs, widened by the closed form's relative error EXACT_RTOL.
+    """
 
     method = "exact"
 
     def __init__(self, mu: float, discrete: ComposedLoss):
         self.mu = mu
         self.inf_mass = discrete.inf_mass
-        self.atoms = discrete.atoms if discrete.terms else LossAtoms(np.zeros(1), np.zeros(1))
+        self.composition = DiscreteComposition([(loss.atoms, count) for loss, count in discrete.terms.items()],
+                                               discrete.inf_mass)
+        if mu > 0 and self.composition.full is None:
+            self.composition.compose(-math.inf)  # raises CompositionTooLargeError, with the sizes
+        self.atoms = self.composition.full
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        finite = exact.mixture_log_delta(epsilons, self.atoms.losses, self.atoms.log_masses, self.mu)
-        values = self.inf_mass + np.exp(finite)
-        return values, EXACT_RTOL * values
-
-    def epsilon(self, delta: float) -> float | None:
-        """Closed-form inverse where one exists (pure discrete, pure Gaussian), else None."""
+        epsilons = np.asarray(epsilons, dtype=float)
         if self.mu == 0:
-            return epsilon_for_delta(self.atoms, self.inf_mass, delta)
-        if self.atoms.size == 1 and self.atoms.losses[0] == 0 and self.inf_mass == 0:
-            return exact.gaussian_epsilon(delta, self.mu)
-        return None
+            return self.composition.delta(epsilons)
+        value, lower, upper = self._mixture_bounds(epsilons)
+        return value, np.maximum(upper - value, value - lower)
+
+    def _mixture_bounds(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value, lower, upper) of m + sum_j w_j delta_Gauss(eps - l_j) (mu > 0)."""
+        atoms, mu = self.atoms, self.mu
+        losses, log_masses = atoms.losses, atoms.log_masses
+        alpha, beta = atoms.log_mass_error
+        shift = atoms.loss_errors * 1.000001 + 2 * UNIT_ROUNDOFF * np.abs(losses)
+        mass_error = alpha + beta * np.abs(log_masses)
+        rtol = EXACT_RTOL + UNIT_ROUNDOFF * (2 * math.log2(atoms.size + 1) + 32)
+        inf_error = 8 * UNIT_ROUNDOFF * self.inf_mass
+        with np.errstate(over="ignore"):
+            value = self.inf_mass + np.exp(exact.mixture_log_delta(epsilons, losses, log_masses, mu))
+            log_upper = exact.mixture_log_delta(epsilons, losses + shift, log_masses + mass_error, mu)
+            log_lower = exact.mixture_log_delta(epsilons, losses - shift, log_masses - mass_error, mu)
+            upper = self.inf_mass + inf_error + np.exp(log_upper) * (1 + rtol + 2 * UNIT_ROUNDOFF * np.abs(log_upper))
+            lower = self.inf_mass - inf_error + np.exp(log_lower) * (1 - rtol - 2 * UNIT_ROUNDOFF * np.abs(log_lower))
+        return value, np.minimum(lower, value), np.maximum(upper, value)
+
+    def _mixture_slope(self, epsilon: float) -> float:
+        """-d delta / d eps = sum_j w_j e^y Phi(-mu/2 - y/mu), y = eps - l_j (mu > 0)."""
+        gap = epsilon - self.atoms.losses
+        return float(np.exp(logsumexp(self.atoms.log_masses + gap + log_ndtr(-self.mu / 2 - gap / self.mu))))
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error bound."""
+        if self.mu == 0:
+            return self.composition.epsilon_bounds(delta)
+        if delta < self.inf_mass * (1 - 1e-12):
+            return math.inf, math.inf, math.inf
+        pure = self.atoms.size == 1 and self.atoms.losses[0] == 0 and self.inf_mass == 0
+        if pure:
+            estimate = exact.gaussian_epsilon(delta, self.mu)
+        else:
+            estimate = smallest_epsilon(lambda eps: float(self._mixture_bounds(np.array([eps]))[0][0]), delta,
+                                        self.epsilon_scale)
+        if math.isinf(estimate):
+            return math.inf, 0.0, math.inf
+
+        def evaluate(eps: float) -> tuple[float, float, float]:
+            value, lower, upper = (float(x[0]) for x in self._mixture_bounds(np.array([eps])))
+            return value, max(upper - value, value - lower), self._mixture_slope(eps)
+
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
+        return estimate, min(lower, estimate), max(upper, estimate)
+
+    def epsilon(self, delta: float) -> float:
+        """The estimate of :meth:`epsilon_bracket`."""
+        return self.epsilon_bracket(delta)[0]
 
     @property
     def epsilon_scale(self) -> float:
-        return max(1.0, self.mu ** 2 / 2 + 10 * self.mu, float(np.max(np.abs(self.atoms.losses))))
+        reach = max(abs(self.composition.top), abs(self.composition.bottom))
+        return max(1.0, self.mu ** 2 / 2 + 10 * self.mu + reach)
 
 
 class ClosedFormEngine:
