@@ -29,7 +29,7 @@ from . import exact
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import DiscreteComposition, verified_epsilon_bounds
+from .discrete import LOG_NEGLIGIBLE, DiscreteComposition, verified_epsilon_bounds
 from .loss_tails import LossTails
 from .pld import DiscretePLD, connect_the_dots, greedy_hull_optimistic
 from .quadrature import LevyInversion
@@ -43,6 +43,8 @@ UNIT_ROUNDOFF = np.finfo(float).eps / 2
 RESOLUTION_FACTOR = 100.0
 #: Engines whose bounds are certified (never refused for a wide bracket).
 CERTIFIED_METHODS = ("certified", "pld")
+#: Widest eps bracket (relative to max(1, eps)) ClosedFormEngine returns before refusing.
+CLOSED_FORM_EPSILON_RTOL = 1e-8
 #: Iterations of the eps(delta) Newton solver (bisection steps included).
 MAX_NEWTON_EPSILON = 100
 
@@ -57,15 +59,17 @@ class ExactEngine:
     """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms,
     with error bounds.
 
-    The finite-output part is composed exactly (:class:`afa.discrete.DiscreteComposition`, atoms
-    with position and mass error bounds).  Without Gaussians (mu = 0) delta is the atoms' hockey
-    stick with its error bound (:func:`afa.discrete.hockey_stick_with_error`) and eps(delta) a
-    verified bracket (:meth:`afa.discrete.DiscreteComposition.epsilon_bounds`); a composition too
-    large to enumerate is composed above the thresholds a query needs, and a query that needs more
-    is refused (:class:`afa.discrete.CompositionTooLargeError`).  With Gaussians the composed
+    The finite-output part is composed exactly (:class:`afa.discrete.DiscreteComposition`: atoms
+    with position and mass error bounds, negligible atoms dropped into a counted mass).  Without
+    Gaussians (mu = 0) delta is the atoms' hockey stick with its error bound
+    (:func:`afa.discrete.hockey_stick_with_error`) and eps(delta) a verified bracket
+    (:meth:`afa.discrete.DiscreteComposition.epsilon_bounds`); a composition too large to enumerate
+    in full is composed as far as each query needs, and a query that needs more is refused
+    (:class:`afa.discrete.CompositionTooLargeError`, an AccuracyError).  With Gaussians the composed
     Gaussian profile (Sommer, Meiser & Mohammadi 2019, Thm 5) is mixed over the atoms, and the
     bounds are the same mixture over the atoms moved to the ends of their position intervals and
-    masses at the ends of theirs, widened by the closed form's relative error EXACT_RTOL.
+    masses at the ends of theirs, widened by the closed form's relative error EXACT_RTOL; eps(delta)
+    is the estimate's root with bounds verified against them (:func:`afa.discrete.verified_epsilon_bounds`).
     """
 
     method = "exact"
@@ -76,7 +80,7 @@ class ExactEngine:
         self.composition = DiscreteComposition([(loss.atoms, count) for loss, count in discrete.terms.items()],
                                                discrete.inf_mass)
         if mu > 0 and self.composition.full is None:
-            self.composition.compose(-math.inf)  # raises CompositionTooLargeError, with the sizes
+            self.composition.compose(-math.inf, LOG_NEGLIGIBLE)  # raises CompositionTooLargeError, with the sizes
         self.atoms = self.composition.full
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -101,6 +105,10 @@ class ExactEngine:
             log_lower = exact.mixture_log_delta(epsilons, losses - shift, log_masses - mass_error, mu)
             upper = self.inf_mass + inf_error + np.exp(log_upper) * (1 + rtol + 2 * UNIT_ROUNDOFF * np.abs(log_upper))
             lower = self.inf_mass - inf_error + np.exp(log_lower) * (1 - rtol - 2 * UNIT_ROUNDOFF * np.abs(log_lower))
+        if atoms.log_dropped > -math.inf:  # atoms dropped as negligible: each adds at most its mass
+            upper = upper + math.exp(atoms.log_dropped)
+        # A Gaussian profile is positive everywhere: below the smallest double, the bound is that double.
+        upper = np.where(upper > 0, upper, 5e-324)
         return value, np.minimum(lower, value), np.maximum(upper, value)
 
     def _mixture_slope(self, epsilon: float) -> float:
@@ -118,8 +126,9 @@ class ExactEngine:
         if pure:
             estimate = exact.gaussian_epsilon(delta, self.mu)
         else:
-            estimate = smallest_epsilon(lambda eps: float(self._mixture_bounds(np.array([eps]))[0][0]), delta,
-                                        self.epsilon_scale)
+            atoms = self.atoms
+            estimate = smallest_epsilon(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
+                np.array([eps]), atoms.losses, atoms.log_masses, self.mu))[0]), delta, self.epsilon_scale)
         if math.isinf(estimate):
             return math.inf, 0.0, math.inf
 
@@ -144,9 +153,13 @@ class ClosedFormEngine:
     """delta(eps) of one direction from a closed-form function of eps returning (values, errors).
 
     Used for one use of :class:`afa.DataDependentGaussian`
-    (:func:`afa.exact.data_dependent_gaussian_delta`, papers/002 App. A Example 15) and for one
-    use of any other mechanism with a continuous loss, from its loss tails
-    (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).
+    (:func:`afa.exact.data_dependent_gaussian_delta`, Zhu, Dong & Wang 2022, App. A Example 15) and for
+    one use of any other mechanism with a continuous loss, from its loss tails
+    (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).  eps(delta) is the root of the values
+    with bounds verified against values -/+ errors (:func:`afa.discrete.verified_epsilon_bounds`), so a
+    delta far below the errors is still answered where eps is determined (next to a bounded loss's top,
+    where delta's error is its top's rounding); a bracket wider than CLOSED_FORM_EPSILON_RTOL (relative)
+    is refused, so that 'auto' moves on.
     """
 
     method = "exact"
@@ -160,8 +173,37 @@ class ClosedFormEngine:
         values, errors = self.delta_and_error(epsilons)
         return np.asarray(values, dtype=float), np.asarray(errors, dtype=float)
 
-    def epsilon(self, delta: float) -> None:
-        return None
+    def epsilon(self, delta: float) -> float:
+        """The estimate of :meth:`epsilon_bracket`."""
+        return self.epsilon_bracket(delta)[0]
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error."""
+        def value(eps: float) -> float:
+            return float(self.delta(np.array([eps]))[0][0])
+
+        estimate = smallest_epsilon(value, delta, self.epsilon_scale)
+        if math.isinf(estimate):
+            lower = smallest_epsilon(lambda eps: float(np.subtract(*self.delta(np.array([eps])))[0]), delta,
+                                     self.epsilon_scale)
+            return estimate, (0.0 if math.isfinite(lower) else lower), estimate
+
+        def evaluate(eps: float) -> tuple[float, float, float]:
+            values, errors = self.delta(np.array([eps - step(eps), eps, eps + step(eps)]))
+            slope = max((values[0] - values[2]) / (2 * step(eps)), 0.0)
+            return float(values[1]), float(errors[1]), slope
+
+        def step(eps: float) -> float:
+            return 1e-7 * max(1.0, abs(eps))
+
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
+        lower, upper = min(lower, estimate), max(upper, estimate)
+        if not upper - lower <= CLOSED_FORM_EPSILON_RTOL * max(1.0, abs(estimate)):
+            raise AccuracyError(
+                f"delta={delta:.3g} is below what method='exact' resolves for this mechanism: its closed form's "
+                f"error leaves eps in [{lower:.17g}, {upper:.17g}]. Use method='contour' (relative accuracy) or "
+                "the certified brackets of method='pld' or 'certified'.")
+        return estimate, lower, upper
 
 
 class CertifiedEngine:

@@ -203,9 +203,9 @@ class LaplaceTails(LossTails):
 
         m + (1 - m) (1 - e^{(eps - a)/2}) for -a <= eps < a, m + (1 - m)(1 - e^eps) below -a, m from a on
         (m the mass at +infinity).  Each is one expm1 of an accurately formed argument: a few rounding
-        units of delta.  a = sensitivity / scale is itself rounded (a relative U), which moves delta by
-        (1 - m) e^{(eps - a)/2} U a / 2 on (-a, a): next to a, where delta ~ (a - eps) / 2 is small, this
-        is what bounds its relative accuracy, and the error says so.
+        units of delta.  a = sensitivity / scale is itself rounded (a relative U), which moves delta by up
+        to (1 - m) e^{(eps - a)/2} U a / 2 on [-a, a + U a): next to a, where delta ~ (a - eps) / 2 is
+        small, this is what bounds its relative accuracy, and the error says so.
         """
         epsilons, a, m = _epsilons(epsilons), self.a, self.inf_mass
         rest = 1.0 - m
@@ -218,7 +218,9 @@ class LaplaceTails(LossTails):
             values = m + finite
             # Rounding: eps - a (relative U of the gap, at most U of expm1's value), expm1, the products and the
             # sum: 8 U of delta; a's own rounding: d delta / d a = (1 - m) e^{(eps - a)/2} / 2 on (-a, a).
-            position = np.where(inside, rest * np.exp(half_gap) * U * a / 2, 0.0)
+            # (From a on, delta is m up to the same rounding: a's true value may lie up to U a above.)
+            near = (epsilons >= -a) & (epsilons < a * (1 + 4 * U))
+            position = np.where(near, rest * np.exp(half_gap) * U * a / 2, 0.0)
             errors = 8 * U * values + position * (1 + 1e-9) + 8 * U * m
         return values, errors
 
