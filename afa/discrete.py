@@ -29,9 +29,14 @@ target, solves delta = A - B e^eps there in closed form, polishes the root,
 and steps outwards from it until the error-widened delta is verified on each
 side, so the returned bracket is sound.
 
-Compositions too large to enumerate in full can still be answered for large
-eps: :class:`DiscreteComposition` composes only the atoms whose loss can
-exceed a threshold, which is all that delta(eps) needs for eps above it.
+Composition (:class:`DiscreteComposition`) drops atoms too light to matter
+(below e^-800, or below delta e^-80 for an eps(delta) query), counting their
+mass in the error; convolves factors that lie on one lattice densely (banded
+``np.convolve``, no sorting); and, when the full enumeration is still too
+large, composes only the atoms whose loss can exceed a threshold, which is all
+that delta(eps) needs for eps above it.  Hopeless compositions are refused
+early (:class:`CompositionTooLargeError`) from a size estimate and a cap on the
+pairs formed.
 """
 
 from __future__ import annotations
@@ -227,11 +232,11 @@ class LossAtoms:
             # Hoeffding: W^n Binomial(n, p)(j) <= W^n e^{-2 (j - np)^2 / n}, so the atoms with masses below the
             # cutoff (less a margin of 1 for their errors and the rounding of p) lie beyond this distance of np;
             # their total is at most (n + 1) e^{cutoff}.
-            margin = 1.0 + count * (alpha + beta * (abs(log_high) + abs(log_low)) + 4 * U)
+            margin = 1.0 + count * (alpha + beta * (abs(log_high) + abs(log_low)) + 4 * U * (1 + abs(log_total)))
             room = count * log_total + margin - log_cutoff
-            if room <= 0:  # every atom is negligible: all the mass is dropped
+            if room <= 0:  # every atom is negligible: all the mass (at most W^n e^margin) is dropped
                 return LossAtoms(np.empty(0), np.empty(0), log_dropped=float(np.logaddexp(
-                    log_dropped, count * log_total + 1e-9 * abs(count * log_total) + 1e-9)))
+                    log_dropped, count * log_total + margin)))
             p = math.exp(log_high - log_total)
             half_width = math.sqrt(room * count / 2) * (1 + 1e-9) + 1 + 16 * U * count
             low_j, high_j = math.floor(count * p - half_width), math.ceil(count * p + half_width)
@@ -486,10 +491,11 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
     beta = max(beta1, beta2)
     positive = max(float(first.log_masses.max()), 0.0) + max(float(second.log_masses.max()), 0.0)
     # Factors' errors (a sum of g products: alpha + beta (|log sum| + log g), as when merging), the scaling
-    # (BAND u), the direct sums ((g + 1) u), the logarithm (2 BAND + log g units), the offsets and the
-    # additions across pairs of bands (u |log mass| each).
+    # (exponents within BAND of 0: BAND u for each factor), the direct sums ((g + 1) u), the logarithm of a
+    # value above e^(-2 BAND) / g (2 BAND + log g units), the offsets and the additions across pairs of
+    # bands (u (|log mass| + 2) each).
     alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(terms)
-             + U * (3 * BAND + terms + 2 * math.log(terms) + 8 + 3 * pairs_of_bands)) * PAD
+             + U * (4 * BAND + terms + math.log(terms) + 8 + 3 * pairs_of_bands)) * PAD
     return _merged(losses, loss_errors, log_masses, alpha, beta + U * (2 + pairs_of_bands), log_cutoff, log_dropped)
 
 
@@ -887,32 +893,40 @@ class DiscreteComposition:
         """A rough number of composed atoms heavier than e^``log_cutoff`` (to refuse hopeless compositions
         before composing).
 
-        Each term's power spans at most count * (its range) and, where its mass is above the cutoff, about
-        2 sqrt(2 (-cutoff) count variance) (a sub-Gaussian radius); in units of the term's smallest atom
-        spacing, that is its number of atoms.  Terms whose spacings are commensurate (ratio within 1e-7 of
-        an integer up to 64) share a lattice and their widths add; otherwise the numbers multiply.
+        A term whose atoms lie on a lattice (:func:`_lattice_of` with their smallest spacing) spans at most
+        count * (its range) and, where its mass is above the cutoff, about 2 sqrt(2 (-cutoff) count
+        variance) (a sub-Gaussian radius): in units of the spacing, its number of atoms.  Terms whose
+        spacings are commensurate (ratio within 1e-7 of an integer up to 64) share a lattice and their
+        widths add; other terms multiply, each by the smaller of that width and the number of multisets of
+        ``count`` of its atoms, C(count + size - 1, size - 1).
         """
         groups: list[list[float]] = []  # [step, width in units of step]
+        product = 1.0
         reach = max(-log_cutoff, 1.0) + 10.0
         for atoms, count in self.terms:
             if atoms.size < 2:
                 continue
             step = float(np.min(np.diff(atoms.losses)))
-            total, weights = normalize(atoms.log_masses)
+            _, weights = normalize(atoms.log_masses)
             mean = float(np.dot(weights, atoms.losses))
             variance = float(np.dot(weights, (atoms.losses - mean) ** 2))
             span = float(atoms.losses[-1] - atoms.losses[0])
             width = min(count * span, 2 * math.sqrt(2 * reach * count * variance)) / step + 1
+            if step <= 0 or _lattice_of(atoms, step) is None:
+                multisets = math.exp(min(700.0, math.lgamma(count + atoms.size) - math.lgamma(count + 1)
+                                         - math.lgamma(atoms.size)))
+                product *= min(width, multisets)
+                continue
             for group in groups:
                 small, large = min(group[0], step), max(group[0], step)
                 ratio = large / small
-                if step > 0 and abs(ratio - round(ratio)) < 1e-7 * ratio and round(ratio) <= 64:
+                if abs(ratio - round(ratio)) < 1e-7 * ratio and round(ratio) <= 64:
                     group[1] = group[1] * group[0] / small + width * step / small
                     group[0] = small
                     break
             else:
                 groups.append([step, width])
-        return math.prod(width for _, width in groups) if groups else 1.0
+        return product * math.prod(width for _, width in groups)
 
     def _compose(self, threshold: float, log_cutoff: float, tops: list[float]) -> LossAtoms:
         result = None
@@ -964,9 +978,10 @@ class DiscreteComposition:
         log_cutoff = max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE)
         try:
             atoms = self.atoms_above(-math.inf, log_cutoff)
-            return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
         except CompositionTooLargeError:
-            pass
+            atoms = None
+        if atoms is not None:
+            return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
         span = max(self.top - self.bottom, 1e-300)
         for level in range(self.FIRST_LEVEL, 0, -1):
             threshold = self.top - span * 2.0 ** -level
