@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import brentq
 
-from . import exact
+from . import budget, exact
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
@@ -264,9 +264,25 @@ class ContourEngine(_InversionEngine):
     method = "contour"
     inversion_class = staticmethod(contour_inversion)
 
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) and its error, each checked on a second contour line (:meth:`afa.contour.ContourInversion.verify`:
+        refused with AccuracyError if the two lines disagree beyond their stated errors)."""
+        return self.inversion.delta(epsilons, verify=True)
+
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
-        """(delta, absolute error, -d delta / d eps) from one contour sum."""
+        """(delta, absolute error, -d delta / d eps) from one contour sum (unchecked: Newton's iterates; the
+        bounds of eps(delta) come from checked values, :func:`solve_epsilon`)."""
         return self.inversion.delta_and_slope(epsilon)
+
+    def epsilon_guess(self, delta: float) -> float:
+        """A first guess of eps(delta): that of a Gaussian loss N(m, v) with the composition's mean and variance,
+        i.e. the Gaussian mechanism's eps (papers/004 Thm 5, loss N(v/2, v)) shifted by m - v/2.  A lattice
+        loss (discrete mechanisms) can have m far from v/2; starting where delta is near 1 would cost the
+        contour its widest sums (the saddle c -> 0)."""
+        mean, variance = self.loss.cumulants
+        if not variance > 0:
+            return max(mean, 0.0)
+        return max(exact.gaussian_epsilon(delta, math.sqrt(variance)) + mean - variance / 2, 0.0)
 
 
 def upper_delta(engine, epsilons: np.ndarray) -> np.ndarray:
@@ -279,18 +295,26 @@ def upper_delta(engine, epsilons: np.ndarray) -> np.ndarray:
 
 
 def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -> tuple[float, tuple]:
-    """The smallest eps >= 0 with delta(eps) <= ``target``, and delta_and_slope there.
+    """The smallest eps >= 0 with delta(eps) <= ``target`` (to a few ulps), and delta_and_slope there.
 
     Newton's method on log delta, kept in a bracket: ``delta_and_slope(eps)``
-    returns (delta, error, -delta'(eps)) of a non-increasing delta.  A step that
-    leaves the bracket [low, high] known so far (delta(low) > target >= delta(high))
-    is replaced by bisection, or by doubling while no upper end is known; a step
-    below 0 checks eps = 0 first.  Stops when the step is below 4 ulps of eps.
+    returns (delta, error, -delta'(eps)) of a non-increasing delta with
+    delta(eps) -> its mass at infinity < ``target`` (the caller answers inf
+    otherwise), so a finite root exists.  A step that leaves the bracket
+    [low, high] known so far (delta(low) > target >= delta(high)) is replaced by
+    bisection; while no upper end is known, a step is at most a doubling of
+    eps (or + ``scale``), since a slope measured where delta is near 1 can be
+    rounding noise; a step below 0 checks eps = 0 first.  It stops at an eps
+    whose delta is at most the target once the step is below 4 ulps of eps;
+    above the target (a steep delta, a step below resolution) it moves up by
+    4 ulps, so the bracket closes on its upper end.
     """
     log_target = math.log(target)
+    ulps = 4 * np.finfo(float).eps
     low, high, epsilon = 0.0, math.inf, max(start, 0.0)
     zero_checked = False
     for _ in range(MAX_NEWTON_EPSILON):
+        budget.check(f"Newton's method for eps(delta = {target:.3g})")
         result = delta_and_slope(epsilon)
         value, _, slope = result
         gap = math.log(value) - log_target if value > 0 else -math.inf
@@ -301,16 +325,18 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
         else:
             high = epsilon
         step = gap * value / slope if slope > 0 and math.isfinite(gap) else math.nan
-        if gap == 0 or abs(step) <= 4 * np.finfo(float).eps * max(1.0, epsilon):
+        if gap <= 0 and (gap == 0 or abs(step) <= ulps * max(1.0, epsilon)):
             return epsilon, result
+        if gap > 0 and abs(step) <= ulps * max(1.0, epsilon):
+            step = ulps * max(1.0, epsilon)  # delta above the target by less than the step resolves
         proposal = epsilon + step
         if proposal <= 0 and not zero_checked:
             proposal, zero_checked = 0.0, True
         elif not low < proposal < high:
             proposal = 0.5 * (low + high) if math.isfinite(high) else max(2 * low, low + scale)
-        if proposal > 1e7:
-            return math.inf, result
-        if math.isfinite(high) and high - low <= 4 * np.finfo(float).eps * max(1.0, high):
+        elif not math.isfinite(high):
+            proposal = min(proposal, max(2 * low, low + scale))
+        if math.isfinite(high) and high - low <= ulps * max(1.0, high):
             return high, delta_and_slope(high)
         epsilon = proposal
     raise AccuracyError(f"Newton's method for eps(delta = {target:.3g}) did not converge "
