@@ -78,6 +78,10 @@ LOG_TINY = -750.0
 #: The node sums end once the envelope's bound on the nodes left is below this fraction of their sum.
 TAIL_RTOL = 1e-15
 
+#: Nodes whose integrand is bounded below this fraction of the saddle's are left out (their bound counted
+#: in the error): finite terms with large counts make |M| negligible between the replicas of the bump.
+SKIP_RTOL = 1e-22
+
 #: A predicted change within this factor of the tolerance counts as converged (_halvings_cost).
 PREDICTION_SLACK = 100.0
 
@@ -118,8 +122,11 @@ class _SaddlePointContour:
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
         self._last_saddle: float | None = None
-        #: (eps, c, Psi(c), Psi''(c), last step, I e^{-Psi}, relative error) of the latest contour sum (verify)
+        #: (eps, c, Psi(c), Psi''(c), last step, reach, I e^{-Psi}, relative error) of the latest contour sum
         self._last: tuple | None = None
+        #: Whether the node sums leave out nodes (:meth:`_node_log_integrand`): then only the nodes evaluated
+        #: in full count against ``max_nodes`` (MAX_NODES caps all of them).
+        self._prunes = False
         self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else numeric_nodes or MAX_NUMERIC_NODES
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
@@ -305,9 +312,10 @@ class _SaddlePointContour:
         bend, width = self._bend(epsilon)
         # The integrand is about exp(-Psi'' u^2 / 2) near the saddle: one call usually covers it.
         first_chunk = int(min(4096, max(64, 12.0 / (step * math.sqrt(curvature)), reach / step + 8)))
-        nodes_left = [self.max_nodes]
+        # Nodes evaluated in full (numeric MGF terms make them costly) and all nodes, left to spend.
+        nodes_left, all_left = [self.max_nodes], [MAX_NODES]
         tails = [0.0, 0.0]  # the truncation bound, the reach
-        if self.max_nodes < MAX_NODES and bend == 0:
+        if self.max_nodes < MAX_NODES and bend == 0 and not self._prunes:
             # Numeric MGF terms: refuse at once if the integrand's envelope has not decayed where a quarter of
             # the budget ends -- the first two levels and the usual third (twice the second's nodes) would
             # exceed it (half of it for a sum of at most two levels).
@@ -321,14 +329,21 @@ class _SaddlePointContour:
             total, start, chunk = np.zeros(3), first, first_chunk
             while True:
                 budget.check(f"summing the contour integral for eps = {epsilon:.6g}")
-                chunk = min(chunk, nodes_left[0])
+                chunk = min(chunk, all_left[0], MAX_NODES if self._prunes else nodes_left[0])
                 if chunk <= 0:
                     raise self._no_decay(epsilon)
-                nodes_left[0] -= chunk
+                all_left[0] -= chunk
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
-                log_f, log_envelope = self._node_log_integrand(s, epsilon)
+                log_f, log_envelope, log_skipped = self._node_log_integrand(s, epsilon, psi)
+                if log_skipped is None:
+                    nodes_left[0] -= chunk
+                else:  # nodes left out: at most their bound each
+                    nodes_left[0] -= int(np.count_nonzero(np.isneginf(log_skipped)))
+                    tails[0] += float(np.sum(np.exp(log_skipped - psi)))
+                if nodes_left[0] < 0:
+                    raise self._no_decay(epsilon)
                 terms = np.exp(log_f - psi) * (1 + 2j * bend * (root - width) * u / root)
                 total += [terms.real.sum(), (s * terms).real.sum(), np.abs(terms.real).sum()]
                 start += stride * chunk
@@ -448,14 +463,17 @@ class _SaddlePointContour:
             return snapped, float(log_f[0].real), float(snapped_curvature)
         return c, psi, curvature
 
-    def _node_log_integrand(self, s: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-        """(log f, log E) at the contour's nodes: the log-integrand (:meth:`_log_integrand`) and the log of
-        an envelope E >= |f| that does not increase further along the contour (what ends the node sums).
+    def _node_log_integrand(self, s: np.ndarray, epsilon: float, psi: float | None = None) -> tuple:
+        """(log f, log E, log D) at the contour's nodes: the log-integrand (:meth:`_log_integrand`), the log
+        of an envelope E >= |f| that does not increase further along the contour (what ends the node sums),
+        and, if a subclass leaves out nodes whose |f| is below SKIP_RTOL e^psi, a bound D >= |f| there
+        (-inf elsewhere; None if none is left out).
 
-        Here E = |f|; subclasses bound the parts of M that do not decay along the contour.
+        Here E = |f| and no node is left out; subclasses bound the parts of M that do not decay along the
+        contour.
         """
         log_f = self._log_integrand(s, epsilon)
-        return log_f, log_f.real
+        return log_f, log_f.real, None
 
     def _no_decay(self, epsilon: float) -> AccuracyError:
         return AccuracyError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
@@ -493,37 +511,83 @@ class ContourInversion(_SaddlePointContour):
         if loss.log_atomic_mass > math.log(RTOL) - 30:
             raise ValueError("the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss, numeric_nodes)
-        self._lines: dict[float, dict[float, tuple[complex, float]]] = {}  # real part -> {Im s: (log M, log E)}
-        self._parts = _envelope_parts(loss)
+        self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
+        self._parts = _mgf_parts(loss)
+        self._prunes = bool(self._parts[2])
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) = log phi(-is) of the composed finite part (complex s)."""
         return self.loss.log_phi_numeric(-1j * np.asarray(s, dtype=complex))
 
-    def log_mgf_and_envelope(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(log M(s), log B(s)) at complex ``s`` with B(s) >= |M(s)| (see :func:`_envelope_parts`)."""
+    def log_mgf_and_envelope(self, s: np.ndarray, log_floor: np.ndarray | None = None, keep: int = 0) -> tuple:
+        """(log M(s), log B(s), log D(s)) at complex ``s``: B(s) >= |M(s)| and, where ``log_floor`` is given,
+        a bound D on the nodes left out.
+
+        The parts of :func:`_mgf_parts` are evaluated cheapest first: closed-form atomless terms and terms
+        with atoms and a continuous part at every node, then the finite terms (fewest atoms first), then
+        the numeric ones (their values kept per vertical line, the latest CACHED_LINES real parts, so that
+        eps sharing a snapped line -- :meth:`_snapped_line` -- share them).  B is |M| of the atomless
+        terms, |M_i - A_i| + A_i(c) for a term with atoms A_i and a continuous part, and M_j(c) >= |M_j(c + it)|
+        for a finite term j: it does not grow along the line once the continuous parts decay.  A node whose
+        running bound (|M| of the terms evaluated so far times M_j(c) of the others) is already below
+        ``log_floor`` is left out (except the last ``keep`` nodes): log M is -inf there and D (-inf at the
+        nodes kept) is that bound.  Without a floor D is None.
+        """
         s = np.asarray(s, dtype=complex)
-        if self._parts is None:
-            log_m = self.log_mgf(s)
-            return log_m, log_m.real
-        atomless, finite, mixed = self._parts
+        closed, mixed, finite, numeric = self._parts
         nodes = -1j * s
-        log_m = atomless.log_phi_numeric(nodes) if atomless.terms else np.zeros(s.shape, dtype=complex)
-        log_bound = log_m.real.copy()
         lines, line_of = np.unique(s.real, return_inverse=True)
-        if finite.terms:  # |M_fin(c + it)| <= M_fin(c)
-            log_m = log_m + finite.log_phi_numeric(nodes)
-            log_bound += finite.log_phi_numeric(-1j * lines.astype(complex)).real[line_of]
+        real_lines = -1j * lines.astype(complex)
+        log_m = closed.log_phi_numeric(nodes) if closed.terms else np.zeros(s.shape, dtype=complex)
+        log_bound = log_m.real.copy()
         for term, count in mixed:  # |M_i(c + it)| <= |M_i(c + it) - A_i(c + it)| + A_i(c)
             log_term = batched_log_phi(nodes, [term])[:, 0]
             log_atoms = term.atoms.log_phi(nodes)
             top = np.maximum(log_term.real, log_atoms.real)
             with np.errstate(divide="ignore"):
                 log_rest = top + np.log(np.abs(np.exp(log_term - top) - np.exp(log_atoms - top)))
-            log_atoms_line = term.atoms.log_phi(-1j * lines.astype(complex)).real[line_of]
             log_m = log_m + count * log_term
-            log_bound += count * np.logaddexp(log_rest, log_atoms_line)
-        return log_m, log_bound
+            log_bound += count * np.logaddexp(log_rest, term.atoms.log_phi(real_lines).real[line_of])
+        if not finite and not numeric:
+            return log_m, log_bound, None if log_floor is None else np.full(s.shape, -np.inf)
+        # |M_j(c + it)| <= M_j(c) for every term j: the bound of a term not evaluated (yet)
+        at_line = [count * batched_log_phi(real_lines, [term])[:, 0].real[line_of] for term, count in finite]
+        at_line += [count * self._numeric_term(len(finite) + index, term, lines.astype(complex)).real[line_of]
+                    for index, (term, count) in enumerate(numeric)]
+        running = log_bound + sum(at_line)
+        log_bound = log_bound + sum(at_line[:len(finite)])
+        kept = np.ones(s.shape, dtype=bool)
+        for index, ((term, count), constant) in enumerate(zip(finite + numeric, at_line)):
+            if log_floor is not None:
+                kept &= running > log_floor
+                kept[s.size - keep:] = True
+            if index < len(finite):
+                log_term = count * batched_log_phi(nodes[kept], [term])[:, 0]
+            else:
+                log_term = count * self._numeric_term(index, term, s[kept])
+                log_bound += np.where(kept, 0.0, constant)
+                log_bound[kept] += log_term.real
+            log_m[kept] += log_term
+            running[kept] += log_term.real - constant[kept]
+        if log_floor is None:
+            return log_m, log_bound, None
+        log_m[~kept] = -np.inf
+        return log_m, log_bound, np.where(kept, -np.inf, running)
+
+    def _numeric_term(self, index: int, term, s: np.ndarray) -> np.ndarray:
+        """log M of one numeric term at ``s``, kept per vertical line (CACHED_LINES of them) and height."""
+        if s.size == 0 or not np.all(s.real == s.real[0]):
+            return batched_log_phi(-1j * s, [term])[:, 0]
+        line = self._lines.pop(float(s.real[0]), {})
+        self._lines[float(s.real[0])] = line  # (re)inserted last: the most recent line
+        while len(self._lines) > CACHED_LINES:
+            del self._lines[next(iter(self._lines))]
+        heights = s.imag.tolist()
+        missing = [u for u in dict.fromkeys(heights) if (index, u) not in line]
+        if missing:
+            values = batched_log_phi(-1j * (s.real[0] + 1j * np.array(missing)), [term])[:, 0]
+            line.update(zip(((index, u) for u in missing), values.tolist()))
+        return np.array([line[index, u] for u in heights], dtype=complex)
 
     def _log_integrand(self, s, epsilon):
         return self._integrand_from(self.log_mgf(s), s, epsilon)
@@ -532,47 +596,39 @@ class ContourInversion(_SaddlePointContour):
     def _integrand_from(log_mgf, s, epsilon):
         return log_mgf - s * epsilon - np.log(s) - np.log1p(s)
 
-    @staticmethod
-    def _envelope_from(log_bound, s, epsilon):
-        return log_bound - s.real * epsilon - np.log(np.abs(s)) - np.log(np.abs(1 + s))
-
-    def _node_log_integrand(self, s, epsilon):
-        """(log f, log E) with E from the bound B of :meth:`log_mgf_and_envelope`; numeric MGF terms' values
-        are kept per vertical line (the latest CACHED_LINES real parts), so that eps sharing a snapped line
-        (:meth:`_snapped_line`) share its nodes."""
-        if self.max_nodes == MAX_NODES or not np.all(s.real == s.real[0]):
-            log_m, log_bound = self.log_mgf_and_envelope(s)
-        else:
-            line = self._lines.pop(float(s.real[0]), {})
-            self._lines[float(s.real[0])] = line  # (re)inserted last: the most recent line
-            while len(self._lines) > CACHED_LINES:
-                del self._lines[next(iter(self._lines))]
-            heights = s.imag.tolist()
-            missing = [u for u in dict.fromkeys(heights) if u not in line]
-            if missing:
-                values = self.log_mgf_and_envelope(s.real[0] + 1j * np.array(missing))
-                line.update(zip(missing, zip(values[0].tolist(), values[1].tolist())))
-            log_m = np.array([line[u][0] for u in heights])
-            log_bound = np.array([line[u][1] for u in heights])
-        return self._integrand_from(log_m, s, epsilon), self._envelope_from(log_bound, s, epsilon)
+    def _node_log_integrand(self, s, epsilon, psi=None):
+        """(log f, log E, log D) from the bounds of :meth:`log_mgf_and_envelope`, nodes left out below
+        SKIP_RTOL e^psi (never the last 8: they end the node sums)."""
+        scale = s.real * epsilon + np.log(np.abs(s)) + np.log(np.abs(1 + s))  # |f| = |M| / e^scale
+        floor = None if psi is None else psi + math.log(SKIP_RTOL) + scale
+        log_m, log_bound, log_skipped = self.log_mgf_and_envelope(s, floor, keep=8)
+        with np.errstate(invalid="ignore"):  # -inf - s eps at the nodes left out
+            log_f = np.where(np.isneginf(log_m.real), -np.inf, self._integrand_from(log_m, s, epsilon))
+        return log_f, log_bound - scale, None if log_skipped is None else log_skipped - scale
 
 
-def _envelope_parts(loss: ComposedLoss):
-    """The composition split for the bound B(s) >= |M(s)| on vertical lines, or None if B = |M|.
+def _mgf_parts(loss: ComposedLoss):
+    """The composition's terms in the groups of :meth:`ContourInversion.log_mgf_and_envelope`.
 
     Terms with atoms do not make |M(c + it)| decay: a finite (lattice-valued) term is periodic in t
     (period 2 pi / spacing) or almost periodic, so |M| has replicas of the saddle's bump wherever the
-    atoms' phases realign, damped only by the other terms.  B keeps |M| of the atomless terms (Gaussian,
-    subsampled: they decay), bounds each finite term by its value M_i(c) on the real axis, and each term
-    with atoms and a continuous part by |M_i - A_i| + A_i(c) (A_i the MGF of its atoms; the rest is its
-    continuous part, which decays).  Returns (atomless terms, finite terms, [(mixed term, count)]).
+    atoms' phases realign, damped only by the other terms; the envelope bounds them by their values on
+    the real axis.  Returns (closed-form atomless terms as one ComposedLoss, [(term with atoms and a
+    continuous part, count)], [(finite term, count)] fewest atoms first, [(numeric atomless term, count)]).
     """
-    atomless = {term: count for term, count in loss.terms.items() if term.atoms.size == 0}
-    finite = {term: count for term, count in loss.terms.items() if term.atoms.size and not term.continuous}
-    mixed = [(term, count) for term, count in loss.terms.items() if term.atoms.size and term.continuous]
-    if not finite and not mixed:
-        return None
-    return ComposedLoss(atomless), ComposedLoss(finite), mixed
+    closed, mixed, finite, numeric = {}, [], [], []
+    for term, count in loss.terms.items():
+        if term.atoms.size == 0:
+            if term.log_phi_rtol > 0:
+                numeric.append((term, count))
+            else:
+                closed[term] = count
+        elif term.continuous:
+            mixed.append((term, count))
+        else:
+            finite.append((term, count))
+    finite.sort(key=lambda pair: pair[0].atoms.size)
+    return ComposedLoss(closed), mixed, finite, numeric
 
 
 #: Most lattice groups (distinct (l, J) pairs) the lattice contour handles.
@@ -624,7 +680,7 @@ class LatticeContourInversion(_SaddlePointContour):
     def _log_integrand(self, s, epsilon):
         return self._node_log_integrand(s, epsilon)[0]
 
-    def _node_log_integrand(self, s, epsilon):
+    def _node_log_integrand(self, s, epsilon, psi=None):
         """(log f, log E) with E the sum of the groups' moduli (each decays along the bent contour)."""
         far = self._above(epsilon, near=False)
         with np.errstate(divide="ignore"):
@@ -638,7 +694,7 @@ class LatticeContourInversion(_SaddlePointContour):
         with np.errstate(divide="ignore"):
             log_f = top[:, 0] + np.log(scaled.sum(axis=1)) + rest
             log_envelope = top[:, 0] + np.log(np.abs(scaled).sum(axis=1)) + rest.real
-        return log_f, log_envelope
+        return log_f, log_envelope, None
 
     def _bend(self, epsilon):
         gaps = self.shifts - epsilon

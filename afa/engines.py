@@ -307,12 +307,12 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
     rounding noise; a step below 0 checks eps = 0 first.  It stops at an eps
     whose delta is at most the target once the step is below 4 ulps of eps;
     above the target (a steep delta, a step below resolution) it moves up by
-    4 ulps, so the bracket closes on its upper end.
+    4 ulps (doubling on repeats), so the bracket closes on its upper end.
     """
     log_target = math.log(target)
     ulps = 4 * np.finfo(float).eps
     low, high, epsilon = 0.0, math.inf, max(start, 0.0)
-    zero_checked = False
+    zero_checked, nudges = False, 0
     for _ in range(MAX_NEWTON_EPSILON):
         budget.check(f"Newton's method for eps(delta = {target:.3g})")
         result = delta_and_slope(epsilon)
@@ -328,7 +328,11 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
         if gap <= 0 and (gap == 0 or abs(step) <= ulps * max(1.0, epsilon)):
             return epsilon, result
         if gap > 0 and abs(step) <= ulps * max(1.0, epsilon):
-            step = ulps * max(1.0, epsilon)  # delta above the target by less than the step resolves
+            # delta above the target by less than a step resolves (or a slope too large): up by 4 ulps,
+            # doubling on each repeat
+            step, nudges = ulps * max(1.0, epsilon) * 2.0 ** nudges, nudges + 1
+        else:
+            nudges = 0
         proposal = epsilon + step
         if proposal <= 0 and not zero_checked:
             proposal, zero_checked = 0.0, True
