@@ -121,9 +121,9 @@ class _SaddlePointContour:
         self.inf_mass = loss.inf_mass
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
-        self._last_saddle: float | None = None
         #: (eps, c, Psi(c), Psi''(c), last step, reach, I e^{-Psi}, relative error) of the latest contour sum
         self._last: tuple | None = None
+        self._last_saddle: float | None = None
         #: Whether the node sums leave out nodes (:meth:`_node_log_integrand`): then only the nodes evaluated
         #: in full count against ``max_nodes`` (MAX_NODES caps all of them).
         self._prunes = False
@@ -155,14 +155,16 @@ class _SaddlePointContour:
         P(L > eps) below the smallest double (eps at or beyond a bounded loss's maximum).
 
         Psi'' comes from Re Psi(c + iu) = Psi - u^2 Psi'' / 2 + O(u^4) (Psi is real-analytic)
-        and Psi' from Psi(c - u), all at one small u.  Newton starts from
-        the previous query's saddle (root finding asks for nearby eps), each step
-        kept within a factor 8 in c and inside the strip (then from the Gaussian
-        approximation's saddle, and a quarter and a sixteenth of it); if it fails (Psi not
-        convex there, no convergence), a scan in log c and Brent's method take over.
+        and Psi' from Psi(c - u), all at one small u.  Newton starts from the Gaussian
+        approximation's saddle (then a quarter and a sixteenth of it), each step kept within a
+        factor 8 in c and inside the strip; if it fails (Psi not convex there, no convergence),
+        a scan in log c and Brent's method take over.  With numeric MGF terms (costly nodes) it
+        starts from the previous query's saddle first (root finding asks for nearby eps): the
+        line is then snapped to a grid (:meth:`_snapped_line`), which the start rarely changes;
+        closed forms never do, so that their delta(eps) does not depend on what was asked before.
         """
-        starts = [self._last_saddle] if self._last_saddle else []
         guess = self._gaussian_saddle(epsilon)
+        starts = [self._last_saddle] if self._last_saddle and self.max_nodes < MAX_NODES else []
         starts += [guess, guess / 4, guess / 16]  # a right-skewed loss has its saddle below the Gaussian's
         for start in starts:
             found = self._newton_saddle(start, epsilon)
@@ -420,10 +422,12 @@ class _SaddlePointContour:
 
     def _second_line(self, c: float, psi: float, curvature: float, epsilon: float) -> tuple[float, float, float]:
         """(c', Psi(c'), Psi''(c')) of the checking line: c' = c + m g on the snapping grid g of
-        :meth:`_snapped_line`, with m = 10, 5, 2, 1, -1, -2, -5 the first inside the MGF's strip whose
-        integrand peaks at most e^2 above the first line's (the sum's cancellation costs that factor)."""
+        :meth:`_snapped_line` (about 1 / (10 sqrt(Psi''))), with m = 2, -2, 1, -1, 5, -5 the first inside the
+        MGF's strip whose integrand peaks at most e^2 above the first line's (the sum's cancellation costs
+        that factor).  Off the saddle the integrand oscillates like e^{i u Psi'(c')}; a line this close
+        keeps it slow enough for the first line's step."""
         grain = 2.0 ** math.floor(math.log2(0.1 / math.sqrt(curvature)))
-        for multiple in (10, 5, 2, 1, -1, -2, -5):
+        for multiple in (2, -2, 1, -1, 5, -5):
             other = c + multiple * grain
             if other <= 0:
                 continue
