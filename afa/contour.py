@@ -16,15 +16,46 @@ and the result is accurate *relative* to delta, down to the smallest double.
 The step obeys two limits (Poisson summation): the curvature of Psi at the
 saddle, and h <= 2 pi c / (log(1/delta) + margin) so that the alias
 e^{2 pi c / h} delta(eps - 2 pi / h) stays below rtol * delta.  Halving the
-step gives the error estimate.  See the contour-shifted inversion issue and
-DESIGN.md ("Numerics that matter").
+step gives the error estimate.
 
-Atoms make the integrand decay only like 1/t^2 on a vertical line.  For
-compositions of Laplace-type losses (Laplace, propose-test-release) and
-finite-output mechanisms, :class:`LatticeContourInversion` splits the MGF into
-lattice groups e^{s l} R(s) with R rational (each group a signed measure
-supported on (-inf, l]); only groups with l > eps contribute, and for them the
-contour can bend to the left, where e^{s (l - eps)} decays exponentially.
+Lattice-valued terms.  A finite-output mechanism (randomized response, discrete
+Laplace, discrete Gaussian) has its loss on a lattice, so its M(c + it) is periodic
+in t (period 2 pi / spacing), or almost periodic for several lattices: along a
+vertical line the integrand repeats the saddle's bump wherever the atoms' phases
+realign, damped only by the continuous terms.  The node sums therefore end where an
+*envelope* E(t) >= |integrand| is negligible, not the integrand itself: E keeps
+|M| of the atomless terms (Gaussian, subsampled: they decay), bounds a finite term
+by M_j(c) >= |M_j(c + it)| and a term with atoms and a continuous part by
+|M_i - A_i| + A_i(c) (:meth:`ContourInversion.log_mgf_and_envelope`).  The sums stop
+once E at the last nodes times (reach / step) -- a bound on all nodes beyond when E
+does not grow and |s (s + 1)| grows like t^2 -- is below TAIL_RTOL of the sum, and
+that bound is added to the error.  Nodes where the finite terms evaluated so far
+(fewest atoms first) already bound |integrand| below SKIP_RTOL of the saddle's are
+left out and their bound added to the error too; numeric MGF terms are evaluated
+last, only at the nodes kept.  What is assumed, not checked: that the decaying
+(continuous) parts of E do not grow again beyond the last node.
+
+Run-time check (:meth:`_SaddlePointContour.verify`).  Every delta the contour
+engine returns -- delta(eps) queries, and the bracket ends that bound eps(delta)
+-- is summed a second time on another vertical line, Re s = c + 2g (else -2g, g,
+-g, 5g, -5g; g ~ 1 / (10 sqrt(Psi''))), the first of those inside the MGF's strip
+whose integrand peaks at most e^2 above the first line's, with a step 0.9 times
+twice the first line's last one (once more halved if they disagree).  The two
+values must agree within the sum of their errors (the first line's stated relative
+error; the second line's last change, or after one level the first line's error,
+plus its node rounding times its cancellation sum |terms| / |sum terms| and its
+truncation bound); otherwise AccuracyError, so method='auto' moves on.  This tests
+the step (Poisson aliases differ between the lines), the rounding and the node
+values; it cannot test the truncation: by Cauchy's theorem two lines cut where the
+integrand is negligible agree whatever lies beyond -- which is why the cut follows
+the envelope above.
+
+Compositions of Laplace-type losses (Laplace, propose-test-release) and
+finite-output mechanisms with no other term have atoms of non-negligible mass:
+:class:`LatticeContourInversion` splits the MGF into lattice groups e^{s l} R(s)
+with R rational (each group a signed measure supported on (-inf, l]); only groups
+with l > eps contribute, and for them the contour can bend to the left, where
+e^{s (l - eps)} decays exponentially; its envelope is the sum of the groups' moduli.
 """
 
 from __future__ import annotations
@@ -151,8 +182,8 @@ class _SaddlePointContour:
     def saddle(self, epsilon: float) -> tuple[float, float, float] | None:
         """(c*, Psi(c*), Psi''(c*)) for ``epsilon`` by Newton's method on Psi'; None if the finite part is 0.
 
-        None means Psi decreases all the way to c = e^60 and the Chernoff bound there puts
-        P(L > eps) below the smallest double (eps at or beyond a bounded loss's maximum).
+        None means the Chernoff bound e^{Psi(c)} c at some c in e^{-30} .. e^{60} puts delta's finite
+        part below the smallest double (eps at or beyond a bounded loss's maximum, or far in the tail).
 
         Psi'' comes from Re Psi(c + iu) = Psi - u^2 Psi'' / 2 + O(u^4) (Psi is real-analytic)
         and Psi' from Psi(c - u), all at one small u.  Newton starts from the Gaussian
@@ -173,8 +204,10 @@ class _SaddlePointContour:
         grid = np.arange(-30.0, 60.0, 0.5)
         values = self._psi(np.exp(grid), epsilon)
         best = int(np.argmin(values))
-        if best == grid.size - 1 and values[best] + 2 * grid[best] < LOG_TINY:
-            return None  # Chernoff: P(L > eps) <= M(c) e^{-c eps} = e^{Psi(c)} c (1 + c) < 1e-320
+        # Chernoff: (1 - e^{-y})_+ <= e^{cy} / (1 + c) for all y, so the finite part of delta is at most
+        # M(c) e^{-c eps} / (1 + c) = e^{Psi(c)} c at every c in the strip.
+        if np.min(values + grid) < LOG_TINY:
+            return None
         if not np.isfinite(values[best]) or best == grid.size - 1:
             raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi has no minimum for "
                                 "0 < c < e^60; use method='quadrature'")
@@ -518,10 +551,17 @@ class ContourInversion(_SaddlePointContour):
         self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
         self._parts = _mgf_parts(loss)
         self._prunes = bool(self._parts[2])
+        finite = {term for term, _ in self._parts[2]}
+        self._unshifted = ComposedLoss({term: count for term, count in loss.terms.items() if term not in finite})
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
-        """log M(s) = log phi(-is) of the composed finite part (complex s)."""
-        return self.loss.log_phi_numeric(-1j * np.asarray(s, dtype=complex))
+        """log M(s) = log phi(-is) of the composed finite part (complex s); the finite terms by
+        :func:`_finite_log_mgf` (no overflow at large Re s)."""
+        s = np.asarray(s, dtype=complex)
+        log_m = self._unshifted.log_phi_numeric(-1j * s) if self._unshifted.terms else np.zeros(s.shape, complex)
+        for term, count in self._parts[2]:
+            log_m = log_m + count * _finite_log_mgf(term, s)
+        return log_m
 
     def log_mgf_and_envelope(self, s: np.ndarray, log_floor: np.ndarray | None = None, keep: int = 0) -> tuple:
         """(log M(s), log B(s), log D(s)) at complex ``s``: B(s) >= |M(s)| and, where ``log_floor`` is given,
@@ -555,7 +595,7 @@ class ContourInversion(_SaddlePointContour):
         if not finite and not numeric:
             return log_m, log_bound, None if log_floor is None else np.full(s.shape, -np.inf)
         # |M_j(c + it)| <= M_j(c) for every term j: the bound of a term not evaluated (yet)
-        at_line = [count * batched_log_phi(real_lines, [term])[:, 0].real[line_of] for term, count in finite]
+        at_line = [count * _finite_log_mgf(term, lines.astype(complex)).real[line_of] for term, count in finite]
         at_line += [count * self._numeric_term(len(finite) + index, term, lines.astype(complex)).real[line_of]
                     for index, (term, count) in enumerate(numeric)]
         running = log_bound + sum(at_line)
@@ -566,7 +606,7 @@ class ContourInversion(_SaddlePointContour):
                 kept &= running > log_floor
                 kept[s.size - keep:] = True
             if index < len(finite):
-                log_term = count * batched_log_phi(nodes[kept], [term])[:, 0]
+                log_term = count * _finite_log_mgf(term, s[kept])
             else:
                 log_term = count * self._numeric_term(index, term, s[kept])
                 log_bound += np.where(kept, 0.0, constant)
@@ -609,6 +649,27 @@ class ContourInversion(_SaddlePointContour):
         with np.errstate(invalid="ignore"):  # -inf - s eps at the nodes left out
             log_f = np.where(np.isneginf(log_m.real), -np.inf, self._integrand_from(log_m, s, epsilon))
         return log_f, log_bound - scale, None if log_skipped is None else log_skipped - scale
+
+
+#: Re(s) times a finite term's largest |loss| above which its MGF is summed with the largest loss factored out.
+SHIFT_ABOVE = 300.0
+
+
+def _finite_log_mgf(term, s: np.ndarray) -> np.ndarray:
+    """log M(s) of one finite term at complex ``s`` (Re s > 0): its log-CF where Re(s) max |l_j| <= SHIFT_ABOVE
+    (accurate near s = 0), else s l_max + log sum_j w_j e^{s (l_j - l_max)}, whose terms cannot overflow."""
+    s = np.asarray(s, dtype=complex)
+    losses, log_masses = term.atoms.losses, term.atoms.log_masses
+    shifted = s.real * float(np.max(np.abs(losses))) > SHIFT_ABOVE
+    out = np.empty(s.shape, dtype=complex)
+    if not np.all(shifted):
+        out[~shifted] = batched_log_phi(-1j * s[~shifted], [term])[:, 0]
+    if np.any(shifted):
+        budget.reserve(16.0 * np.count_nonzero(shifted) * losses.size, "a finite term's MGF at the contour's nodes")
+        exponents = s[shifted, None] * (losses - losses[-1])[None, :] + log_masses[None, :]
+        top = np.max(exponents.real, axis=1)
+        out[shifted] = s[shifted] * losses[-1] + top + np.log(np.exp(exponents - top[:, None]).sum(axis=1))
+    return out
 
 
 def _mgf_parts(loss: ComposedLoss):

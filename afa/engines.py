@@ -302,9 +302,12 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
     delta(eps) -> its mass at infinity < ``target`` (the caller answers inf
     otherwise), so a finite root exists.  A step that leaves the bracket
     [low, high] known so far (delta(low) > target >= delta(high)) is replaced by
-    bisection; while no upper end is known, a step is at most a doubling of
-    eps (or + ``scale``), since a slope measured where delta is near 1 can be
-    rounding noise; a step below 0 checks eps = 0 first.  It stops at an eps
+    bisection, and so is every third step once a bracket exists if the last two
+    did not halve it (delta of a lattice-valued loss with little continuous
+    noise is a staircase: its local slope says nothing of the next step); while
+    no upper end is known, a step is at most a doubling of eps (or + ``scale``),
+    since a slope measured where delta is near 1 can be rounding noise; a step
+    below 0 checks eps = 0 first if no lower end is known.  It stops at an eps
     whose delta is at most the target once the step is below 4 ulps of eps;
     above the target (a steep delta, a step below resolution) it moves up by
     4 ulps (doubling on repeats), so the bracket closes on its upper end.
@@ -312,7 +315,7 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
     log_target = math.log(target)
     ulps = 4 * np.finfo(float).eps
     low, high, epsilon = 0.0, math.inf, max(start, 0.0)
-    zero_checked, nudges = False, 0
+    zero_checked, nudges, widths, high_result = False, 0, [], None
     for _ in range(MAX_NEWTON_EPSILON):
         budget.check(f"Newton's method for eps(delta = {target:.3g})")
         result = delta_and_slope(epsilon)
@@ -323,7 +326,7 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
         if gap > 0:
             low = epsilon
         else:
-            high = epsilon
+            high, high_result = epsilon, result
         step = gap * value / slope if slope > 0 and math.isfinite(gap) else math.nan
         if gap <= 0 and (gap == 0 or abs(step) <= ulps * max(1.0, epsilon)):
             return epsilon, result
@@ -334,14 +337,18 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
         else:
             nudges = 0
         proposal = epsilon + step
-        if proposal <= 0 and not zero_checked:
+        if math.isfinite(high):
+            widths.append(high - low)
+        stalled = len(widths) >= 3 and widths[-1] > 0.5 * widths[-3]
+        if proposal <= 0 and low == 0 and not zero_checked:
             proposal, zero_checked = 0.0, True
-        elif not low < proposal < high:
+        elif not low < proposal < high or stalled:
             proposal = 0.5 * (low + high) if math.isfinite(high) else max(2 * low, low + scale)
+            widths.clear()
         elif not math.isfinite(high):
             proposal = min(proposal, max(2 * low, low + scale))
         if math.isfinite(high) and high - low <= ulps * max(1.0, high):
-            return high, delta_and_slope(high)
+            return high, high_result
         epsilon = proposal
     raise AccuracyError(f"Newton's method for eps(delta = {target:.3g}) did not converge "
                         f"in {MAX_NEWTON_EPSILON} steps (bracket [{low:.17g}, {high:.17g}])")
