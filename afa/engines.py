@@ -294,7 +294,8 @@ def upper_delta(engine, epsilons: np.ndarray) -> np.ndarray:
     return values + errors
 
 
-def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -> tuple[float, tuple]:
+def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
+                   spread: float | None = None) -> tuple[float, tuple]:
     """The smallest eps >= 0 with delta(eps) <= ``target`` (to a few ulps), and delta_and_slope there.
 
     Newton's method on log delta, kept in a bracket: ``delta_and_slope(eps)``
@@ -302,12 +303,14 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
     delta(eps) -> its mass at infinity < ``target`` (the caller answers inf
     otherwise), so a finite root exists.  A step that leaves the bracket
     [low, high] known so far (delta(low) > target >= delta(high)) is replaced by
-    bisection, and so is every third step once a bracket exists if the last two
-    did not halve it (delta of a lattice-valued loss with little continuous
-    noise is a staircase: its local slope says nothing of the next step); while
+    bisection, and so is a step no smaller than half the one two steps before
+    once a bracket exists (delta of a lattice-valued loss with little continuous
+    noise is a staircase: its local slope says little of the next step); while
     no upper end is known, a step is at most a doubling of eps (or + ``scale``),
-    since a slope measured where delta is near 1 can be rounding noise; a step
-    below 0 checks eps = 0 first if no lower end is known.  It stops at an eps
+    since a slope measured where delta is near 1 can be rounding noise; while no
+    lower end is known, a step down is at most 3 ``spread`` (the loss's standard
+    deviation, if given: below the root by more, delta nears 1, where a contour
+    sum is at its costliest), and one below 0 checks eps = 0 first.  It stops at an eps
     whose delta is at most the target once the step is below 4 ulps of eps;
     above the target (a steep delta, a step below resolution) it moves up by
     4 ulps (doubling on repeats), so the bracket closes on its upper end.
@@ -315,7 +318,7 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
     log_target = math.log(target)
     ulps = 4 * np.finfo(float).eps
     low, high, epsilon = 0.0, math.inf, max(start, 0.0)
-    zero_checked, nudges, widths, high_result = False, 0, [], None
+    zero_checked, nudges, steps, high_result = False, 0, [], None
     for _ in range(MAX_NEWTON_EPSILON):
         budget.check(f"Newton's method for eps(delta = {target:.3g})")
         result = delta_and_slope(epsilon)
@@ -337,14 +340,16 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
         else:
             nudges = 0
         proposal = epsilon + step
-        if math.isfinite(high):
-            widths.append(high - low)
-        stalled = len(widths) >= 3 and widths[-1] > 0.5 * widths[-3]
-        if proposal <= 0 and low == 0 and not zero_checked:
+        steps.append(abs(step))
+        stalled = math.isfinite(high) and len(steps) >= 3 and not steps[-1] <= 0.5 * steps[-3]
+        lower_known = low > 0 or zero_checked
+        if not lower_known and spread is not None:
+            proposal = max(proposal, epsilon - 3 * spread)
+        if proposal <= 0 and not lower_known:
             proposal, zero_checked = 0.0, True
-        elif not low < proposal < high or stalled:
+        elif not low < proposal < high or (stalled and lower_known):
             proposal = 0.5 * (low + high) if math.isfinite(high) else max(2 * low, low + scale)
-            widths.clear()
+            steps.clear()
         elif not math.isfinite(high):
             proposal = min(proposal, max(2 * low, low + scale))
         if math.isfinite(high) and high - low <= ulps * max(1.0, high):
@@ -406,7 +411,9 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
     if closed is not None:
         epsilon = closed
     elif newton is not None:
-        epsilon, (_, error, slope) = newton_epsilon(newton, delta, engine.epsilon_guess(delta), engine.epsilon_scale)
+        spread = math.sqrt(max(engine.loss.cumulants[1], 0.0)) or None
+        epsilon, (_, error, slope) = newton_epsilon(newton, delta, engine.epsilon_guess(delta), engine.epsilon_scale,
+                                                    spread)
     else:
         epsilon = smallest_epsilon(value, delta, engine.epsilon_scale)
     if math.isinf(epsilon):  # the estimate never reaches delta; a lower bound on delta still may

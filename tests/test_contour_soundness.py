@@ -39,15 +39,27 @@ ULP = np.finfo(float).eps
 
 
 # -- the reference ------------------------------------------------------------------------------------
-class Lattice:
-    """A finite loss distribution on the lattice offset + spacing * j, j = 0 .. n - 1, with masses w_j."""
+#: Masses below this are dropped before each convolution (their total is the reference's absolute error): products
+#: of smaller ones would be subnormal, which costs a hundred times a normal product.
+FLUSH = 1e-150
 
-    def __init__(self, offset: float, spacing: float, masses: np.ndarray, rtol: float = 0.0):
-        self.offset, self.spacing, self.masses, self.rtol = offset, spacing, np.asarray(masses, dtype=float), rtol
+
+class Lattice:
+    """A finite loss distribution on the points unit * (first + step * j), j = 0 .. n - 1 (integers first, step),
+    with masses w_j: each loss is one rounding of an exact integer multiple.  The true masses are within rtol
+    relative and, in all, atol absolute of these."""
+
+    def __init__(self, unit: float, first: int, step: int, masses, rtol: float = 0.0, atol: float = 0.0):
+        masses = np.asarray(masses, dtype=float)
+        dropped = masses < FLUSH
+        kept = np.flatnonzero(~dropped)
+        self.unit, self.first, self.step = unit, int(first) + int(step) * int(kept[0]), int(step)
+        self.masses = np.where(dropped, 0.0, masses)[kept[0]:kept[-1] + 1]  # the support's window
+        self.rtol, self.atol = rtol, atol + float(np.sum(masses[dropped]))
 
     @property
     def losses(self) -> np.ndarray:
-        return self.offset + self.spacing * np.arange(self.masses.size)
+        return self.unit * (self.first + self.step * np.arange(self.masses.size)).astype(float)
 
     def power(self, count: int) -> "Lattice":
         """The count-fold sum, by binary powering with direct (non-FFT) convolutions of non-negative vectors."""
@@ -61,17 +73,17 @@ class Lattice:
         return result
 
     def convolve(self, other: "Lattice") -> "Lattice":
-        assert self.spacing == other.spacing
+        assert self.unit == other.unit and self.step == other.step
         masses = np.convolve(self.masses, other.masses)
         # Each output is a sum of at most min(n, m) non-negative products: relative error <= that many ulps.
         rtol = self.rtol + other.rtol + (min(self.masses.size, other.masses.size) + 1) * ULP
-        return Lattice(self.offset + other.offset, self.spacing, masses, rtol)
+        return Lattice(self.unit, self.first + other.first, self.step, masses, rtol, self.atol + other.atol)
 
 
 def discrete_laplace(a: float) -> Lattice:
     """Sensitivity 1: P = DLap(a) centred at 0, Q at 1; the loss a(|x - 1| - |x|) is +a for x <= 0, -a for x >= 1."""
     plus = 1.0 / (1.0 + math.exp(-a))  # P[x <= 0] = sum_{x <= 0} e^{a x} (1 - e^-a) / (1 + e^-a)
-    return Lattice(-a, 2 * a, [1.0 - plus, plus])
+    return Lattice(a, -1, 2, [1.0 - plus, plus])
 
 
 def discrete_gaussian(sigma: float, sensitivity: int) -> Lattice:
@@ -80,15 +92,13 @@ def discrete_gaussian(sigma: float, sensitivity: int) -> Lattice:
     x = np.arange(-reach, reach + 1) + sensitivity
     log_w = -((x - sensitivity) ** 2) / (2 * sigma ** 2)
     masses = np.exp(log_w - logsumexp(log_w))
-    spacing = sensitivity / sigma ** 2
-    return Lattice(sensitivity * (2 * x[0] - sensitivity) / (2 * sigma ** 2), spacing, masses)
+    return Lattice(sensitivity / (2 * sigma ** 2), 2 * int(x[0]) - sensitivity, 2, masses)
 
 
 def k_randomized_response(k: int, p: float) -> Lattice:
     """Substitution: P = (p, o, (k - 2) o), Q = (o, p, (k - 2) o), o = (1 - p) / (k - 1): losses -xi, 0, +xi."""
     other = (1 - p) / (k - 1)
-    xi = math.log(p / other)
-    return Lattice(-xi, xi, [other, (k - 2) * other, p])
+    return Lattice(math.log(p / other), -1, 1, [other, (k - 2) * other, p])
 
 
 def gaussian_delta(x, mu):
@@ -111,12 +121,14 @@ class Reference:
         return np.flatnonzero(bound >= np.max(bound) - 70)
 
     def delta(self, epsilon: float) -> tuple[float, float]:
-        """(delta, relative error bound of the reference)."""
+        """(delta, relative error bound of the reference): the masses' rounding, the masses dropped (at most their
+        total, as delta_Gauss <= 1) and the atoms left out (at most 1e-30 of the largest term each)."""
+        significant = self._significant(epsilon)
         with mp.workdps(40):
             total = mp.fsum(mp.mpf(float(self.lattice.masses[j])) * gaussian_delta(epsilon - float(self.lattice.losses[j]),
                                                                                    self.mu)
-                            for j in self._significant(epsilon))
-        return float(total), self.lattice.rtol + 1e-28
+                            for j in significant)
+        return float(total), self.lattice.rtol + (self.lattice.atol / float(total) + 1e-30 * self.lattice.masses.size)
 
 
 def contains(result, reference: Reference, target: float) -> bool:
@@ -147,10 +159,11 @@ def test_reference_reproduces_an_exact_binomial_weight():
     a, count, _ = CASE_ONE
     powered = discrete_laplace(a).power(count)
     p = mp.mpf(1) / (1 + mp.exp(-a))
-    for j in (0, 700, 1050):
+    for j in (600, 1000, 1100):
         exact = mp.binomial(count, j) * p ** (count - j) * (1 - p) ** j
-        assert float(powered.masses[count - j]) == pytest.approx(float(exact), rel=max(powered.rtol, 1e-15))
-        assert powered.losses[count - j] == pytest.approx((count - 2 * j) * a, rel=1e-12, abs=1e-9)
+        index = ((count - 2 * j) - powered.first) // powered.step
+        assert float(powered.masses[index]) == pytest.approx(float(exact), rel=max(powered.rtol, 1e-15))
+        assert powered.losses[index] == (count - 2 * j) * a
 
 
 @pytest.mark.parametrize("delta", [1e-5, 1e-10, 2e-28])
@@ -334,7 +347,7 @@ def _check_case(mechanism, lattice, count, gaussians, delta):
     return "answered"
 
 
-@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("seed", range(8))
 def test_seeded_lattice_and_gaussian_sweep(seed):
     """Random discrete Laplace / discrete Gaussian / k-RR x counts + Gaussians x m: the contour's eps bracket and
     its delta at the answer contain the truth, or it refuses -- never a wrong bracket."""
@@ -342,6 +355,6 @@ def test_seeded_lattice_and_gaussian_sweep(seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(16, 80))
+@pytest.mark.parametrize("seed", range(8, 80))
 def test_seeded_lattice_and_gaussian_sweep_large(seed):
     _check_case(*_random_case(np.random.default_rng([16, seed])))
