@@ -16,15 +16,46 @@ and the result is accurate *relative* to delta, down to the smallest double.
 The step obeys two limits (Poisson summation): the curvature of Psi at the
 saddle, and h <= 2 pi c / (log(1/delta) + margin) so that the alias
 e^{2 pi c / h} delta(eps - 2 pi / h) stays below rtol * delta.  Halving the
-step gives the error estimate.  See the contour-shifted inversion issue and
-DESIGN.md ("Numerics that matter").
+step gives the error estimate.
 
-Atoms make the integrand decay only like 1/t^2 on a vertical line.  For
-compositions of Laplace-type losses (Laplace, propose-test-release) and
-finite-output mechanisms, :class:`LatticeContourInversion` splits the MGF into
-lattice groups e^{s l} R(s) with R rational (each group a signed measure
-supported on (-inf, l]); only groups with l > eps contribute, and for them the
-contour can bend to the left, where e^{s (l - eps)} decays exponentially.
+Lattice-valued terms.  A finite-output mechanism (randomized response, discrete
+Laplace, discrete Gaussian) has its loss on a lattice, so its M(c + it) is periodic
+in t (period 2 pi / spacing), or almost periodic for several lattices: along a
+vertical line the integrand repeats the saddle's bump wherever the atoms' phases
+realign, damped only by the continuous terms.  The node sums therefore end where an
+*envelope* E(t) >= |integrand| is negligible, not the integrand itself: E keeps
+|M| of the atomless terms (Gaussian, subsampled: they decay), bounds a finite term
+by M_j(c) >= |M_j(c + it)| and a term with atoms and a continuous part by
+|M_i - A_i| + A_i(c) (:meth:`ContourInversion.log_mgf_and_envelope`).  The sums stop
+once E at the last nodes times (reach / step) -- a bound on all nodes beyond when E
+does not grow and |s (s + 1)| grows like t^2 -- is below TAIL_RTOL of the sum, and
+that bound is added to the error.  Nodes where the finite terms evaluated so far
+(fewest atoms first) already bound |integrand| below SKIP_RTOL of the saddle's are
+left out and their bound added to the error too; numeric MGF terms are evaluated
+last, only at the nodes kept.  What is assumed, not checked: that the decaying
+(continuous) parts of E do not grow again beyond the last node.
+
+Run-time check (:meth:`_SaddlePointContour.verify`).  Every delta the contour
+engine returns -- delta(eps) queries, and the bracket ends that bound eps(delta)
+-- is summed a second time on another vertical line, Re s = c + 2g (else -2g, g,
+-g, 5g, -5g; g ~ 1 / (10 sqrt(Psi''))), the first of those inside the MGF's strip
+whose integrand peaks at most e^2 above the first line's, with a step 0.9 times
+twice the first line's last one (once more halved if they disagree).  The two
+values must agree within the sum of their errors (the first line's stated relative
+error; the second line's last change, or after one level the first line's error,
+plus its node rounding times its cancellation sum |terms| / |sum terms| and its
+truncation bound); otherwise AccuracyError, so method='auto' moves on.  This tests
+the step (Poisson aliases differ between the lines), the rounding and the node
+values; it cannot test the truncation: by Cauchy's theorem two lines cut where the
+integrand is negligible agree whatever lies beyond -- which is why the cut follows
+the envelope above.
+
+Compositions of Laplace-type losses (Laplace, propose-test-release) and
+finite-output mechanisms with no other term have atoms of non-negligible mass:
+:class:`LatticeContourInversion` splits the MGF into lattice groups e^{s l} R(s)
+with R rational (each group a signed measure supported on (-inf, l]); only groups
+with l > eps contribute, and for them the contour can bend to the left, where
+e^{s (l - eps)} decays exponentially; its envelope is the sum of the groups' moduli.
 """
 
 from __future__ import annotations
@@ -35,9 +66,11 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import gammaln, logsumexp
 
+from . import budget
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError
 from .mechanisms import LAPLACE_LOG_PHI
+from .privacy_loss import batched_log_phi
 from .results import AccuracyError
 
 #: Relative accuracy the trapezoid sum is refined to (by halving its step)...
@@ -73,6 +106,13 @@ STRIP_IMAG_TOL = 1e-6
 LOG_TINY = -750.0
 
 
+#: The node sums end once the envelope's bound on the nodes left is below this fraction of their sum.
+TAIL_RTOL = 1e-15
+
+#: Nodes whose integrand is bounded below this fraction of the saddle's are left out (their bound counted
+#: in the error): finite terms with large counts make |M| negligible between the replicas of the bump.
+SKIP_RTOL = 1e-22
+
 #: A predicted change within this factor of the tolerance counts as converged (_halvings_cost).
 PREDICTION_SLACK = 100.0
 
@@ -85,6 +125,12 @@ def _halvings_cost(change: float, tolerance: float, level_nodes: int) -> float:
     target = math.log(min(PREDICTION_SLACK * tolerance, 0.5))
     halvings = max(1, math.ceil(math.log2(target / math.log(change)))) if change < 1 else MAX_HALVINGS
     return level_nodes * (2.0 ** (halvings + 1) - 2)
+
+
+def _alias_limit(c: float, log_delta: float) -> float:
+    """The largest trapezoid step on the line Re s = c whose first alias, about e^{-2 pi c / h} times
+    delta(eps - 2 pi / h) <= e^{-2 pi c / h}, stays below e^-45 delta (Poisson summation)."""
+    return 2 * math.pi * c / (max(-log_delta, 0.0) + 45.0)
 
 
 def _inside_strip(log_f):
@@ -106,7 +152,12 @@ class _SaddlePointContour:
         self.inf_mass = loss.inf_mass
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
+        #: (eps, c, Psi(c), Psi''(c), last step, reach, I e^{-Psi}, relative error) of the latest contour sum
+        self._last: tuple | None = None
         self._last_saddle: float | None = None
+        #: Whether the node sums leave out nodes (:meth:`_node_log_integrand`): then only the nodes evaluated
+        #: in full count against ``max_nodes`` (MAX_NODES caps all of them).
+        self._prunes = False
         self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else numeric_nodes or MAX_NUMERIC_NODES
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
@@ -131,18 +182,20 @@ class _SaddlePointContour:
     def saddle(self, epsilon: float) -> tuple[float, float, float] | None:
         """(c*, Psi(c*), Psi''(c*)) for ``epsilon`` by Newton's method on Psi'; None if the finite part is 0.
 
-        None means Psi decreases all the way to c = e^60 and the Chernoff bound there puts
-        P(L > eps) below the smallest double (eps at or beyond a bounded loss's maximum).
+        None means the Chernoff bound e^{Psi(c)} c at some c in e^{-30} .. e^{60} puts delta's finite
+        part below the smallest double (eps at or beyond a bounded loss's maximum, or far in the tail).
 
         Psi'' comes from Re Psi(c + iu) = Psi - u^2 Psi'' / 2 + O(u^4) (Psi is real-analytic)
-        and Psi' from Psi(c - u), all at one small u.  Newton starts from
-        the previous query's saddle (root finding asks for nearby eps), each step
-        kept within a factor 8 in c and inside the strip (then from the Gaussian
-        approximation's saddle, and a quarter and a sixteenth of it); if it fails (Psi not
-        convex there, no convergence), a scan in log c and Brent's method take over.
+        and Psi' from Psi(c - u), all at one small u.  Newton starts from the Gaussian
+        approximation's saddle (then a quarter and a sixteenth of it), each step kept within a
+        factor 8 in c and inside the strip; if it fails (Psi not convex there, no convergence),
+        a scan in log c and Brent's method take over.  With numeric MGF terms (costly nodes) it
+        starts from the previous query's saddle first (root finding asks for nearby eps): the
+        line is then snapped to a grid (:meth:`_snapped_line`), which the start rarely changes;
+        closed forms never do, so that their delta(eps) does not depend on what was asked before.
         """
-        starts = [self._last_saddle] if self._last_saddle else []
         guess = self._gaussian_saddle(epsilon)
+        starts = [self._last_saddle] if self._last_saddle and self.max_nodes < MAX_NODES else []
         starts += [guess, guess / 4, guess / 16]  # a right-skewed loss has its saddle below the Gaussian's
         for start in starts:
             found = self._newton_saddle(start, epsilon)
@@ -151,8 +204,10 @@ class _SaddlePointContour:
         grid = np.arange(-30.0, 60.0, 0.5)
         values = self._psi(np.exp(grid), epsilon)
         best = int(np.argmin(values))
-        if best == grid.size - 1 and values[best] + 2 * grid[best] < LOG_TINY:
-            return None  # Chernoff: P(L > eps) <= M(c) e^{-c eps} = e^{Psi(c)} c (1 + c) < 1e-320
+        # Chernoff: (1 - e^{-y})_+ <= e^{cy} / (1 + c) for all y, so the finite part of delta is at most
+        # M(c) e^{-c eps} / (1 + c) = e^{Psi(c)} c at every c in the strip.
+        if np.min(values + grid) < LOG_TINY:
+            return None
         if not np.isfinite(values[best]) or best == grid.size - 1:
             raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi has no minimum for "
                                 "0 < c < e^60; use method='quadrature'")
@@ -225,76 +280,198 @@ class _SaddlePointContour:
         with a large gap); S, the same integral with an extra factor s, comes from
         the same nodes and gives Newton's method its derivative.
         """
+        self._last = None
         found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon)
         if found is None:  # the finite loss cannot exceed eps (bounded support, or Chernoff)
             return -math.inf, 0.0, 0.0
         c, psi, curvature = found
-        bend, width = self._bend(epsilon)
-        snapped = self.max_nodes < MAX_NODES
-        if snapped:
+        if self.max_nodes < MAX_NODES:
             c, psi, curvature = self._snapped_line(c, psi, curvature, epsilon)
-        # Saddle-point estimate of log delta, used to set the alias limit on the step.
-        log_estimate = psi - 0.5 * math.log(2 * math.pi * curvature)
-        step = min(0.5 / math.sqrt(curvature), 2 * math.pi * c / (max(-log_estimate, 0.0) + 45.0))
-        if snapped:  # down to STEP_MANTISSA_BITS significant bits, so that nearby eps share the step
-            grain = 2.0 ** (math.floor(math.log2(step)) - STEP_MANTISSA_BITS)
-            step = math.floor(step / grain) * grain
-        # The integrand is about exp(-Psi'' u^2 / 2) near the saddle: one call usually covers it.
-        first_chunk = int(min(4096, max(64, 12.0 / (step * math.sqrt(curvature)))))
-
-        budget = [self.max_nodes]
-        if self.max_nodes < MAX_NODES and bend == 0:
-            # Numeric MGF terms: refuse at once if the integrand has not decayed where a quarter of the budget
-            # ends -- the first two levels and the usual third (twice the second's nodes) would exceed it.
-            far = np.array([c + 0.25j * self.max_nodes * step])
-            if self._log_integrand(far, epsilon)[0].real - psi > math.log(1e-18):
-                raise self._no_decay(epsilon)
-
-        def node_sum(h: float, first: int, stride: int) -> np.ndarray:
-            """sums of Re[f s'/i] and Re[s f s'/i] over u = j h, j = first, first + stride, ..., until negligible."""
-            total, start, chunk = np.zeros(2), first, first_chunk
-            while True:
-                budget[0] -= chunk
-                if budget[0] < 0:
-                    raise self._no_decay(epsilon)
-                u = h * (start + stride * np.arange(chunk))
-                root = np.sqrt(u * u + width * width)
-                s = c + 1j * u - bend * (root - width) ** 2
-                log_f = self._node_log_integrand(s, epsilon) - psi
-                terms = np.exp(log_f) * (1 + 2j * bend * (root - width) * u / root)
-                total += [terms.real.sum(), (s * terms).real.sum()]
-                start += stride * chunk
-                if np.max(np.exp(log_f[-8:].real)) < 1e-18 * max(abs(total[0]), 1e-300):
-                    return total
-                chunk *= 2
-
-        # Rounding: the log-integrand's terms (c eps, log M(c), ...) carry absolute errors of a few ulps.
-        rounding = 1e-15 + 4 * np.finfo(float).eps * (abs(c * epsilon) + abs(psi + c * epsilon))
-        rounding += self.loss.log_phi_rtol  # numeric MGF terms: k_i times their relative error
-        # Trapezoid with step h (the u = 0 node weighs 1/2), halved until two levels agree to RTOL, or to the
-        # rounding of the node values (ROUNDING_FACTOR times it: below that a halving only chases noise);
-        # each level adds only the odd multiples of its step.
+        step = self._first_step(c, psi, curvature)
+        rounding = self._rounding(c, psi, epsilon)
+        # Trapezoid with step h, halved until two levels agree to RTOL, or to the rounding of the node values
+        # (ROUNDING_FACTOR times it: below that a halving only chases noise).
         tolerance = max(RTOL, ROUNDING_FACTOR * rounding)
-        total = node_sum(step, 1, 1) + [0.5, 0.5 * c]
-        estimate, change = total[0] * step / math.pi, math.inf
-        for _ in range(MAX_HALVINGS):
-            step /= 2
-            before = budget[0]
-            total += node_sum(step, 1, 2)
-            refined = total[0] * step / math.pi
-            if not refined > 0:
-                raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({refined:.3g}): "
-                                    "cancellation beyond double precision; use method='quadrature'")
-            previous, change, estimate = change, abs(refined - estimate) / refined, refined
-            if change <= tolerance or change < previous <= STALL_LIMIT:
-                break
-            if _halvings_cost(change, tolerance, before - budget[0]) > budget[0]:
-                raise self._no_decay(epsilon)  # now, rather than after spending the rest of the budget
+        history = []
+
+        def converged(estimate: float, change: float, condition: float) -> bool:
+            previous = history[-1] if history else math.inf
+            history.append(change)
+            return change <= tolerance or change < previous <= STALL_LIMIT
+
+        estimate, change, condition, ratio, final_step, truncation, reach = self._trapezoid(
+            epsilon, c, psi, curvature, step, MAX_HALVINGS, converged, predict=tolerance)
         if not change <= MAX_UNCONVERGED:
             raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} did not converge under {MAX_HALVINGS} "
                                 f"halvings of its step (last change {change:.1e}; the integrand is not one bump, "
                                 "e.g. subsampling with small q * count); use method='certified' or 'quadrature'")
-        return psi + math.log(estimate), change + rounding, float(total[1] / total[0])
+        # The node values' rounding, relative to the integral: the second line (verify) checks it where the
+        # sum cancels (condition > 1), with its own rounding scaled by its own condition.
+        relative = change + rounding + truncation
+        self._last = (epsilon, c, psi, curvature, final_step, reach, estimate, relative)
+        return psi + math.log(estimate), relative, ratio
+
+    def _first_step(self, c: float, psi: float, curvature: float) -> float:
+        """The trapezoid's first step on the line through c: the curvature limit and the alias limit
+        h <= 2 pi c / (log(1/delta) + 45) (module docstring); snapped to STEP_MANTISSA_BITS significant bits
+        when nodes are cached (:meth:`_snapped_line`)."""
+        # Saddle-point estimate of log delta, used to set the alias limit on the step.
+        log_estimate = psi - 0.5 * math.log(2 * math.pi * curvature)
+        return self._snapped_step(min(0.5 / math.sqrt(curvature), _alias_limit(c, log_estimate)))
+
+    def _snapped_step(self, step: float) -> float:
+        """``step`` down to STEP_MANTISSA_BITS significant bits when nodes are cached, so that nearby eps
+        share it (:meth:`_snapped_line`)."""
+        if self.max_nodes < MAX_NODES:
+            grain = 2.0 ** (math.floor(math.log2(step)) - STEP_MANTISSA_BITS)
+            step = math.floor(step / grain) * grain
+        return step
+
+    def _rounding(self, c: float, psi: float, epsilon: float) -> float:
+        """Relative rounding error of the node values on the line through c."""
+        # The log-integrand's terms (c eps, log M(c), ...) carry absolute errors of a few ulps.
+        rounding = 1e-15 + 4 * np.finfo(float).eps * (abs(c * epsilon) + abs(psi + c * epsilon))
+        return rounding + self.loss.log_phi_rtol  # numeric MGF terms: k_i times their relative error
+
+    def _trapezoid(self, epsilon: float, c: float, psi: float, curvature: float, step: float, halvings: int,
+                   done, predict: float | None = None, reach: float = 0.0) -> tuple:
+        """(I e^{-psi}, last relative change, condition, S / I, last step, truncation, reach) of the trapezoid
+        sum on the contour through c.  The condition sum |terms| / |sum terms| scales the nodes' rounding to
+        the sum's; truncation bounds the nodes left out, relative to the sum; reach is the largest |Im u| summed.
+
+        The step starts at ``step`` and is halved at most ``halvings`` times, until ``done(estimate, change,
+        condition)`` (called after every level, the first with change = inf).  ``predict``: the tolerance
+        by which a sum predicted to exceed the node budget is refused before it is spent.  ``reach``: how
+        far the first chunk of nodes should go (a previous line's reach).
+        """
+        bend, width = self._bend(epsilon)
+        # The integrand is about exp(-Psi'' u^2 / 2) near the saddle: one call usually covers it.
+        first_chunk = int(min(4096, max(64, 12.0 / (step * math.sqrt(curvature)), reach / step + 8)))
+        # Nodes evaluated in full (numeric MGF terms make them costly) and all nodes, left to spend.
+        nodes_left, all_left = [self.max_nodes], [MAX_NODES]
+        tails = [0.0, 0.0]  # the truncation bound, the reach
+        if self.max_nodes < MAX_NODES and bend == 0 and not self._prunes:
+            # Numeric MGF terms: refuse at once if the integrand's envelope has not decayed where a quarter of
+            # the budget ends -- the first two levels and the usual third (twice the second's nodes) would
+            # exceed it (half of it for a sum of at most two levels).
+            far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
+            if self._node_log_integrand(far, epsilon)[1][0] - psi > math.log(1e-18):
+                raise self._no_decay(epsilon)
+
+        def node_sum(h: float, first: int, stride: int) -> np.ndarray:
+            """sums of Re[f s'/i], Re[s f s'/i] and |Re[f s'/i]| over u = j h, j = first, first + stride, ...,
+            until the envelope's bound on the rest of the sum (TAIL_RTOL) is negligible."""
+            total, start, chunk = np.zeros(3), first, first_chunk
+            while True:
+                budget.check(f"summing the contour integral for eps = {epsilon:.6g}")
+                chunk = min(chunk, all_left[0], MAX_NODES if self._prunes else nodes_left[0])
+                if chunk <= 0:
+                    raise self._no_decay(epsilon)
+                all_left[0] -= chunk
+                u = h * (start + stride * np.arange(chunk))
+                root = np.sqrt(u * u + width * width)
+                s = c + 1j * u - bend * (root - width) ** 2
+                log_f, log_envelope, log_skipped = self._node_log_integrand(s, epsilon, psi)
+                if log_skipped is None:
+                    nodes_left[0] -= chunk
+                else:  # nodes left out: at most their bound each
+                    nodes_left[0] -= int(np.count_nonzero(np.isneginf(log_skipped)))
+                    tails[0] += float(np.sum(np.exp(log_skipped - psi)))
+                if nodes_left[0] < 0:
+                    raise self._no_decay(epsilon)
+                terms = np.exp(log_f - psi) * (1 + 2j * bend * (root - width) * u / root)
+                total += [terms.real.sum(), (s * terms).real.sum(), np.abs(terms.real).sum()]
+                start += stride * chunk
+                # Beyond the last node u_n the envelope E(u) >= |f(u)| is taken non-increasing and |s (s + 1)|
+                # grows like u^2, so the nodes left (spacing H = h stride) sum to at most E(u_n) u_n / H.
+                tail = float(np.max(np.exp(log_envelope[-8:] - psi) * np.abs(s[-8:]))) / (h * stride)
+                if tail < TAIL_RTOL * max(abs(total[0]), 1e-300):
+                    tails[0] += tail
+                    tails[1] = max(tails[1], float(u[-1]))
+                    return total
+                chunk *= 2
+
+        # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
+        total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5]
+        estimate, change = total[0] * step / math.pi, math.inf
+        if not done(estimate, change, abs(total[2] / total[0])):
+            for _ in range(halvings):
+                budget.check(f"refining the contour integral for eps = {epsilon:.6g}")
+                step /= 2
+                before = nodes_left[0]
+                total += node_sum(step, 1, 2)
+                refined = total[0] * step / math.pi
+                if not refined > 0:
+                    raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({refined:.3g}): "
+                                        "cancellation beyond double precision; use method='quadrature'")
+                change, estimate = abs(refined - estimate) / refined, refined
+                if done(estimate, change, total[2] / total[0]):
+                    break
+                if predict is not None and _halvings_cost(change, predict, before - nodes_left[0]) > nodes_left[0]:
+                    raise self._no_decay(epsilon)  # now, rather than after spending the rest of the budget
+        if not estimate > 0:
+            raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({estimate:.3g}): "
+                                "cancellation beyond double precision; use method='quadrature'")
+        return (estimate, change, float(total[2] / total[0]), float(total[1] / total[0]), step,
+                tails[0] / abs(total[0]), tails[1])
+
+    def verify(self, epsilon: float) -> None:
+        """Check the contour sum for ``epsilon`` on a second line; raise AccuracyError if they disagree.
+
+        The second line Re s = c' (:meth:`_second_line`) gets the step 0.9 times twice the first line's last
+        one (the level before it had converged to the first line's stated error), so its nodes and its
+        Poisson-summation aliases differ; it is summed once, and once more with its step halved if the
+        two disagree.  They must agree within the sum of their errors: the first line's stated one, and
+        the second's last change (after one level: the first line's relative error) plus its rounding and
+        truncation bound.  Both sums end where the same envelope says the rest is negligible, so
+        the check does not test that bound (by Cauchy's theorem two lines truncated where the integrand
+        is negligible agree whatever lies beyond); it tests the step, the rounding and the node values.
+        """
+        if self._last is None or self._last[0] != epsilon:
+            self.contour_integral(epsilon)
+        if self._last is None:
+            return  # no contour sum: delta's finite part is 0 (a bound, not an estimate)
+        _, c, psi, curvature, last_step, reach, estimate, relative = self._last
+        other, other_psi, other_curvature = self._second_line(c, psi, curvature, epsilon)
+        step = self._snapped_step(min(1.8 * last_step, _alias_limit(other, psi + math.log(estimate))))
+        rounding = self._rounding(other, other_psi, epsilon)
+        scale = math.exp(other_psi - psi)
+        found = []
+
+        def agrees(other_estimate: float, change: float, condition: float) -> bool:
+            value = other_estimate * scale
+            discretization = change if math.isfinite(change) else relative
+            found.append((value, discretization + rounding * condition))
+            return abs(value - estimate) <= relative * estimate + found[-1][1] * abs(value)
+
+        truncation = self._trapezoid(epsilon, other, other_psi, other_curvature, step, 1, agrees, reach=reach)[5]
+        value, other_relative = found[-1]
+        allowed = relative * estimate + (other_relative + truncation) * abs(value)
+        if not abs(value - estimate) <= allowed:
+            raise AccuracyError(
+                f"the contour sum for eps = {epsilon:.6g} failed its check: a second line gives delta's finite "
+                f"part {value / estimate:.15g} times the first's, beyond their stated errors (relative "
+                f"{allowed / estimate:.1e}); use method='pld' or 'quadrature'")
+
+    def _second_line(self, c: float, psi: float, curvature: float, epsilon: float) -> tuple[float, float, float]:
+        """(c', Psi(c'), Psi''(c')) of the checking line: c' = c + m g on the snapping grid g of
+        :meth:`_snapped_line` (about 1 / (10 sqrt(Psi''))), with m = 2, -2, 1, -1, 5, -5 the first inside the
+        MGF's strip whose integrand peaks at most e^2 above the first line's (the sum's cancellation costs
+        that factor).  Off the saddle the integrand oscillates like e^{i u Psi'(c')}; a line this close
+        keeps it slow enough for the first line's step."""
+        grain = 2.0 ** math.floor(math.log2(0.1 / math.sqrt(curvature)))
+        for multiple in (2, -2, 1, -1, 5, -5):
+            other = c + multiple * grain
+            if other <= 0:
+                continue
+            probe = grain
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                log_f = self._log_integrand(np.array([other, other + 1j * probe], dtype=complex), epsilon)
+            other_curvature = 2 * (log_f[0].real - log_f[1].real) / probe ** 2
+            if _inside_strip(log_f[0]) and 0 < other_curvature < math.inf and log_f[0].real - psi <= 2.0:
+                return other, float(log_f[0].real), float(other_curvature)
+        raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} cannot be checked: no second line near "
+                            f"c = {c:.6g} inside the MGF's strip; use method='quadrature' or 'pld'")
 
     def _snapped_line(self, c: float, psi: float, curvature: float, epsilon: float) -> tuple[float, float, float]:
         """(c, Psi(c), Psi''(c)) moved onto a coarse grid, so that nearby eps share their contour's nodes.
@@ -323,9 +500,17 @@ class _SaddlePointContour:
             return snapped, float(log_f[0].real), float(snapped_curvature)
         return c, psi, curvature
 
-    def _node_log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
-        """The log-integrand at the contour's nodes (:meth:`_log_integrand`; a subclass may cache there)."""
-        return self._log_integrand(s, epsilon)
+    def _node_log_integrand(self, s: np.ndarray, epsilon: float, psi: float | None = None) -> tuple:
+        """(log f, log E, log D) at the contour's nodes: the log-integrand (:meth:`_log_integrand`), the log
+        of an envelope E >= |f| that does not increase further along the contour (what ends the node sums),
+        and, if a subclass leaves out nodes whose |f| is below SKIP_RTOL e^psi, a bound D >= |f| there
+        (-inf elsewhere; None if none is left out).
+
+        Here E = |f| and no node is left out; subclasses bound the parts of M that do not decay along the
+        contour.
+        """
+        log_f = self._log_integrand(s, epsilon)
+        return log_f, log_f.real, None
 
     def _no_decay(self, epsilon: float) -> AccuracyError:
         return AccuracyError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
@@ -338,12 +523,15 @@ class _SaddlePointContour:
         finite = math.exp(log_value)
         return self.inf_mass + finite, relative * finite, ratio * finite
 
-    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """delta(eps) = inf_mass + finite part, and absolute error estimates."""
+    def delta(self, epsilons: np.ndarray, verify: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) = inf_mass + finite part, and absolute error estimates; ``verify``: each value checked
+        on a second line (:meth:`verify`)."""
         epsilons = np.asarray(epsilons, dtype=float)
         values, errors = np.empty(epsilons.size), np.empty(epsilons.size)
         for index, epsilon in enumerate(epsilons.ravel()):
             values[index], errors[index], _ = self.delta_and_slope(float(epsilon))
+            if verify:
+                self.verify(float(epsilon))
         return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
 
 
@@ -360,11 +548,90 @@ class ContourInversion(_SaddlePointContour):
         if loss.log_atomic_mass > math.log(RTOL) - 30:
             raise ValueError("the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss, numeric_nodes)
-        self._lines: dict[float, dict[float, complex]] = {}  # real part -> {imaginary part: log M}
+        self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
+        self._parts = _mgf_parts(loss)
+        self._prunes = bool(self._parts[2])
+        finite = {term for term, _ in self._parts[2]}
+        self._unshifted = ComposedLoss({term: count for term, count in loss.terms.items() if term not in finite})
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
-        """log M(s) = log phi(-is) of the composed finite part (complex s)."""
-        return self.loss.log_phi_numeric(-1j * np.asarray(s, dtype=complex))
+        """log M(s) = log phi(-is) of the composed finite part (complex s); the finite terms by
+        :func:`_finite_log_mgf` (no overflow at large Re s)."""
+        s = np.asarray(s, dtype=complex)
+        log_m = self._unshifted.log_phi_numeric(-1j * s) if self._unshifted.terms else np.zeros(s.shape, complex)
+        for term, count in self._parts[2]:
+            log_m = log_m + count * _finite_log_mgf(term, s)
+        return log_m
+
+    def log_mgf_and_envelope(self, s: np.ndarray, log_floor: np.ndarray | None = None, keep: int = 0) -> tuple:
+        """(log M(s), log B(s), log D(s)) at complex ``s``: B(s) >= |M(s)| and, where ``log_floor`` is given,
+        a bound D on the nodes left out.
+
+        The parts of :func:`_mgf_parts` are evaluated cheapest first: closed-form atomless terms and terms
+        with atoms and a continuous part at every node, then the finite terms (fewest atoms first), then
+        the numeric ones (their values kept per vertical line, the latest CACHED_LINES real parts, so that
+        eps sharing a snapped line -- :meth:`_snapped_line` -- share them).  B is |M| of the atomless
+        terms, |M_i - A_i| + A_i(c) for a term with atoms A_i and a continuous part, and M_j(c) >= |M_j(c + it)|
+        for a finite term j: it does not grow along the line once the continuous parts decay.  A node whose
+        running bound (|M| of the terms evaluated so far times M_j(c) of the others) is already below
+        ``log_floor`` is left out (except the last ``keep`` nodes): log M is -inf there and D (-inf at the
+        nodes kept) is that bound.  Without a floor D is None.
+        """
+        s = np.asarray(s, dtype=complex)
+        closed, mixed, finite, numeric = self._parts
+        nodes = -1j * s
+        lines, line_of = np.unique(s.real, return_inverse=True)
+        real_lines = -1j * lines.astype(complex)
+        log_m = closed.log_phi_numeric(nodes) if closed.terms else np.zeros(s.shape, dtype=complex)
+        log_bound = log_m.real.copy()
+        for term, count in mixed:  # |M_i(c + it)| <= |M_i(c + it) - A_i(c + it)| + A_i(c)
+            log_term = batched_log_phi(nodes, [term])[:, 0]
+            log_atoms = term.atoms.log_phi(nodes)
+            top = np.maximum(log_term.real, log_atoms.real)
+            with np.errstate(divide="ignore"):
+                log_rest = top + np.log(np.abs(np.exp(log_term - top) - np.exp(log_atoms - top)))
+            log_m = log_m + count * log_term
+            log_bound += count * np.logaddexp(log_rest, term.atoms.log_phi(real_lines).real[line_of])
+        if not finite and not numeric:
+            return log_m, log_bound, None if log_floor is None else np.full(s.shape, -np.inf)
+        # |M_j(c + it)| <= M_j(c) for every term j: the bound of a term not evaluated (yet)
+        at_line = [count * _finite_log_mgf(term, lines.astype(complex)).real[line_of] for term, count in finite]
+        at_line += [count * self._numeric_term(len(finite) + index, term, lines.astype(complex)).real[line_of]
+                    for index, (term, count) in enumerate(numeric)]
+        running = log_bound + sum(at_line)
+        log_bound = log_bound + sum(at_line[:len(finite)])
+        kept = np.ones(s.shape, dtype=bool)
+        for index, ((term, count), constant) in enumerate(zip(finite + numeric, at_line)):
+            if log_floor is not None:
+                kept &= running > log_floor
+                kept[s.size - keep:] = True
+            if index < len(finite):
+                log_term = count * _finite_log_mgf(term, s[kept])
+            else:
+                log_term = count * self._numeric_term(index, term, s[kept])
+                log_bound += np.where(kept, 0.0, constant)
+                log_bound[kept] += log_term.real
+            log_m[kept] += log_term
+            running[kept] += log_term.real - constant[kept]
+        if log_floor is None:
+            return log_m, log_bound, None
+        log_m[~kept] = -np.inf
+        return log_m, log_bound, np.where(kept, -np.inf, running)
+
+    def _numeric_term(self, index: int, term, s: np.ndarray) -> np.ndarray:
+        """log M of one numeric term at ``s``, kept per vertical line (CACHED_LINES of them) and height."""
+        if s.size == 0 or not np.all(s.real == s.real[0]):
+            return batched_log_phi(-1j * s, [term])[:, 0]
+        line = self._lines.pop(float(s.real[0]), {})
+        self._lines[float(s.real[0])] = line  # (re)inserted last: the most recent line
+        while len(self._lines) > CACHED_LINES:
+            del self._lines[next(iter(self._lines))]
+        heights = s.imag.tolist()
+        missing = [u for u in dict.fromkeys(heights) if (index, u) not in line]
+        if missing:
+            values = batched_log_phi(-1j * (s.real[0] + 1j * np.array(missing)), [term])[:, 0]
+            line.update(zip(((index, u) for u in missing), values.tolist()))
+        return np.array([line[index, u] for u in heights], dtype=complex)
 
     def _log_integrand(self, s, epsilon):
         return self._integrand_from(self.log_mgf(s), s, epsilon)
@@ -373,20 +640,60 @@ class ContourInversion(_SaddlePointContour):
     def _integrand_from(log_mgf, s, epsilon):
         return log_mgf - s * epsilon - np.log(s) - np.log1p(s)
 
-    def _node_log_integrand(self, s, epsilon):
-        """As :meth:`_log_integrand`, with numeric MGF terms' log M kept per vertical line (the latest
-        CACHED_LINES real parts), so that eps sharing a snapped line (:meth:`_snapped_line`) share its nodes."""
-        if self.max_nodes == MAX_NODES or not np.all(s.real == s.real[0]):
-            return self._log_integrand(s, epsilon)
-        line = self._lines.pop(float(s.real[0]), {})
-        self._lines[float(s.real[0])] = line  # (re)inserted last: the most recent line
-        while len(self._lines) > CACHED_LINES:
-            del self._lines[next(iter(self._lines))]
-        heights = s.imag.tolist()
-        missing = [u for u in dict.fromkeys(heights) if u not in line]
-        if missing:
-            line.update(zip(missing, self.log_mgf(s.real[0] + 1j * np.array(missing)).tolist()))
-        return self._integrand_from(np.array([line[u] for u in heights]), s, epsilon)
+    def _node_log_integrand(self, s, epsilon, psi=None):
+        """(log f, log E, log D) from the bounds of :meth:`log_mgf_and_envelope`, nodes left out below
+        SKIP_RTOL e^psi (never the last 8: they end the node sums)."""
+        scale = s.real * epsilon + np.log(np.abs(s)) + np.log(np.abs(1 + s))  # |f| = |M| / e^scale
+        floor = None if psi is None else psi + math.log(SKIP_RTOL) + scale
+        log_m, log_bound, log_skipped = self.log_mgf_and_envelope(s, floor, keep=8)
+        with np.errstate(invalid="ignore"):  # -inf - s eps at the nodes left out
+            log_f = np.where(np.isneginf(log_m.real), -np.inf, self._integrand_from(log_m, s, epsilon))
+        return log_f, log_bound - scale, None if log_skipped is None else log_skipped - scale
+
+
+#: Re(s) times a finite term's largest |loss| above which its MGF is summed with the largest loss factored out.
+SHIFT_ABOVE = 300.0
+
+
+def _finite_log_mgf(term, s: np.ndarray) -> np.ndarray:
+    """log M(s) of one finite term at complex ``s`` (Re s > 0): its log-CF where Re(s) max |l_j| <= SHIFT_ABOVE
+    (accurate near s = 0), else s l_max + log sum_j w_j e^{s (l_j - l_max)}, whose terms cannot overflow."""
+    s = np.asarray(s, dtype=complex)
+    losses, log_masses = term.atoms.losses, term.atoms.log_masses
+    shifted = s.real * float(np.max(np.abs(losses))) > SHIFT_ABOVE
+    out = np.empty(s.shape, dtype=complex)
+    if not np.all(shifted):
+        out[~shifted] = batched_log_phi(-1j * s[~shifted], [term])[:, 0]
+    if np.any(shifted):
+        budget.reserve(16.0 * np.count_nonzero(shifted) * losses.size, "a finite term's MGF at the contour's nodes")
+        exponents = s[shifted, None] * (losses - losses[-1])[None, :] + log_masses[None, :]
+        top = np.max(exponents.real, axis=1)
+        out[shifted] = s[shifted] * losses[-1] + top + np.log(np.exp(exponents - top[:, None]).sum(axis=1))
+    return out
+
+
+def _mgf_parts(loss: ComposedLoss):
+    """The composition's terms in the groups of :meth:`ContourInversion.log_mgf_and_envelope`.
+
+    Terms with atoms do not make |M(c + it)| decay: a finite (lattice-valued) term is periodic in t
+    (period 2 pi / spacing) or almost periodic, so |M| has replicas of the saddle's bump wherever the
+    atoms' phases realign, damped only by the other terms; the envelope bounds them by their values on
+    the real axis.  Returns (closed-form atomless terms as one ComposedLoss, [(term with atoms and a
+    continuous part, count)], [(finite term, count)] fewest atoms first, [(numeric atomless term, count)]).
+    """
+    closed, mixed, finite, numeric = {}, [], [], []
+    for term, count in loss.terms.items():
+        if term.atoms.size == 0:
+            if term.log_phi_rtol > 0:
+                numeric.append((term, count))
+            else:
+                closed[term] = count
+        elif term.continuous:
+            mixed.append((term, count))
+        else:
+            finite.append((term, count))
+    finite.sort(key=lambda pair: pair[0].atoms.size)
+    return ComposedLoss(closed), mixed, finite, numeric
 
 
 #: Most lattice groups (distinct (l, J) pairs) the lattice contour handles.
@@ -436,6 +743,10 @@ class LatticeContourInversion(_SaddlePointContour):
         return (gaps > 0) & (gaps < self.near_gap) if near else gaps >= self.near_gap
 
     def _log_integrand(self, s, epsilon):
+        return self._node_log_integrand(s, epsilon)[0]
+
+    def _node_log_integrand(self, s, epsilon, psi=None):
+        """(log f, log E) with E the sum of the groups' moduli (each decays along the bent contour)."""
         far = self._above(epsilon, near=False)
         with np.errstate(divide="ignore"):
             log_r = np.log(s) - np.log1p(s)
@@ -443,8 +754,12 @@ class LatticeContourInversion(_SaddlePointContour):
         terms = (self.log_weights[far][None, :] + s[:, None] * (self.shifts[far] - epsilon)[None, :]
                  + self.counts[far][None, :] * log_r[:, None])
         top = np.max(terms.real, axis=1, keepdims=True)
-        log_sum = top[:, 0] + np.log(np.exp(terms - top).sum(axis=1))
-        return log_sum + self.laplace_count * log_u - np.log(s) - np.log1p(s)
+        scaled = np.exp(terms - top)
+        rest = self.laplace_count * log_u - np.log(s) - np.log1p(s)
+        with np.errstate(divide="ignore"):
+            log_f = top[:, 0] + np.log(scaled.sum(axis=1)) + rest
+            log_envelope = top[:, 0] + np.log(np.abs(scaled).sum(axis=1)) + rest.real
+        return log_f, log_envelope, None
 
     def _bend(self, epsilon):
         gaps = self.shifts - epsilon
@@ -471,6 +786,10 @@ class LatticeContourInversion(_SaddlePointContour):
             value += weight * math.fsum(coefficients * powers * gap / (order + 1))
             slope += weight * math.fsum(coefficients * powers)
         return value, slope
+
+    def verify(self, epsilon):
+        if np.any(self._above(epsilon, near=False)):  # else no contour sum (the series alone)
+            super().verify(epsilon)
 
     def delta_and_slope(self, epsilon):
         near, near_slope = self._near_delta(epsilon)

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, logsumexp
 
-from . import exact
+from . import budget, exact
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
@@ -368,9 +368,25 @@ class ContourEngine(_InversionEngine):
     method = "contour"
     inversion_class = staticmethod(contour_inversion)
 
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) and its error, each checked on a second contour line (:meth:`afa.contour.ContourInversion.verify`:
+        refused with AccuracyError if the two lines disagree beyond their stated errors)."""
+        return self.inversion.delta(epsilons, verify=True)
+
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
-        """(delta, absolute error, -d delta / d eps) from one contour sum."""
+        """(delta, absolute error, -d delta / d eps) from one contour sum (unchecked: Newton's iterates; the
+        bounds of eps(delta) come from checked values, :func:`solve_epsilon`)."""
         return self.inversion.delta_and_slope(epsilon)
+
+    def epsilon_guess(self, delta: float) -> float:
+        """A first guess of eps(delta): that of a Gaussian loss N(m, v) with the composition's mean and variance,
+        i.e. the Gaussian mechanism's eps (papers/004 Thm 5, loss N(v/2, v)) shifted by m - v/2.  A lattice
+        loss (discrete mechanisms) can have m far from v/2; starting where delta is near 1 would cost the
+        contour its widest sums (the saddle c -> 0)."""
+        mean, variance = self.loss.cumulants
+        if not variance > 0:
+            return max(mean, 0.0)
+        return max(exact.gaussian_epsilon(delta, math.sqrt(variance)) + mean - variance / 2, 0.0)
 
 
 def upper_delta(engine, epsilons: np.ndarray) -> np.ndarray:
@@ -382,19 +398,33 @@ def upper_delta(engine, epsilons: np.ndarray) -> np.ndarray:
     return values + errors
 
 
-def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -> tuple[float, tuple]:
-    """The smallest eps >= 0 with delta(eps) <= ``target``, and delta_and_slope there.
+def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
+                   spread: float | None = None) -> tuple[float, tuple]:
+    """The smallest eps >= 0 with delta(eps) <= ``target`` (to a few ulps), and delta_and_slope there.
 
     Newton's method on log delta, kept in a bracket: ``delta_and_slope(eps)``
-    returns (delta, error, -delta'(eps)) of a non-increasing delta.  A step that
-    leaves the bracket [low, high] known so far (delta(low) > target >= delta(high))
-    is replaced by bisection, or by doubling while no upper end is known; a step
-    below 0 checks eps = 0 first.  Stops when the step is below 4 ulps of eps.
+    returns (delta, error, -delta'(eps)) of a non-increasing delta with
+    delta(eps) -> its mass at infinity < ``target`` (the caller answers inf
+    otherwise), so a finite root exists.  A step that leaves the bracket
+    [low, high] known so far (delta(low) > target >= delta(high)) is replaced by
+    bisection, and so is a step no smaller than half the one two steps before
+    once a bracket exists (delta of a lattice-valued loss with little continuous
+    noise is a staircase: its local slope says little of the next step); while
+    no upper end is known, a step is at most a doubling of eps (or + ``scale``),
+    since a slope measured where delta is near 1 can be rounding noise; while no
+    lower end is known, a step down is at most 3 ``spread`` (the loss's standard
+    deviation, if given: below the root by more, delta nears 1, where a contour
+    sum is at its costliest), and one below 0 checks eps = 0 first.  It stops at an eps
+    whose delta is at most the target once the step is below 4 ulps of eps;
+    above the target (a steep delta, a step below resolution) it moves up by
+    4 ulps (doubling on repeats), so the bracket closes on its upper end.
     """
     log_target = math.log(target)
+    ulps = 4 * np.finfo(float).eps
     low, high, epsilon = 0.0, math.inf, max(start, 0.0)
-    zero_checked = False
+    zero_checked, nudges, steps, high_result = False, 0, [], None
     for _ in range(MAX_NEWTON_EPSILON):
+        budget.check(f"Newton's method for eps(delta = {target:.3g})")
         result = delta_and_slope(epsilon)
         value, _, slope = result
         gap = math.log(value) - log_target if value > 0 else -math.inf
@@ -403,19 +433,31 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float) -
         if gap > 0:
             low = epsilon
         else:
-            high = epsilon
+            high, high_result = epsilon, result
         step = gap * value / slope if slope > 0 and math.isfinite(gap) else math.nan
-        if gap == 0 or abs(step) <= 4 * np.finfo(float).eps * max(1.0, epsilon):
+        if gap <= 0 and (gap == 0 or abs(step) <= ulps * max(1.0, epsilon)):
             return epsilon, result
+        if gap > 0 and abs(step) <= ulps * max(1.0, epsilon):
+            # delta above the target by less than a step resolves (or a slope too large): up by 4 ulps,
+            # doubling on each repeat
+            step, nudges = ulps * max(1.0, epsilon) * 2.0 ** nudges, nudges + 1
+        else:
+            nudges = 0
         proposal = epsilon + step
-        if proposal <= 0 and not zero_checked:
+        steps.append(abs(step))
+        stalled = math.isfinite(high) and len(steps) >= 3 and not steps[-1] <= 0.5 * steps[-3]
+        lower_known = low > 0 or zero_checked
+        if not lower_known and spread is not None:
+            proposal = max(proposal, epsilon - 3 * spread)
+        if proposal <= 0 and not lower_known:
             proposal, zero_checked = 0.0, True
-        elif not low < proposal < high:
+        elif not low < proposal < high or (stalled and lower_known):
             proposal = 0.5 * (low + high) if math.isfinite(high) else max(2 * low, low + scale)
-        if proposal > 1e7:
-            return math.inf, result
-        if math.isfinite(high) and high - low <= 4 * np.finfo(float).eps * max(1.0, high):
-            return high, delta_and_slope(high)
+            steps.clear()
+        elif not math.isfinite(high):
+            proposal = min(proposal, max(2 * low, low + scale))
+        if math.isfinite(high) and high - low <= ulps * max(1.0, high):
+            return high, high_result
         epsilon = proposal
     raise AccuracyError(f"Newton's method for eps(delta = {target:.3g}) did not converge "
                         f"in {MAX_NEWTON_EPSILON} steps (bracket [{low:.17g}, {high:.17g}])")
@@ -473,7 +515,9 @@ def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
     if closed is not None:
         epsilon = closed
     elif newton is not None:
-        epsilon, (_, error, slope) = newton_epsilon(newton, delta, engine.epsilon_guess(delta), engine.epsilon_scale)
+        spread = math.sqrt(max(engine.loss.cumulants[1], 0.0)) or None
+        epsilon, (_, error, slope) = newton_epsilon(newton, delta, engine.epsilon_guess(delta), engine.epsilon_scale,
+                                                    spread)
     else:
         epsilon = smallest_epsilon(value, delta, engine.epsilon_scale)
     if math.isinf(epsilon):  # the estimate never reaches delta; a lower bound on delta still may
