@@ -18,19 +18,21 @@ absolute error for each value.  Two exist so far:
 
 from __future__ import annotations
 
+import collections
 import math
+import numbers
 from typing import Callable
 
 import numpy as np
 from scipy.optimize import brentq
 
-from . import exact
+from . import budget, exact
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
 from .discrete import LossAtoms, epsilon_for_delta
-from .loss_tails import LossTails
-from .pld import DiscretePLD, connect_the_dots, greedy_hull_optimistic
+from .loss_tails import GaussianTails, LossTails
+from .pld import LOSS_LIMIT, DiscretePLD, composition_tilt, connect_the_dots, greedy_hull_optimistic
 from .quadrature import LevyInversion
 from .results import AccuracyError
 
@@ -136,10 +138,18 @@ class PLDEngine:
 
     Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta,
     papers/001 Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT
-    powers and distinct terms FFT convolutions.  The tail truncation follows the delta asked
-    about: mass TAIL_FRACTION times below it (papers/003 Sec. 5.2 with a threshold scaled to the
-    query, not a fixed 1e-15), so tiny deltas keep a finite, tight bracket.  delta's value is the
-    midpoint (an estimate) and its error the half-width; lower and upper are certified.
+    powers and distinct terms FFT convolutions.  Plain Gaussian terms are merged first into one
+    Gaussian with mu = sqrt(sum_i k_i mu_i^2): composed Gaussians are exactly a Gaussian pair (Sommer,
+    Meiser & Mohammadi 2019, Thm 5), so 10^4 distinct Gaussians cost one PLD (mu is rounded up for the
+    pessimistic PLD and down for the optimistic one).  The tail truncation follows the delta asked
+    about: mass TAIL_FRACTION times below it (papers/003 Sec. 5.2 with a threshold scaled to the query,
+    not a fixed 1e-15), and every power and convolution shares one tilt, the composition's Chernoff order
+    for that delta (or its saddle point at the eps asked about: :func:`afa.pld.composition_tilt`), so
+    the FFT rounding is relative to delta where it is asked about and tiny deltas keep a finite, tight
+    bracket.  When the composed finite loss is bounded above by B (Poisson subsampling's add direction),
+    no term's grid goes below -B: lower losses never reach eps >= 0.  delta's value is the midpoint (an
+    estimate) and its error the half-width; lower and upper are certified.  Grids and FFTs reserve their
+    memory from the query's budget (:mod:`afa.budget`) and the loops over terms check its deadline.
     """
 
     method = "pld"
@@ -152,47 +162,98 @@ class PLDEngine:
     #: about moves eps by about that / |d log delta / d eps|, well under the default grid's discretization
     #: width, and spares compositions of up to about a thousand steps the tilted power and its wider window.
     ROUNDING_SLACK = 1000.0
+    #: Composed PLDs (and per-term builds) kept for later queries, the most recent first.
+    CACHED = 4
+    #: Rounds of refinement of a delta query (each at the saddle point of the largest eps still unresolved).
+    DELTA_ROUNDS = 3
 
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
-        self.terms, self.interval = terms, interval
+        if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 < interval <= LOSS_LIMIT / 2:
+            raise ValueError(f"value_discretization_interval must be in (0, {LOSS_LIMIT / 2:g}], got {interval!r}")
+        self.interval = float(interval)
+        self.terms, self._gaussian = _merge_gaussians(terms)
         self.epsilon_scale = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss, delta is the mass at +infinity: that bound,
         # raised by its rounding (a sum of count * -log(1 - q)-type terms), and the mass raised by its own.
         self._loss_max = loss.loss_max + 16 * np.finfo(float).eps * abs(loss.loss_max) \
             if math.isfinite(loss.loss_max) else loss.loss_max
+        self._floor = -max(self._loss_max, 0.0) - self.interval if math.isfinite(self._loss_max) else None
         self._inf_mass = loss.inf_mass * (1 + 16 * np.finfo(float).eps)
-        self._built: dict[tuple[Callable, float], DiscretePLD] = {}
+        self._bases: collections.OrderedDict = collections.OrderedDict()
+        self._built: collections.OrderedDict = collections.OrderedDict()
 
-    def composed(self, build: Callable, tail_mass: float) -> DiscretePLD:
+    def _terms_for(self, build: Callable) -> list[tuple[LossTails, int]]:
+        """The terms, the merged Gaussian with mu rounded up (pessimistic builder) or down."""
+        if self._gaussian is None:
+            return self.terms
+        upper, lower = self._gaussian
+        return [(GaussianTails(upper if build is connect_the_dots else lower), 1)] + self.terms
+
+    def bases(self, build: Callable, tail_mass: float) -> list[tuple[DiscretePLD, int]]:
+        """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses)."""
+        key = (build, tail_mass)
+        if key not in self._bases:
+            terms = self._terms_for(build)
+            uses = sum(count for _, count in terms)
+            built = []
+            for tails, count in terms:
+                budget.check("building the PLDs of the terms")
+                built.append((build(tails, self.interval, tail_mass / (4 * uses), floor=self._floor), count))
+            _remember(self._bases, key, built, self.CACHED)
+        self._bases.move_to_end(key)
+        return self._bases[key]
+
+    def composed(self, build: Callable, tail_mass: float, tilt: float | None = None) -> DiscretePLD:
         """The composition of every term's PLD from ``build`` (a builder of :mod:`afa.pld`), truncated to
-        ``tail_mass`` in all (cached per builder and tolerance)."""
-        if (build, tail_mass) not in self._built:
-            uses = sum(count for _, count in self.terms)
+        ``tail_mass`` in all, every power and convolution at ``tilt`` (None: each power picks its own;
+        cached per builder, tolerance and tilt)."""
+        key = (build, tail_mass, tilt)
+        if key not in self._built:
+            rounding = self.ROUNDING_SLACK * tail_mass / 4
             composed = None
-            for tails, count in self.terms:
-                single = build(tails, self.interval, tail_mass / (4 * uses)).self_compose(
-                    count, tail_mass / 4, self.ROUNDING_SLACK * tail_mass / 4)
-                composed = single if composed is None else composed.compose(single, tail_mass / 4)
-            self._built[build, tail_mass] = composed
-        return self._built[build, tail_mass]
+            for base, count in self.bases(build, tail_mass):
+                budget.check("composing the PLDs of the terms")
+                single = base.self_compose(count, tail_mass / 4, rounding, tilt=tilt)
+                composed = single if composed is None else composed.compose(single, tail_mass / 4, rounding, tilt=tilt)
+            _remember(self._built, key, composed, self.CACHED)
+        self._built.move_to_end(key)
+        return self._built[key]
 
-    def bounds(self, tail_mass: float) -> tuple[DiscretePLD, DiscretePLD]:
-        """(pessimistic, optimistic) composed PLDs truncated to ``tail_mass``."""
-        return self.composed(connect_the_dots, tail_mass), self.composed(greedy_hull_optimistic, tail_mass)
+    def bounds(self, tail_mass: float, tilt: float | None = None) -> tuple[DiscretePLD, DiscretePLD]:
+        """(pessimistic, optimistic) composed PLDs truncated to ``tail_mass``, composed at ``tilt``."""
+        return self.composed(connect_the_dots, tail_mass, tilt), self.composed(greedy_hull_optimistic, tail_mass, tilt)
+
+    def tilt_for(self, tail_mass: float, *, delta: float | None = None, epsilon: float | None = None) -> float:
+        """The composition's tilt for a query at ``delta`` or at ``epsilon`` (:func:`afa.pld.composition_tilt`
+        of the pessimistic bases)."""
+        return composition_tilt(self.bases(connect_the_dots, tail_mass), delta=delta, epsilon=epsilon)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds from PLDs truncated at FIRST_TAIL, or, when a delta is below their error budget there
-        (FIRST_TAIL plus both PLDs' slack at its eps) / DELTA_TAIL (truncation or rounding would then matter),
-        once more at TAIL_FRACTION times the smallest lower bound (the smallest upper bound if that is 0; at
-        least SMALLEST_TAIL)."""
+        """Bounds from PLDs truncated at FIRST_TAIL, or, where a delta is below their error budget there
+        (the tolerance plus both PLDs' slack at its eps) / DELTA_TAIL (truncation or rounding would then
+        matter), once more at TAIL_FRACTION times the smallest lower bound among those (the smallest upper
+        bound if that is 0; at least SMALLEST_TAIL), composed at the saddle point of the largest such eps;
+        up to DELTA_ROUNDS rounds.  Each bound is certified, so the best of each side is kept."""
+        epsilons = np.asarray(epsilons, dtype=float)
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
-        budget = self.FIRST_TAIL + pessimistic.slack(epsilons) + optimistic.slack(epsilons)
-        if np.any(upper < budget / self.DELTA_TAIL):
-            smallest = float(np.min(lower)) or float(np.min(upper))  # a lower bound of 0 says nothing of the scale
-            tail_mass = max(smallest * self.TAIL_FRACTION, self.SMALLEST_TAIL)
-            pessimistic, optimistic = self.bounds(min(tail_mass, self.FIRST_TAIL))
-            upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
+        error_budget = self.FIRST_TAIL + pessimistic.slack(epsilons) + optimistic.slack(epsilons)
+        for _ in range(self.DELTA_ROUNDS):
+            unresolved = np.flatnonzero(upper < error_budget / self.DELTA_TAIL)
+            if unresolved.size == 0:
+                break
+            smallest = float(np.min(lower[unresolved])) or float(np.min(upper[unresolved]))
+            tail_mass = min(max(smallest * self.TAIL_FRACTION, self.SMALLEST_TAIL), self.FIRST_TAIL)
+            tilt = self.tilt_for(tail_mass, epsilon=float(np.max(epsilons[unresolved])))
+            pessimistic, optimistic = self.bounds(tail_mass, tilt)
+            chosen = epsilons[unresolved]
+            upper[unresolved] = np.minimum(upper[unresolved], pessimistic.delta(chosen))
+            lower[unresolved] = np.maximum(lower[unresolved], optimistic.delta(chosen))
+            refined = tail_mass + pessimistic.slack(chosen) + optimistic.slack(chosen)
+            if not np.any(refined < error_budget[unresolved] / 2):  # no progress: another round would not help
+                break
+            error_budget[unresolved] = np.minimum(error_budget[unresolved], refined)
+        lower = np.minimum(lower, upper)
         return (lower + upper) / 2, (upper - lower) / 2
 
     def epsilon(self, delta: float) -> None:
@@ -205,14 +266,43 @@ class PLDEngine:
         pessimistic only).  Enough to see that a direction stays below a target."""
         if np.all(epsilons >= self._loss_max):
             return np.full(np.shape(epsilons), self._inf_mass)
-        built = [tail for build, tail in self._built if build is connect_the_dots]
-        return self.composed(connect_the_dots, min(built, default=self.FIRST_TAIL)).delta(epsilons)
+        built = [(tail, tilt) for build, tail, tilt in self._built if build is connect_the_dots]
+        tail, tilt = min(built, default=(self.FIRST_TAIL, None), key=lambda key: key[0])
+        return self.composed(connect_the_dots, tail, tilt).delta(epsilons)
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
-        """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs."""
-        pessimistic, optimistic = self.bounds(max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL))
+        """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs, composed at the
+        Chernoff order of the composition for delta."""
+        tail_mass = max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL)
+        tilt = self.tilt_for(tail_mass, delta=delta)
+        pessimistic, optimistic = self.bounds(tail_mass, tilt)
         upper, lower = pessimistic.epsilon(delta), optimistic.epsilon(delta)
+        lower = min(lower, upper)
         return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+
+
+def _merge_gaussians(terms: list[tuple[LossTails, int]]) -> tuple[list[tuple[LossTails, int]], tuple | None]:
+    """(the terms other than plain Gaussians, (mu rounded up, mu rounded down) of their composition or None).
+
+    k_i uses of Gaussians with mu_i compose to the Gaussian pair with mu^2 = sum_i k_i mu_i^2 (Sommer,
+    Meiser & Mohammadi 2019, Thm 5; Dong, Roth & Su 2022): an exact reduction.  The float sum and the
+    square root are relatively accurate to (n + 4) u for n terms, so mu (1 +- (n + 8) u) bracket it.
+    """
+    gaussians = [(tails, count) for tails, count in terms if type(tails) is GaussianTails]
+    others = [(tails, count) for tails, count in terms if type(tails) is not GaussianTails]
+    if not gaussians:
+        return others, None
+    mu = math.sqrt(math.fsum(count * tails.mu ** 2 for tails, count in gaussians))
+    margin = (len(gaussians) + 8) * np.finfo(float).eps
+    return others, (mu * (1 + margin), mu * (1 - margin))
+
+
+def _remember(cache: collections.OrderedDict, key, value, size: int) -> None:
+    """Store ``value`` under ``key``, forgetting the least recently used entries beyond ``size``."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > size:
+        cache.popitem(last=False)
 
 
 class _InversionEngine:
