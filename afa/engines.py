@@ -27,6 +27,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from . import budget, exact
+from .certified import TAIL_TOLERANCE as CERTIFIED_TAIL_TOLERANCE
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
@@ -108,11 +109,19 @@ class CertifiedEngine:
     """Certified bracket of one subsampled Gaussian/Laplace mechanism composed k times (:mod:`afa.certified`).
 
     papers/002 Algorithm 2, Lemma 40, Thm 44: delta's value is the bracket's midpoint (an
-    estimate), its error the half-width; lower and upper are certified bounds.
+    estimate), its error the half-width; lower and upper are certified bounds.  The mass allowed beyond
+    the output reach and the FFT window follows the delta asked about (TAIL_FRACTION of it, at most
+    afa.certified's default), and for k > 1 the powers are also formed tilted at the composition's
+    Chernoff order for that delta (or saddle point at the eps asked about), whose rounding is relative to
+    delta there: without both, bounds below about k * 1e-14 (FFT rounding) or the truncated mass say nothing.
     """
 
     method = "certified"
     inf_mass = 0.0
+    #: Truncated mass relative to the delta of interest, the smallest allowed, and brackets kept.
+    TAIL_FRACTION, SMALLEST_TAIL, CACHED = 1e-7, 1e-300, 2
+    #: A delta bracket wider than this (relative to its upper end) is refined once, tilted at its eps.
+    REFINE_WIDTH = 1e-3
 
     def __init__(self, loss: ComposedLoss):
         pair = count = None
@@ -122,15 +131,100 @@ class CertifiedEngine:
         if pair is None or count != int(count):
             raise ValueError("method='certified' needs a composition of one subsampled Gaussian or Laplace "
                              "mechanism (any count)")
-        self.bracket = CertifiedBracket(pair, int(count))
+        self.pair, self.count = pair, int(count)
         self.epsilon_scale = loss_epsilon_scale(loss)
+        # Beyond an upper bound on the composed finite loss delta is the mass at +infinity (none here).
+        self._loss_max = loss.loss_max + 16 * np.finfo(float).eps * abs(loss.loss_max) \
+            if math.isfinite(loss.loss_max) else loss.loss_max
+        self._brackets: collections.OrderedDict = collections.OrderedDict()
+
+    def bracket_for(self, tail_tolerance: float) -> CertifiedBracket:
+        """The certified bracket with ``tail_tolerance`` (cached, the CACHED most recent)."""
+        if tail_tolerance not in self._brackets:
+            _remember(self._brackets, tail_tolerance,
+                      CertifiedBracket(self.pair, self.count, tail_tolerance=tail_tolerance), self.CACHED)
+        self._brackets.move_to_end(tail_tolerance)
+        return self._brackets[tail_tolerance]
+
+    @property
+    def bracket(self) -> CertifiedBracket:
+        """The bracket at afa.certified's default tail tolerance."""
+        return self.bracket_for(CERTIFIED_TAIL_TOLERANCE)
+
+    def _tail_for(self, delta: float) -> float:
+        return min(CERTIFIED_TAIL_TOLERANCE, max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL))
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds at the default tolerance; where the bracket is wider than REFINE_WIDTH of its upper end,
+        once more with the tolerance scaled to the smallest bound there and the powers tilted at the saddle
+        point of the largest such eps (both brackets are certified: the better end of each is kept)."""
+        epsilons = np.asarray(epsilons, dtype=float)
         lower, upper = self.bracket.delta(epsilons)
+        wide = np.flatnonzero(upper - lower > self.REFINE_WIDTH * upper)
+        if wide.size:
+            smallest = float(np.min(lower[wide])) or float(np.min(upper[wide]))
+            bracket = self.bracket_for(self._tail_for(smallest))
+            tilt = bracket.tilt_for(epsilon=float(np.max(epsilons[wide])))
+            refined_lower, refined_upper = bracket.delta(epsilons[wide], tilt)
+            lower[wide] = np.maximum(lower[wide], refined_lower)
+            upper[wide] = np.minimum(upper[wide], refined_upper)
+        lower = np.minimum(lower, upper)
         return (lower + upper) / 2, (upper - lower) / 2
 
     def epsilon(self, delta: float) -> None:
         return None
+
+    def cheap_upper(self, epsilons: np.ndarray) -> np.ndarray:
+        """A certified upper bound on delta: 0 where every eps is at or beyond the largest finite composed loss
+        (Poisson subsampling's add direction), else from the bracket of the finest tolerance built so far (the
+        default one if none), without refinement.  Enough to see that a direction stays below a target."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        if np.all(epsilons >= self._loss_max):
+            return np.zeros(epsilons.shape)
+        tail = min(self._brackets, default=CERTIFIED_TAIL_TOLERANCE)
+        bracket = self.bracket_for(tail)
+        return bracket.upper(epsilons, bracket.tilt_for(epsilon=float(np.max(epsilons))))
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(midpoint, lower, upper) of eps(delta): the crossings of the certified lower and upper bounds, with
+        the tolerance scaled to delta and the powers tilted at the Chernoff order for delta, each checked:
+        upper(eps_upper) <= delta < lower(eps) for every eps < eps_lower."""
+        bracket = self.bracket_for(self._tail_for(delta))
+        tilt = bracket.tilt_for(delta=delta)
+
+        def side(bound):
+            return lambda eps: float(bound(np.array([eps]), tilt)[0])
+
+        upper = _checked_crossing(side(bracket.upper), delta, self.epsilon_scale, above=False)
+        lower = _checked_crossing(side(bracket.lower), delta, self.epsilon_scale, above=True)
+        lower = min(lower, upper)
+        return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+
+
+def _checked_crossing(bound: Callable[[float], float], target: float, scale: float, above: bool) -> float:
+    """From a non-increasing certified bound on delta, a certified bound on eps(target).
+
+    ``above=False`` (an upper bound on delta): the smallest eps found with bound(eps) <= target, moved up
+    until that holds (then eps(target) <= it).  ``above=True`` (a lower bound on delta): an eps with
+    bound(eps) > target, moved down until that holds, or 0 (then eps(target) >= it).
+    """
+    epsilon = smallest_epsilon(bound, target, scale)
+    if not math.isfinite(epsilon):
+        return epsilon
+    step = 4 * np.finfo(float).eps * max(1.0, epsilon)
+    for _ in range(200):
+        if above:
+            if epsilon <= 0.0:
+                return 0.0
+            if bound(epsilon) > target:
+                return epsilon
+            epsilon = max(epsilon - step, 0.0)
+        else:
+            if bound(epsilon) <= target:
+                return epsilon
+            epsilon += step
+        step *= 2
+    return 0.0 if above else math.inf
 
 
 class PLDEngine:

@@ -111,7 +111,8 @@ DEFAULT_TAIL_MASS = 1e-15
 #: Relative accuracy assumed of the tails exp(LossTails.log_tails(eps)), plus LOG_ROUNDING ulps per unit of
 #: |log tail| (the measured accuracy of the loss tails, :data:`afa.loss_tails.TAILS_LOG_RTOL`).
 TAILS_RTOL, LOG_ROUNDING = TAILS_LOG_RTOL, TAILS_LOG_ULPS
-#: Losses are kept in [-LOSS_LIMIT, LOSS_LIMIT] (e^{+-700} is still a float).
+#: Losses are kept at or above -LOSS_LIMIT, and the greedy hull (which works with e^x) at or below LOSS_LIMIT
+#: (e^{+-700} is still a float).
 LOSS_LIMIT = 700.0
 #: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
 FFT_ERROR_CONSTANT = 8.0
@@ -604,7 +605,7 @@ def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     if not isinstance(pessimistic, (bool, np.bool_)):
         raise TypeError(f"pessimistic must be True or False, got {pessimistic!r}")
-    first, losses = _loss_grid(tails, interval, tail_mass, bool(pessimistic), _floor_argument(floor))
+    first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
     inf_mass = tails.inf_mass
     if pessimistic:
         upper = _exp_bounds(_grid_log_tails(tails, interval, first, losses.size)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
@@ -630,7 +631,7 @@ def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAU
     +infinity need no special case.  ``floor`` as in :func:`privacy_buckets`.
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
-    first, losses = _loss_grid(tails, interval, tail_mass, True, _floor_argument(floor))
+    first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
     log_p, log_q = _grid_log_tails(tails, interval, first, losses.size)
     upper = (tails.inf_mass + _excess_bounds(log_p, log_q, losses, tails_rtol)[1]) * (1 + 2 * U)
     curve = np.concatenate(([1.0], np.maximum.accumulate(upper[::-1])[::-1]))
@@ -663,9 +664,13 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     sets f(+inf) = 0, papers/001 Sec. 5.2).  Validity needs only the segment condition, not
     Q-validity, because only the delta-functional of a positive measure matters here (module
     docstring); every quantity is rounded in the safe direction.  ``floor`` as in :func:`privacy_buckets`.
+    Where the grid must reach losses above LOSS_LIMIT (e^x overflows), the optimistic privacy buckets
+    (:func:`privacy_buckets`, rounding the loss down) are returned instead.
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
-    first, losses = _loss_grid(tails, interval, tail_mass, False, _floor_argument(floor))
+    first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
+    if losses[-1] > LOSS_LIMIT:  # e^x would overflow: round the loss down to the grid instead
+        return privacy_buckets(tails, interval, False, tail_mass, tails_rtol=tails_rtol, floor=floor)
     log_p, log_q = _grid_log_tails(tails, interval, first, losses.size)
     curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, tails_rtol)[0]))
     # Tangent slopes: right derivative -Q[L > x] at a segment's left end (alpha = 0: -Q[L > -inf]),
@@ -747,20 +752,19 @@ def _floor_argument(floor) -> float | None:
     return floor
 
 
-def _loss_grid(tails: LossTails, interval: float, tail_mass: float, pessimistic: bool,
+def _loss_grid(tails: LossTails, interval: float, tail_mass: float,
                floor: float | None = None) -> tuple[int, np.ndarray]:
     """(first index, grid losses) covering the loss range, or where the tails beyond hold <= tail_mass / 2.
 
     The grid always holds a point below 0, 0 itself (papers/001 Assumption 5.2) and a point above 0.
     It starts no lower than ``floor`` (if given, <= -interval) and -LOSS_LIMIT; the mass below its first
-    point is placed there (pessimistic) or at most there (optimistic), valid for any grid.  An optimistic
-    grid ends at LOSS_LIMIT at the latest (its hull works with e^x); a pessimistic one may go on to the
-    top of the loss range (the mass beyond its end goes to +infinity).  Raises PLDTooLargeError, before
-    any large allocation, when more than MAX_GRID_POINTS points would be needed.
+    point is placed there (pessimistic) or at most there (optimistic), valid for any grid.  At the top it
+    goes on as far as the tails need.  Raises PLDTooLargeError, before any large allocation, when more
+    than MAX_GRID_POINTS points would be needed.
     """
     low, high = tails.loss_range
     most = MAX_GRID_POINTS + 1  # searches stop here: a grid reaching it is refused anyway
-    high_limit = LOSS_LIMIT if not pessimistic else math.inf
+    high_limit = math.inf
     low_limit = -LOSS_LIMIT if floor is None else max(-LOSS_LIMIT, min(float(floor), -interval))
     log_half = math.log(tail_mass / 2)
 
@@ -1351,7 +1355,7 @@ def _fft_size(length: int) -> int:
 def _check_size(points: int, what: str) -> None:
     if points > MAX_GRID_POINTS:
         raise PLDTooLargeError(
-            f"{what} needs {points:.3g} grid points (limit {MAX_GRID_POINTS:.3g}); use a coarser "
+            f"{what} needs more than {MAX_GRID_POINTS:.3g} grid points ({points:.3g} or more); use a coarser "
             "value_discretization_interval, a larger tail_mass, or the analytic engine (method='contour')")
 
 
