@@ -53,6 +53,17 @@ certified:
    relative (n + 1) u margin, loss comparisons a few ulps of the magnitudes involved.  Library
    routines are taken accurate to a few ulps (scipy's ``log_ndtr``, numpy's
    ``exp``/``log``/``expm1``).
+7. Tiny delta.  The FFT's rounding is absolute (about k * 1e-14), and the truncated mass is
+   ``tail_tolerance``: below either the bracket says nothing.  One use needs no power (the one-step
+   measure is the composed one, exactly).  For k > 1 the tilted one-step measure p(x) e^{lam x} / M(lam)
+   is also raised to the k-th power, on a window chosen for it (its mass sits near the eps whose saddle
+   point is lam, and subsampled losses have heavy tilted tails), and untilted by M(lam)^k e^{-lam x}: its
+   FFT error e enters delta as sum_x e(x) M^k e^{-lam x} g(x), bounded by the same (e1, e2) bounds with the
+   weights M^k e^{-lam x} (geometric sums), so it is relative to delta near that eps.  Tilted mass the
+   circular power wraps into the window is positive (harmless for the upper bound) and is subtracted
+   from the lower bound through its Chernoff bound.  The bracket keeps the better end of the plain and
+   tilted evaluations.  :class:`afa.engines.CertifiedEngine` passes a tail tolerance of 1e-7 delta and the
+   Chernoff order for delta (or the saddle point at the eps asked about).
 
 Measured (default cells = 2**18, automatic reach, 2 shared cores; width = upper - lower):
 
@@ -603,7 +614,8 @@ def _merge_to_grid(masses: _CellMasses, grid: _LossGrid):
     # ... and the A-mass of the next group above e^{g_u}, of the previous group below e^{g_u}.
     next_above, previous_below = np.zeros_like(a_mass), np.full_like(a_mass, np.inf)
     next_above[:-1] = a_mass[1:] * -np.expm1(np.minimum(target[:-1] - merged[1:], 0.0))
-    previous_below[1:] = a_mass[:-1] * np.expm1(np.maximum(target[1:] - merged[:-1], 0.0))
+    with np.errstate(over="ignore"):  # +inf: that group cannot lower this one (nothing is taken from it)
+        previous_below[1:] = a_mass[:-1] * np.expm1(np.maximum(target[1:] - merged[:-1], 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         lifted = missing / next_above * (1 + 16 * U)  # fraction of group u + 1 merged into u
         wanted = extra / previous_below  # fraction of group u - 1 that would bring u down to e^{g_u}
@@ -677,6 +689,7 @@ class _ComposedLoss:
             window, outside = _chernoff_window(single, first, count, grid, tail_tolerance)
             size = window[1] - window[0]
             budget.reserve(64 * size, "the FFT power of the certified bracket")
+            budget.check("the FFT power of the certified bracket")
             pmf, error = _fft_power(single, count, size, (window[0] - count * first) % size)
         indices = window[0] + np.arange(size)
         losses = count * grid.origin + indices * grid.step
@@ -698,6 +711,7 @@ class _ComposedLoss:
         values = np.empty(epsilons.size)
         errors = np.empty(epsilons.size)
         for i, eps in enumerate(epsilons):
+            budget.check("evaluating the certified bracket")
             values[i], rounding, gain_sum, gain_square_sum = sums.at(eps)
             errors[i] = (min(sup * gain_sum, euclidean * math.sqrt(max(gain_square_sum, 0.0))) + rounding
                          + 4 * U * (2 + abs(eps) + largest_loss) * values[i])

@@ -33,7 +33,8 @@ from .composition import ComposedLoss
 from .contour import contour_inversion
 from .discrete import LossAtoms, epsilon_for_delta
 from .loss_tails import GaussianTails, LossTails
-from .pld import LOSS_LIMIT, DiscretePLD, composition_tilt, connect_the_dots, greedy_hull_optimistic
+from .pld import (LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots,
+                  greedy_hull_optimistic)
 from .quadrature import LevyInversion
 from .results import AccuracyError
 
@@ -198,7 +199,18 @@ class CertifiedEngine:
         upper = _checked_crossing(side(bracket.upper), delta, self.epsilon_scale, above=False)
         lower = _checked_crossing(side(bracket.lower), delta, self.epsilon_scale, above=True)
         lower = min(lower, upper)
+        _refuse_infinite(self.method, delta, 0.0, lower, upper)
         return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+
+
+def _refuse_infinite(method: str, delta: float, inf_mass: float, lower: float, upper: float) -> None:
+    """Refuse (AccuracyError) an infinite upper eps where the truth is finite (delta above the exact mass at
+    +infinity): the engine did not reach a finite bound, which is not an answer."""
+    if math.isinf(upper) and delta > inf_mass:
+        raise AccuracyError(
+            f"method={method!r} found no finite upper bound on eps(delta={delta:.3g}) although the mass at "
+            f"+infinity is {inf_mass:.3g} < delta (certified lower bound {lower:.17g}); delta is below what its "
+            "truncation and rounding resolve here: try method='contour', or a larger delta")
 
 
 def _checked_crossing(bound: Callable[[float], float], target: float, scale: float, above: bool) -> float:
@@ -250,7 +262,8 @@ class PLDEngine:
     inf_mass = 0.0  # the PLDs carry their own; solve_epsilon uses epsilon_bracket
     #: Truncated tail mass relative to the delta of interest (eps queries), the tolerance of a delta query's
     #: first build (that of eps(1e-5): one build serves both), and the largest error budget / delta it accepts.
-    TAIL_FRACTION, FIRST_TAIL, SMALLEST_TAIL, DELTA_TAIL = 1e-7, 1e-12, 1e-300, 1e-4
+    #: (The smallest stays in the normal range: tails below about 1e-308 lose relative accuracy.)
+    TAIL_FRACTION, FIRST_TAIL, SMALLEST_TAIL, DELTA_TAIL = 1e-7, 1e-12, 1e-305, 1e-4
     #: FFT rounding (an absolute error of delta) a term's power may keep before the tilted power is formed,
     #: relative to the truncated tail mass: ROUNDING_SLACK * TAIL_FRACTION / 16 = 6e-6 of the delta asked
     #: about moves eps by about that / |d log delta / d eps|, well under the default grid's discretization
@@ -260,12 +273,14 @@ class PLDEngine:
     CACHED = 4
     #: Rounds of refinement of a delta query (each at the saddle point of the largest eps still unresolved).
     DELTA_ROUNDS = 3
+    #: Grid points a merged Gaussian's PLD may take before it is split into equal uses (2^c of them).
+    GAUSSIAN_POINTS = 2 ** 22
 
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
         if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 < interval <= LOSS_LIMIT / 2:
             raise ValueError(f"value_discretization_interval must be in (0, {LOSS_LIMIT / 2:g}], got {interval!r}")
         self.interval = float(interval)
-        self.terms, self._gaussian = _merge_gaussians(terms)
+        self.terms, self._gaussian = _merge_gaussians(terms, self.interval, self.GAUSSIAN_POINTS)
         self.epsilon_scale = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss, delta is the mass at +infinity: that bound,
         # raised by its rounding (a sum of count * -log(1 - q)-type terms), and the mass raised by its own.
@@ -280,8 +295,8 @@ class PLDEngine:
         """The terms, the merged Gaussian with mu rounded up (pessimistic builder) or down."""
         if self._gaussian is None:
             return self.terms
-        upper, lower = self._gaussian
-        return [(GaussianTails(upper if build is connect_the_dots else lower), 1)] + self.terms
+        upper, lower, uses = self._gaussian
+        return [(GaussianTails(upper if build is connect_the_dots else lower), uses)] + self.terms
 
     def bases(self, build: Callable, tail_mass: float) -> list[tuple[DiscretePLD, int]]:
         """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses)."""
@@ -336,9 +351,13 @@ class PLDEngine:
             unresolved = np.flatnonzero(upper < error_budget / self.DELTA_TAIL)
             if unresolved.size == 0:
                 break
-            smallest = float(np.min(lower[unresolved])) or float(np.min(upper[unresolved]))
+            # The scale of the smallest delta: its lower bound, else the smaller of its upper bound and the
+            # Chernoff bound of the composed first-build bases (which sees far below the first build's slack).
+            largest = float(np.max(epsilons[unresolved]))
+            chernoff = math.exp(chernoff_log_mass(self.bases(connect_the_dots, self.FIRST_TAIL), largest))
+            smallest = float(np.min(lower[unresolved])) or min(float(np.min(upper[unresolved])), chernoff)
             tail_mass = min(max(smallest * self.TAIL_FRACTION, self.SMALLEST_TAIL), self.FIRST_TAIL)
-            tilt = self.tilt_for(tail_mass, epsilon=float(np.max(epsilons[unresolved])))
+            tilt = self.tilt_for(tail_mass, epsilon=largest)
             pessimistic, optimistic = self.bounds(tail_mass, tilt)
             chosen = epsilons[unresolved]
             upper[unresolved] = np.minimum(upper[unresolved], pessimistic.delta(chosen))
@@ -372,23 +391,33 @@ class PLDEngine:
         pessimistic, optimistic = self.bounds(tail_mass, tilt)
         upper, lower = pessimistic.epsilon(delta), optimistic.epsilon(delta)
         lower = min(lower, upper)
+        _refuse_infinite(self.method, delta, self._inf_mass, lower, upper)
         return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
 
 
-def _merge_gaussians(terms: list[tuple[LossTails, int]]) -> tuple[list[tuple[LossTails, int]], tuple | None]:
-    """(the terms other than plain Gaussians, (mu rounded up, mu rounded down) of their composition or None).
+def _merge_gaussians(terms: list[tuple[LossTails, int]], interval: float,
+                     most_points: int) -> tuple[list[tuple[LossTails, int]], tuple | None]:
+    """(the terms other than plain Gaussians, (mu' rounded up, mu' rounded down, c) or None): the plain Gaussians
+    as c uses of one Gaussian with parameter mu' = mu / sqrt(c).
 
     k_i uses of Gaussians with mu_i compose to the Gaussian pair with mu^2 = sum_i k_i mu_i^2 (Sommer,
-    Meiser & Mohammadi 2019, Thm 5; Dong, Roth & Su 2022): an exact reduction.  The float sum and the
-    square root are relatively accurate to (n + 4) u for n terms, so mu (1 +- (n + 8) u) bracket it.
+    Meiser & Mohammadi 2019, Thm 5; Dong, Roth & Su 2022), and so do c uses with mu^2 / c each: an exact
+    reduction.  c = 1 (no power, no FFT) unless the PLD of one Gaussian, whose grid holds 0 and reaches about
+    mu^2 / 2 + 40 mu, would need more than ``most_points`` points at ``interval``; then the smallest power of two
+    that fits.  The float sum, square roots and scaling are relatively accurate to (n + 12) u for n terms, so
+    mu' (1 +- (n + 12) u) bracket it.
     """
     gaussians = [(tails, count) for tails, count in terms if type(tails) is GaussianTails]
     others = [(tails, count) for tails, count in terms if type(tails) is not GaussianTails]
     if not gaussians:
         return others, None
     mu = math.sqrt(math.fsum(count * tails.mu ** 2 for tails, count in gaussians))
-    margin = (len(gaussians) + 8) * np.finfo(float).eps
-    return others, (mu * (1 + margin), mu * (1 - margin))
+    uses = 1
+    while (mu ** 2 / (2 * uses) + 40 * mu / math.sqrt(uses)) / interval > most_points and uses < 2 ** 40:
+        uses *= 2
+    mu /= math.sqrt(uses)
+    margin = (len(gaussians) + 12) * np.finfo(float).eps
+    return others, (mu * (1 + margin), mu * (1 - margin), uses)
 
 
 def _remember(cache: collections.OrderedDict, key, value, size: int) -> None:

@@ -96,6 +96,7 @@ __all__ = [
     "TAILS_RTOL",
     "DiscretePLD",
     "PLDTooLargeError",
+    "chernoff_log_mass",
     "composition_tilt",
     "connect_the_dots",
     "greedy_hull_optimistic",
@@ -321,18 +322,19 @@ class DiscretePLD:
 
         papers/003 Sec. 5.1, eq. (2): delta_{X+Y}(eps) = sum_v p_X(v) delta_Y(eps - v) + inf_X |Y|,
         each delta_Y read from ``other``'s suffix sums: O(len(self)) per eps.  The slack is that of the
-        composition of the two stored measures (:func:`_propagated_error`) at the larger of their tilts.
+        composition of the two stored measures (:func:`_propagated_error`) at the smaller positive tilt.
         """
         self._check_partner(other)
         epsilons = check.real_array("epsilons", epsilons)
         losses, flat = self.losses, epsilons.ravel()
         value, rounding = np.empty(flat.shape), np.empty(flat.shape)
         for k, epsilon in enumerate(flat):
+            budget.check("the divergence of a composition of two PLDs")
             shifted = epsilon - losses  # each rounded by at most u (|eps| + 2 |v|), counted below
             inner, inner_rounding = other._raw_delta(shifted, U * (abs(epsilon) + 2 * np.abs(losses)))
             value[k] = self.probs @ inner + self.inf_mass * other.total_mass
             rounding[k] = self.probs @ inner_rounding + (self.probs.size + 4) * U * value[k]
-        tilt = max(self.tilt, other.tilt)
+        tilt = _common_tilt(self, other)
         rho, error, log_tilted, inf_error = _propagated_error(self, other, tilt)
         slack = np.full(flat.shape, error + inf_error)
         if tilt > 0 and log_tilted > -math.inf:
@@ -428,7 +430,8 @@ class DiscretePLD:
         papers/003 Sec. 2 Obs. 3 and Sec. 5.2.  Both PLDs need the same interval and the same tag;
         the infinity masses combine exactly, 1 - (1 - a)(1 - b) for probability measures.  When the FFT's
         rounding (absolute, about 1e-16 log2(size) of the mass) exceeds ``rounding_tolerance`` / 4 (default:
-        ``tail_mass_truncation``) and ``tilt`` (default: the larger of the two PLDs' tilts) is positive, the
+        ``tail_mass_truncation``) and ``tilt`` (default: the smaller positive tilt of the two PLDs, where their
+        errors convert at a factor of at most 2, see :meth:`log_tilted_error`) is positive, the
         tilted measures p_i e^{tilt x_i} / M(tilt) are convolved too and give the values from the switch point
         up (module docstring, "Tiny delta"), so the composition's slack decays like e^{-tilt eps}.
         """
@@ -436,7 +439,7 @@ class DiscretePLD:
         tail_mass_truncation = _tail_tolerance(tail_mass_truncation)
         rounding_tolerance = tail_mass_truncation if rounding_tolerance is None else \
             check.in_interval("rounding_tolerance", rounding_tolerance, 0.0, 1.0, low_open=True, high_open=True)
-        tilt = max(self.tilt, other.tilt) if tilt is None else _tilt_argument(tilt)
+        tilt = _common_tilt(self, other) if tilt is None else _tilt_argument(tilt)
         length = self.probs.size + other.probs.size - 1
         _check_size(length, "the composition")
         size = _fft_size(length)
@@ -553,6 +556,19 @@ def composition_tilt(terms, *, delta: float | None = None, epsilon: float | None
     the eps asked about, so its rounding is relative to delta there (module docstring, "Tiny delta").
     Give exactly one of ``delta`` and ``epsilon``.
     """
+    return _chernoff_search(terms, delta, epsilon)[0]
+
+
+def chernoff_log_mass(terms, epsilon: float) -> float:
+    """log of the Chernoff bound min_{t >= 0} e^{K(t) - t epsilon} on the composed stored mass at or above
+    ``epsilon`` (K as in :func:`composition_tilt`): an upper bound on delta_S(epsilon) of the composition,
+    which sizes a query's truncation before anything is composed."""
+    return _chernoff_search(terms, None, epsilon)[1]
+
+
+def _chernoff_search(terms, delta: float | None, epsilon: float | None) -> tuple[float, float]:
+    """(best t, objective there) for :func:`composition_tilt` and :func:`chernoff_log_mass`: a geometric grid of
+    orders around the composition's Gaussian scale 1 / spread, refined twice around the best."""
     if (delta is None) == (epsilon is None):
         raise ValueError("give exactly one of delta and epsilon")
     if delta is not None:
@@ -570,22 +586,25 @@ def composition_tilt(terms, *, delta: float | None = None, epsilon: float | None
             counts.append(count)
             variance += count * mgf.spread ** 2
     if not mgfs:
-        return 0.0
-    spread = math.sqrt(variance) if variance > 0 else min(mgf.interval for mgf in mgfs)
+        return 0.0, -math.inf
 
     def objective(ts: np.ndarray) -> np.ndarray:
         log_mgf = sum(count * mgf(ts) for mgf, count in zip(mgfs, counts))
         return (log_mgf - target) / ts if delta is not None else log_mgf - target * ts
 
+    spread = math.sqrt(variance) if variance > 0 else min(mgf.interval for mgf in mgfs)
+    at_zero = float(objective(np.array([0.0]))[0]) if epsilon is not None else math.inf
     ts = np.geomspace(1e-4, 1e4, 97) / spread
     for _ in range(3):
         values = objective(ts)
         best = int(np.nanargmin(values))
-        if epsilon is not None and not values[best] < objective(np.array([0.0]))[0]:
-            return 0.0
+        if epsilon is not None and not values[best] < at_zero:
+            return 0.0, at_zero
         low, high = ts[max(best - 1, 0)], ts[min(best + 1, ts.size - 1)]
         ts = np.geomspace(low, high, 33)
-    return float(ts[int(np.nanargmin(objective(ts)))])
+    values = objective(ts)
+    best = int(np.nanargmin(values))
+    return float(ts[best]), float(values[best])
 
 
 # ----- builders ---------------------------------------------------------------------------
@@ -675,18 +694,24 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, tails_rtol)[0]))
     # Tangent slopes: right derivative -Q[L > x] at a segment's left end (alpha = 0: -Q[L > -inf]),
     # left derivative -Q[L >= x] at its right end; the steeper the left end's, the shallower the right's, the safer.
+    # Each segment is measured in units of its width in alpha (v = (alpha - alpha_s) / width in [0, 1]), so only
+    # slope * width enters, formed from logs: at tiny delta Q underflows (Q[L > x] ~ e^-850 at delta ~ 1e-200)
+    # while Q * width ~ delta does not; with Q flushed to 0 the tangents were flat and the chord above h.
     q_finite = float(np.asarray(tails.log_tails(-math.inf)[1]))  # log Q[L > -inf]: the slope at alpha = 0
-    steep = np.concatenate((_exp_bounds([min(q_finite, 0.0)], tails_rtol)[1], _exp_bounds(log_q[:-1], tails_rtol)[1]))
+    log_width = losses + np.concatenate(([0.0], np.full(losses.size - 1, math.log(-math.expm1(-interval)))))
     log_q_at_or_above = log_q if tails.atomless else _chunked_log_tails(tails, np.nextafter(losses, -np.inf))[1]
-    shallow = _exp_bounds(log_q_at_or_above, tails_rtol)[0]
-    width = np.exp(losses) * np.concatenate(([1.0], np.full(losses.size - 1, -math.expm1(-interval))))
-    # A third tangent inside each segment, at x_{s-1} + interval / 2 (alpha_0 / 2 in the first): it halves the lowering.
+    steep = _scaled_exp_bounds(np.concatenate(([min(q_finite, 0.0)], log_q[:-1])), log_width, tails_rtol)[1]
+    shallow = _scaled_exp_bounds(log_q_at_or_above, log_width, tails_rtol)[0]
+    # A third tangent inside each segment, at x_{s-1} + interval / 2 (alpha_0 / 2 in the first): it halves the
+    # lowering.  Its offset in the segment is (e^{h/2} - 1) / (e^h - 1) = 1 / (e^{h/2} + 1) of the width (1/2 in
+    # the first).
     middles = np.concatenate(([losses[0] - math.log(2.0)], losses[1:] - interval / 2))
-    mid_offset = np.exp(middles) - np.concatenate(([0.0], np.exp(losses[:-1])))
+    mid_offset = np.concatenate(([0.5], np.full(losses.size - 1, 1 / (math.exp(interval / 2) + 1))))
     mid_log_p, mid_log_q = _chunked_log_tails(tails, middles)
-    mid_slope_low, mid_slope_high = _exp_bounds(mid_log_q, tails_rtol)
+    mid_slope_low, mid_slope_high = _scaled_exp_bounds(mid_log_q, log_width, tails_rtol)
     middle = (mid_offset, _excess_bounds(mid_log_p, mid_log_q, middles, tails_rtol)[0],
-              (mid_slope_low + mid_slope_high) / 2, (mid_slope_high - mid_slope_low) / 2)
+              (mid_slope_low + mid_slope_high) / 2, (mid_slope_high - mid_slope_low) / 2 * (1 + 4 * U))
+    width = np.ones(losses.size)
     left, right = _segment_limits(curve[:-1], curve[1:], width, steep, shallow, *middle)
     candidates = np.concatenate((np.minimum(right[:-1], left[1:]), [0.0]))
     values = _lower_hull_at_grid(left[0], candidates, losses)
@@ -700,6 +725,7 @@ def _segment_limits(start: np.ndarray, end: np.ndarray, width: np.ndarray, steep
                     mid_slope_error: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Largest values at both ends of each segment keeping the chord below the tangents' envelope.
 
+    (The builder passes width 1 and slopes times widths: the same lines in units of the segment's width.)
     In u = alpha - alpha_s in [0, width], three lines lie below the convex h: the tangents at the ends,
     start - steep u and end + shallow (width - u), and one at u = mid_offset, mid_value - mid_slope (u -
     mid_offset), lowered by mid_slope_error width for its slope's uncertainty.  The chord minus their
@@ -843,6 +869,20 @@ def _exp_bounds(log_values: ArrayLike, rtol: float) -> tuple[np.ndarray, np.ndar
     return values * (1 - spread), values * (1 + spread)
 
 
+def _scaled_exp_bounds(log_values: np.ndarray, log_scale: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) bounds on e^{y + s} for y relatively accurate to rtol and an exactly meant scale s (given
+    rounded): e^y's bounds as in :func:`_exp_bounds`, formed as one exponential so that neither factor underflows
+    or overflows alone, plus the rounding of y + s and of exp."""
+    log_values = np.asarray(log_values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        finite = log_values > -np.inf
+        spread = np.where(finite, rtol + LOG_ROUNDING * U * (np.abs(log_values) + 4), 0.0)
+        exponent = np.where(finite, log_values + log_scale, -np.inf)
+        rounding = 8 * U * (4 + np.abs(np.where(finite, log_values, 0.0)) + np.abs(log_scale))
+        values = np.exp(exponent)
+    return values * (1 - spread) * (1 - rounding), values * (1 + spread) * (1 + rounding)
+
+
 def _excess_bounds(log_p: np.ndarray, log_q: np.ndarray, at: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
     """Bounds on P[L > x] - e^at Q[L > x] = P[L > x] (1 - e^g), g = at + log Q - log P <= 0 (at <= x).
 
@@ -883,9 +923,12 @@ def _lower_hull_at_grid(origin: float, candidates: np.ndarray, losses: np.ndarra
     of the segments' slopes weighted by their widths (pool adjacent violators: a pool's mean is the chord's
     slope), so its vertices are where the pools start; the hull is read off the candidates at those vertices.
     Equal alphas (a grid finer than the rounding of e^x) take Andrew's monotone chain instead.  Rounding
-    only costs tightness: the caller clips the result to the candidates.
+    only costs tightness: the caller clips the result to the candidates.  The hull does not change when alpha
+    is scaled, so alpha is measured in units of e^{x_ref}, x_ref as high as the first point allows (<= 690 above
+    it): the slopes, down to about Q[L > x] e^{x_ref} (Q ~ 1e-326 where delta ~ 1e-300 at eps 60), stay normal.
     """
-    alphas = np.concatenate(([0.0], np.exp(losses)))
+    reference = min(float(losses[-1]), float(losses[0]) + 690.0)
+    alphas = np.concatenate(([0.0], np.exp(losses - reference)))
     values = np.concatenate(([origin], candidates))
     widths = np.diff(alphas)
     if np.all(widths > 0):
@@ -1353,14 +1396,22 @@ def _fft_size(length: int) -> int:
 
 
 def _check_size(points: int, what: str) -> None:
+    """Refuse (PLDTooLargeError) more than MAX_GRID_POINTS points (``points`` may be a capped count)."""
     if points > MAX_GRID_POINTS:
         raise PLDTooLargeError(
-            f"{what} needs more than {MAX_GRID_POINTS:.3g} grid points ({points:.3g} or more); use a coarser "
+            f"{what} needs more than {MAX_GRID_POINTS:.3g} grid points (the limit); use a coarser "
             "value_discretization_interval, a larger tail_mass, or the analytic engine (method='contour')")
 
 
 def _tail_tolerance(value) -> float:
     return check.in_interval("tail_mass_truncation", value, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _common_tilt(first: DiscretePLD, second: DiscretePLD) -> float:
+    """The smaller positive tilt of two PLDs (0 if neither has one): converting an error's tilted norm down to a
+    smaller tilt costs at most a factor 2, up to a larger one a factor e^{(difference) x_top}."""
+    tilts = [pld_.tilt for pld_ in (first, second) if pld_.tilt > 0]
+    return min(tilts, default=0.0)
 
 
 def _tilt_argument(tilt) -> float:
