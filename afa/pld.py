@@ -627,7 +627,8 @@ def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
     first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
     inf_mass = tails.inf_mass
     if pessimistic:
-        upper = _exp_bounds(_grid_log_tails(tails, interval, first, losses.size)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
+        log_tails = _grid_log_tails(tails, interval, first, losses.size)[0]
+        upper = _exp_bounds(log_tails, tails_rtol)[1]  # >= P[x_i < L < inf]
         tail_values = np.concatenate(([1.0], (upper + inf_mass) * (1 + 2 * U)))
     else:
         below = np.nextafter(losses, -np.inf)  # P[L >= x_i] = P[L > x_i^-]
@@ -987,8 +988,15 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
             _direct_power_cost(weights.size, count) <= DIRECT_POWER_LIMIT:
         budget.reserve(4 * 8 * count * weights.size, "the direct convolutions of a PLD's power")
         values, relative, underflow = _power_by_convolution(weights, count)
-        return DiscretePLD(h, count * int(positions[0]), values, min(1.0, composed_inf), base.pessimistic,
-                           relative_error=(1 + rho) * (1 + relative) - 1, error=error + underflow)
+        powered = DiscretePLD(h, count * int(positions[0]), values, min(1.0, composed_inf), base.pessimistic,
+                              relative_error=(1 + rho) * (1 + relative) - 1)
+        decay = tilt if tilt else base.tilt
+        if decay > 0 and base.error > 0:  # the base's error keeps its tilted norm through the power
+            top = float(powered.losses[-1])
+            log_tilted = np.logaddexp(_power_error(_log_mgf_of(base, decay), base.log_tilted_error(decay), count,
+                                                   log=True), _log_or_minus_inf(underflow) + decay * top)
+            return _with_error(powered, error + underflow, float(log_tilted), decay)
+        return dataclasses.replace(powered, error=error + underflow)
     mgf = _LogMGF(weights, h, int(positions[0]))
     window = functools.partial(_WindowPlan, mgf, count, tolerance, rounding_tolerance, h, int(positions[0]),
                                int(positions[-1]))
@@ -1012,7 +1020,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
     losses = h * np.arange(plan.bottom, plan.top + 1)
     log_tilted = -math.inf
     if plan.tilt > 0 and base.error > 0:
-        log_tilted = _power_error(count * mgf(plan.tilt)[0], base.log_tilted_error(plan.tilt), count, log=True)
+        log_tilted = _power_error(mgf(plan.tilt)[0], base.log_tilted_error(plan.tilt), count, log=True)
     fresh, fresh_log_tilted = plain_error, _log_or_minus_inf(plain_error) + plan.tilt * float(losses[-1])
     if plan.tilt > 0:  # from the switch point up, the untilted tilted power (module docstring)
         budget.check("the tilted power of a PLD")
@@ -1024,13 +1032,15 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
                                                        if tilted_l1 > 0 else -math.inf, plan.tilt)
         if start < length:
             values[start:] = tilted[start:] * np.exp(normalizer - plan.tilt * losses[start:])
-            rounding = max(rounding, tilted_rounding + 4 * U * (4 + abs(normalizer) + plan.tilt * np.max(np.abs(losses))))
+            untilting = 4 * U * (4 + abs(normalizer) + plan.tilt * float(np.max(np.abs(losses))))
+            rounding = max(rounding, tilted_rounding + untilting)
     if base.pessimistic:
         values[0] += plan.lower_mass
         composed_inf += plan.upper_mass
+    relative = (1 + rho) * (1 + rounding + 2 * U * (abs(count * mgf(0.0)[0]) + 4)) - 1
     return _with_error(DiscretePLD(h, plan.bottom, values, min(1.0, composed_inf), base.pessimistic,
-                                   relative_error=(1 + rho) * (1 + rounding + 2 * U * (abs(count * mgf(0.0)[0]) + 4)) - 1),
-                       error + fresh, np.logaddexp(log_tilted, fresh_log_tilted), plan.tilt)
+                                   relative_error=relative),
+                       error + fresh, float(np.logaddexp(log_tilted, fresh_log_tilted)), plan.tilt)
 
 
 def _power_error(log_mass: float, log_error: float, count: int, log: bool = False) -> float:
