@@ -9,8 +9,17 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 
 import numpy as np
+
+#: The largest count (``times``, ``steps``, ``k``) accepted: 2**53, the last integer every count
+#: below which is exact as a float (the engines multiply log-MGFs by counts in floating point).
+MAX_COUNT = 2 ** 53
+#: The largest privacy-loss magnitude accepted, per use and composed (a loss value, its mean or its
+#: variance): the engines add, scale and exponentiate losses in double precision, and 1e300 leaves
+#: them a margin of 1e8 below overflow.
+MAX_LOSS = 1e300
 
 
 def real_number(name: str, value) -> float:
@@ -54,8 +63,8 @@ def in_interval(name: str, value, low: float, high: float, *, low_open: bool = F
     return value
 
 
-def positive_integer(name: str, value, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (floats with an integral value are accepted)."""
+def positive_integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer in [``minimum``, ``maximum``] (floats with an integral value are accepted)."""
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, got {value!r}")
     if isinstance(value, (numbers.Integral, np.integer)):
@@ -64,19 +73,39 @@ def positive_integer(name: str, value, minimum: int = 1) -> int:
         result = int(value)
     else:
         raise TypeError(f"{name} must be an integer, got {value!r}")
-    if result < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {result}")
+    if result < minimum or (maximum is not None and result > maximum):
+        allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {_integer_text(maximum)}]"
+        raise ValueError(f"{name} must be an integer {allowed}, got {_integer_text(result)}")
     return result
 
 
+def _integer_text(value: int) -> str:
+    """``value`` in full when short, else in scientific notation (a 400-digit count is not read)."""
+    text = str(value)
+    if len(text) <= 20:
+        return text if value != MAX_COUNT else "2**53"
+    return f"about 1e{len(text.lstrip('-')) - 1}" if value > 0 else f"about -1e{len(text) - 2}"
+
+
 def real_array(name: str, values) -> np.ndarray:
-    """A numpy float array with no NaN or infinity."""
+    """A numpy float array with no NaN or infinity (of any shape; booleans, strings and None are refused)."""
     try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"{name} must be real numbers, got {values!r}") from error
+        raw = np.asarray(values)
+    except ValueError as error:  # ragged nesting
+        raise TypeError(f"{name} must be an array of real numbers, got {reprlib.repr(values)}") from error
+    if raw.dtype.kind == "O":
+        reals = all(isinstance(value, (numbers.Real, np.floating, np.integer)) and not isinstance(value, bool)
+                    for value in raw.flat)
+    else:
+        reals = raw.dtype.kind in "iuf"
+    if not reals:
+        raise TypeError(f"{name} must be real numbers, got {reprlib.repr(values)}")
+    try:
+        array = raw.astype(float)
+    except OverflowError as error:  # an integer beyond the float range
+        raise ValueError(f"{name} must be finite (no NaN or infinity), got {reprlib.repr(values)}") from error
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite (no NaN or infinity), got {values!r}")
+        raise ValueError(f"{name} must be finite (no NaN or infinity), got {reprlib.repr(values)}")
     return array
 
 
@@ -86,7 +115,7 @@ def probability_vector(name: str, values) -> np.ndarray:
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-d sequence of probabilities")
     if np.any(array < 0) or np.any(array > 1):
-        raise ValueError(f"{name} must contain probabilities in [0, 1], got {values!r}")
+        raise ValueError(f"{name} must contain probabilities in [0, 1], got {reprlib.repr(values)}")
     total = float(array.sum())
     if abs(total - 1.0) > 1e-9:
         raise ValueError(f"{name} must sum to 1, sums to {total!r}")
@@ -95,6 +124,6 @@ def probability_vector(name: str, values) -> np.ndarray:
 
 def choice(name: str, value, allowed: tuple[str, ...]) -> str:
     """One of the strings in ``allowed``."""
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {reprlib.repr(value)}")
     return value

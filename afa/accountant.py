@@ -16,6 +16,7 @@ import numpy as np
 import sympy
 
 from . import _validation as check
+from . import budget as budgets
 from .composition import ComposedLoss
 from .contour import MAX_NUMERIC_NODES
 from .discrete import CompositionTooLargeError
@@ -31,6 +32,8 @@ from .engines import (
     upper_delta,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .budget import Budget, BudgetExceededError
+from .pld import LOSS_LIMIT, PLDTooLargeError
 from .results import AccuracyError, Result, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
@@ -39,42 +42,84 @@ METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
 #: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.
 STEP_RESOLUTION = 20.0
-#: What 'auto' tries, in order, after the contour method refuses a query (see Accountant._run).
+#: What 'auto' tries, in order, after its first choice and the contour method refuse a query (see Accountant._run).
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
+#: The share of the time left that 'auto' gives each engine but the last.
+AUTO_SHARE = 0.5
 #: A certified fallback's bracket wider than this (relative) makes 'auto' retry the contour method with
 #: WIDE_NUMERIC_NODES nodes per sum (e.g. DP-SGD q = 0.001, k = 1e5 at delta = 1e-10: PLD width 4 %).
 AUTO_BRACKET_RTOL = 1e-2
 WIDE_NUMERIC_NODES = 64 * MAX_NUMERIC_NODES
 #: Engine key of the contour method with that budget.
 WIDE_CONTOUR = "contour (wide node budget)"
+#: Allowed value_discretization_interval: from where the grid's indices of losses up to LOSS_LIMIT would
+#: leave the integers exact in floating point (with a margin) to the PLD's widest step.
+INTERVAL_RANGE = (1e-12, LOSS_LIMIT / 2)
 
 
 class Accountant:
     """Compose mechanisms and query the tight (epsilon, delta) of the composition.
 
-    >>> acc = Accountant().compose(Gaussian(sigma=1.0), times=1000)
-    >>> round(acc.epsilon(1e-5), 4)   # doctest: +SKIP
+    Parameters
+    ----------
+    neighboring : {"add_remove", "substitution"}
+        The neighbouring relation of the datasets.
+    value_discretization_interval : float, optional
+        Grid step of the privacy loss for ``method="pld"`` (default: chosen per composition).
+    budget : Budget, optional
+        Time and memory limits of each query (default ``Budget()``: 30 s).  A query that exceeds
+        them raises :class:`afa.BudgetExceededError` naming what was tried.
+
+    Notes
+    -----
+    The numbers a user reads -- :meth:`epsilon`, :meth:`delta`, :meth:`privacy_profile` -- are the
+    upper ends of the answers' bounds: never below what those bounds allow for the truth.  The
+    ``*_result`` methods return the best estimate in ``Result.value`` beside its bounds.
+
+    Examples
+    --------
+    >>> acc = Accountant().compose(Gaussian(sigma=10.0), times=100)
+    >>> round(acc.epsilon(1e-5), 4)
+    4.3772
     """
 
-    def __init__(self, neighboring: str = "add_remove", value_discretization_interval: float | None = None):
+    def __init__(self, neighboring: str = "add_remove", value_discretization_interval: float | None = None,
+                 budget: Budget | None = None):
         self.neighboring = check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         if value_discretization_interval is not None:
-            value_discretization_interval = check.positive("value_discretization_interval",
-                                                           value_discretization_interval)
+            value_discretization_interval = check.in_interval("value_discretization_interval",
+                                                              value_discretization_interval, *INTERVAL_RANGE)
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(f"budget must be an afa.Budget, got {type(budget).__name__}")
+        #: Time and memory limits of each query.
+        self.budget = Budget() if budget is None else budget
         #: Grid step of the loss for method='pld' (None: chosen per composition, see _pld_interval).
         self.value_discretization_interval = value_discretization_interval
         self._counts: dict[Mechanism, int] = {}
         self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
         self._engines: dict[str, list] = {}
+        self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
     def compose(self, mechanism: Mechanism, times: int = 1) -> "Accountant":
         """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
-        if not isinstance(mechanism, Mechanism):
-            raise TypeError(f"mechanism must be an afa mechanism, got {type(mechanism).__name__}")
-        times = check.positive_integer("times", times)
-        self._losses[mechanism] = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
-        self._counts[mechanism] = self._counts.get(mechanism, 0) + times
+        if not isinstance(mechanism, Mechanism) or type(mechanism)._losses is Mechanism._losses:
+            raise TypeError(f"mechanism must be an afa mechanism defining its privacy losses (Gaussian, Laplace, "
+                            f"...), got {type(mechanism).__name__}")
+        times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
+        losses = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
+        total = self._counts.get(mechanism, 0) + times
+        if total > check.MAX_COUNT:
+            raise ValueError(f"times is out of range: {mechanism!r} would be used {total} times in all, "
+                             f"above 2**53")
+        magnitude = self._loss_magnitude + times * _loss_magnitude(mechanism, losses)
+        if not magnitude <= check.MAX_LOSS:
+            raise ValueError(f"times is out of range: {times} uses of {mechanism!r} bring the composed privacy "
+                             f"loss to about {magnitude:.3g} (the sum over uses of each one's largest |loss|, "
+                             f"|mean| or variance), above the {check.MAX_LOSS:g} the accountant computes with")
+        self._losses[mechanism] = losses
+        self._counts[mechanism] = total
+        self._loss_magnitude = magnitude
         self._engines.clear()
         return self
 
@@ -127,6 +172,8 @@ class Accountant:
             isinstance(m, Gaussian) or not losses[0].continuous for m, losses in self._losses.items())
 
     def _resolve(self, method: str) -> str:
+        if method == WIDE_CONTOUR:  # internal: auto's retry of a wide certified bracket
+            return method
         check.choice("method", method, METHODS)
         if not self._counts:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
@@ -182,7 +229,13 @@ class Accountant:
             return self.value_discretization_interval
         narrowest = min(math.sqrt(max(term.cumulants[1], 0.0)) or math.inf for term in loss.terms)
         interval = min(DEFAULT_INTERVAL, narrowest / STEP_RESOLUTION)
-        return max(interval, 2 * PLD_SPREAD * math.sqrt(max(loss.cumulants[1], 0.0)) / PLD_POINTS)
+        spread = math.sqrt(max(loss.cumulants[1], 0.0))
+        interval = max(interval, 2 * PLD_SPREAD * spread / PLD_POINTS)
+        if not interval <= INTERVAL_RANGE[1]:
+            raise PLDTooLargeError(f"method='pld' cannot hold this composition: its privacy loss spreads over a "
+                                   f"standard deviation of {spread:.3g}, which {PLD_POINTS} grid points cover only "
+                                   f"with a step of {interval:.3g}, above the largest {INTERVAL_RANGE[1]:g}")
+        return interval
 
     def _single_use_engine(self, index: int) -> ClosedFormEngine:
         tails = self._single_use().loss_tails(self.neighboring)[index]
@@ -193,21 +246,31 @@ class Accountant:
         """delta(epsilon) with its bounds and error estimate (of one ``direction`` if given, else the maximum)."""
         epsilon = check.real_number("epsilon", epsilon)
         value, lower, upper, error, name = self._profile(np.array([epsilon]), method, direction)
-        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), name,
+        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), _label(name),
                       certified=name in CERTIFIED_METHODS)
 
     def delta(self, epsilon: float, method: str = "auto") -> float:
-        """The tight delta(epsilon) of the composition."""
-        return self.delta_result(epsilon, method).value
+        """The tight delta(epsilon) of the composition: the upper end of :meth:`delta_result`'s bounds
+        (never below what they allow for the truth)."""
+        return self.delta_result(epsilon, method).upper
 
-    def privacy_profile(self, epsilons, method: str = "auto", direction: str | None = None) -> np.ndarray:
-        """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes).
+    def privacy_profile(self, epsilons, method: str = "auto", direction: str | None = None, *,
+                        estimate: bool = False) -> np.ndarray:
+        """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes): the upper ends of
+        the bounds, as :meth:`delta` reads them, or with ``estimate=True`` the best estimates
+        (``Result.value``), e.g. to locate a maximiser.
 
         ``direction`` (one of :attr:`directions`) gives that direction's hockey-stick divergence
         alone, e.g. H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (papers/002 Lemma 37).
         """
         epsilons = check.real_array("epsilons", epsilons)
-        return self._profile(epsilons.ravel(), method, direction)[0].reshape(epsilons.shape)
+        if epsilons.size == 0:  # nothing to compute; the options are still checked
+            self._resolve(method)
+            if direction is not None:
+                check.choice("direction", direction, self.directions)
+            return epsilons
+        values = self._profile(epsilons.ravel(), method, direction)[0 if estimate else 2]
+        return values.reshape(epsilons.shape)
 
     def _truncated_mass(self) -> float:
         """An upper bound on the mass the composition's truncated mechanisms (DiscreteGaussian) send to
@@ -215,35 +278,60 @@ class Accountant:
         return float(sum(count * mechanism.truncated_mass for mechanism, count in self._counts.items()))
 
     def _run(self, method: str, query, relative_width: Callable | None = None):
-        """(engine name, query(engines)).
+        """(engine name, query(engines)) under this accountant's budget.
 
-        Under 'auto' a contour refusal (a loss piled up near one value, a CF decaying slowly) falls
-        back to the discretized PLD (a certified bracket), then to the real line, then to papers/002
-        Algorithm 2 (one subsampled mechanism); each is skipped when it cannot serve the composition.
-        A certified answer whose ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the
-        contour method with a larger node budget, whose answer (relative accuracy) replaces it.
+        A named method answers or refuses.  Under 'auto' the candidates are tried in order -- the
+        first choice of :meth:`_resolve` (closed forms, else the contour), then the contour and
+        AUTO_FALLBACKS -- each with AUTO_SHARE of the time left (the last with all of it), so no
+        engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
+        engine that cannot serve the composition) moves on to the next.  A certified answer whose
+        ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the contour method with a
+        larger node budget; a certified answer with an infinite upper bound lets the remaining
+        engines try for a finite one; when no engine does better, the best certified answer is the
+        result.  When nothing answers, the AccuracyError lists what was tried.
         """
-        name = self._resolve(method)
-        try:
-            return name, query(self._engines_for(name))
-        except AccuracyError:
-            if method != "auto" or name != "contour":
-                raise
-        failures = []
-        for fallback in AUTO_FALLBACKS:
+        with budgets.limits(self.budget):
+            if method != "auto":
+                name = self._resolve(method)
+                engines = self._engines_for(name)
+                budgets.check(f"preparing method={name!r}")
+                return name, query(engines)
+            return self._run_auto(query, relative_width)
+
+    def _run_auto(self, query, relative_width: Callable | None):
+        first = self._resolve("auto")
+        candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS if name != first]
+        failures, kept, wide_tried = [], None, False
+        while candidates:
+            name = candidates.pop(0)
+            share = budgets.remaining() * (AUTO_SHARE if candidates else 1.0)
             try:
-                answer = query(self._engines_for(fallback))
-            except (AccuracyError, ValueError, NotImplementedError) as error:
-                failures.append(f"{fallback}: {error}")
+                with budgets.limits(seconds=share):
+                    engines = self._engines_for(name)
+                    budgets.check(f"preparing method={_label(name)!r}")
+                    answer = query(engines)
+            except BudgetExceededError as error:
+                failures.append(f"{name}: {error}")
+                if budgets.remaining() <= 0:
+                    break
                 continue
-            if fallback in CERTIFIED_METHODS and relative_width is not None and \
-                    relative_width(answer) > AUTO_BRACKET_RTOL:
-                try:
-                    return "contour", query(self._engines_for(WIDE_CONTOUR))
-                except AccuracyError:
-                    pass
-            return fallback, answer
-        raise AccuracyError("no method answers this query for this composition; " + "; ".join(failures))
+            except (AccuracyError, ValueError, NotImplementedError) as error:
+                failures.append(f"{name}: {error}")
+                continue
+            width = relative_width(answer) if relative_width is not None else 0.0
+            if name not in CERTIFIED_METHODS or width <= AUTO_BRACKET_RTOL:
+                return name, answer
+            if kept is None or width < kept[2]:
+                kept = (name, answer, width)
+            if not wide_tried:  # a finite but wide bracket: only the wide contour may beat it
+                wide_tried = True
+                candidates = [WIDE_CONTOUR] + (candidates if math.isinf(width) else [])
+            elif math.isfinite(width):
+                break
+        if kept is not None:
+            return kept[0], kept[1]
+        error = BudgetExceededError if budgets.remaining() <= 0 else AccuracyError
+        raise error("no method answers this query for this composition; " + "; ".join(failures))
 
     def _profile(self, epsilons: np.ndarray, method: str, direction: str | None = None):
         if direction is None:
@@ -279,11 +367,12 @@ class Accountant:
             _, solutions = self._run(name, lambda engines: _solve_directions(engines, min(widened, 0.5 * (1 + delta))))
             lower = min(lower, max(solution[1] for solution in solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
-        return Result(value, lower, upper, error, name, certified=name in CERTIFIED_METHODS)
+        return Result(value, lower, upper, error, _label(name), certified=name in CERTIFIED_METHODS)
 
     def epsilon(self, delta: float, method: str = "auto") -> float:
-        """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity)."""
-        return self.epsilon_result(delta, method).value
+        """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity): the
+        upper end of :meth:`epsilon_result`'s bounds (never below what they allow for the truth)."""
+        return self.epsilon_result(delta, method).upper
 
     def epsilon_bounds(self, delta: float, method: str = "auto") -> tuple[float, float]:
         """(lower, upper) on epsilon(delta) from the engine's error estimate."""
@@ -329,6 +418,8 @@ class Accountant:
         direction = self.directions[0] if direction is None else check.choice("direction", direction, self.directions)
         xs = check.real_array("x", x)
         self._resolve("quadrature")
+        if xs.size == 0:  # nothing to invert (as privacy_profile([]))
+            return (xs, 0.0) if with_error else xs
         index = self.directions.index(direction)
         engines = self._engines_for("quadrature")
         values, error = engines[min(index, len(engines) - 1)].inversion.cdf(xs)
@@ -338,6 +429,25 @@ class Accountant:
     def __repr__(self) -> str:
         items = ", ".join(f"{m!r} x{count}" for m, count in self._counts.items())
         return f"Accountant(neighboring={self.neighboring!r}, [{items}])"
+
+
+def _label(name: str) -> str:
+    """The method name a result reports (the wide-budget contour is the contour method)."""
+    return "contour" if name == WIDE_CONTOUR else name
+
+
+def _loss_magnitude(mechanism: Mechanism, losses: tuple) -> float:
+    """The largest |loss value|, |mean| or variance of one use over both directions (mu^2 for a Gaussian)."""
+    if isinstance(mechanism, Gaussian):
+        return mechanism.mu ** 2
+    largest = 0.0
+    for loss in losses:
+        if loss.atoms.size:
+            largest = max(largest, abs(float(loss.atoms.losses[0])), abs(float(loss.atoms.losses[-1])))
+        if loss.continuous:
+            mean, variance = loss.cumulants
+            largest = max(largest, abs(mean), variance)
+    return largest
 
 
 def _solve_directions(engines, delta: float) -> list[tuple[float, float, float]]:

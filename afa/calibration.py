@@ -20,21 +20,29 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 from scipy.optimize import brentq
 
 from . import _validation as check
+from . import budget as budgets
 from . import exact
 from .accountant import Accountant
-from .mechanisms import NEIGHBORING_RELATIONS, Gaussian
+from .budget import Budget, BudgetExceededError
+from .mechanisms import MAX_MU, NEIGHBORING_RELATIONS, Gaussian
 from .results import AccuracyError
+from .subsampling import MAX_SUBSAMPLED_SHIFT
 
 #: PLD grid step for the search's estimates (the final checks use the accountant's default).
 SEARCH_INTERVAL = 1e-3
 #: Bracket growth factor and the most growth steps before giving up.
 GROWTH, MAX_GROWTH = 2.0, 60
+#: The search's gap |log delta(target) - log delta| is clipped here (delta(target) may be 0 or subnormal).
+MAX_LOG_GAP = 1e4
+#: Default time budget of one whole calibration (each of its queries also keeps its accountant's budget).
+CALIBRATION_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -64,59 +72,97 @@ def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: fl
     Solves delta_Gauss(epsilon; mu) = delta for mu (papers/004 Thm 5; delta increases with mu)
     and returns sensitivity sqrt(steps) / mu, to about 1e-12 relative.
     """
-    epsilon = check.non_negative("epsilon", epsilon)
+    epsilon = check.in_interval("epsilon", epsilon, 0.0, check.MAX_LOSS)
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    steps = check.positive_integer("steps", steps)
+    steps = check.positive_integer("steps", steps, maximum=check.MAX_COUNT)
     sensitivity = check.positive("sensitivity", sensitivity)
     log_delta = math.log(delta)
 
     def gap(log_mu: float) -> float:
-        return float(exact.gaussian_log_delta(epsilon, math.exp(log_mu))) - log_delta
+        return _clip(float(exact.gaussian_log_delta(epsilon, math.exp(log_mu))) - log_delta)
 
-    low, high = _bracket(gap, 0.0, increasing=True)
+    # Each use's sensitivity / sigma = mu / sqrt(steps) must stay <= MAX_MU (Gaussian's range).
+    top = math.log(MAX_MU) + 0.5 * math.log(steps)
+    low, high = _bracket(gap, 0.0, True, (-math.inf, top),
+                         lambda side, _: f"epsilon={epsilon:g} and delta={delta:g} are met by every Gaussian: even "
+                                         f"sensitivity / sigma = {MAX_MU:g}, the largest supported, meets them")
     log_mu = brentq(gap, low, high, xtol=1e-14, rtol=1e-15)
     return sensitivity * math.sqrt(steps) / math.exp(log_mu)
 
 
 def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_probability: float | None = None, *,
                     sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
-                    rtol: float = 1e-3) -> Calibration:
+                    rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
     """The smallest sigma (to ``rtol``) whose upper epsilon(delta) after ``steps`` uses is <= ``target_epsilon``.
 
     The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_probability``
     if given (DP-SGD).  ``method`` defaults to "exact" without subsampling (closed form) and "pld"
     with it (the pessimistic discretized PLD: a certified upper bound); any accountant method may be
-    named, and the answer is then as safe as that method's upper bound.
+    named, and the answer is then as safe as that method's upper bound.  The whole search runs under
+    ``budget`` (default ``Budget(seconds=CALIBRATION_SECONDS)``); exceeding it raises
+    :class:`afa.BudgetExceededError`.
     """
-    steps = check.positive_integer("steps", steps)
-    target_epsilon, delta, rtol, method, build = _common(target_epsilon, delta, sampling_probability, sensitivity,
-                                                         neighboring, method, rtol)
+    steps = check.positive_integer("steps", steps, maximum=check.MAX_COUNT)
+    target_epsilon, delta, rtol, method, build, budget = _common(
+        target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol, budget)
 
     def accountant(sigma: float, interval: float | None = None) -> Accountant:
         return build(sigma, steps, interval)
 
+    # The smallest sigma the mechanism takes (a subsampled Gaussian's shift is bounded, see afa.subsampling).
+    subsampled = sampling_probability is not None and sampling_probability < 1
+    if subsampled and -math.expm1(steps * math.log1p(-sampling_probability)) <= delta:
+        # delta(eps) <= 1 - (1 - q)^steps at every eps >= 0 whatever sigma (see calibrate_sampling_rate).
+        raise ValueError(f"sampling_probability={sampling_probability:g} is so small that every sigma meets the "
+                         f"target: in {steps} steps a record is used with probability "
+                         f"{-math.expm1(steps * math.log1p(-sampling_probability)):.3g} <= delta={delta:g}")
+    smallest = sensitivity / (MAX_SUBSAMPLED_SHIFT if subsampled else MAX_MU)
     start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
     if sampling_probability is not None:
         start *= sampling_probability  # privacy amplification: roughly q times less noise
-    return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=False)
+    start = max(start, smallest * GROWTH ** 2)
+
+    def out_of_range(side: str, sigma: float) -> str:
+        if side == "low":
+            return (f"target_epsilon={target_epsilon:g} is met even by sigma={sigma:g}, the smallest this "
+                    f"{'subsampled ' if subsampled else ''}Gaussian supports: every sigma >= {sigma:g} meets it")
+        return f"no sigma up to {sigma:g} meets target_epsilon={target_epsilon:g} at delta={delta:g}"
+
+    return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=False,
+                      domain=(math.log(smallest), math.inf), out_of_range=out_of_range, budget=budget)
 
 
 def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_probability: float | None = None, *,
                     sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
-                    rtol: float = 1e-3) -> Calibration:
+                    rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
     """The most steps (an integer, to ``rtol``) of Gaussian(sigma) (Poisson-subsampled with
     ``sampling_probability``) whose upper epsilon(delta) is <= ``target_epsilon``; see :func:`calibrate_sigma`.
 
     ``rejected`` is a step count at most about rtol more whose *lower* epsilon exceeds the target.
     """
     sigma = check.positive("sigma", sigma)
-    target_epsilon, delta, rtol, method, build = _common(target_epsilon, delta, sampling_probability, sensitivity,
-                                                         neighboring, method, rtol)
+    target_epsilon, delta, rtol, method, build, budget = _common(
+        target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol, budget)
+    mu = Gaussian(sigma, sensitivity).mu  # sigma's range, checked before the search
+    if sampling_probability is not None and sampling_probability < 1:
+        Gaussian(sigma, sensitivity).poisson_subsampled(sampling_probability)
+    # At most 2**53 uses, and (plain Gaussians) a composed loss variance steps mu^2 <= MAX_LOSS.
+    top = min(math.log(check.MAX_COUNT), math.log(check.MAX_LOSS) - 2 * math.log(mu))
     # Plain Gaussians: steps uses of sigma act like one of sigma / sqrt(steps); subsampling at q about like q^2 fewer.
     one_step = gaussian_sigma(max(target_epsilon, 1e-3), delta, 1, sensitivity)
-    start = (sigma / one_step) ** 2 / (sampling_probability or 1.0) ** 2
-    result = _calibrate(lambda steps, interval=None: build(sigma, max(1, int(steps)), interval), target_epsilon,
-                        delta, math.log(max(start, 1.0)), rtol, method, increasing=True)
+    start = 2 * (math.log(sigma) - math.log(one_step)) - 2 * math.log(sampling_probability or 1.0)
+
+    def out_of_range(side: str, steps: float) -> str:
+        if side == "high":
+            return (f"target_epsilon={target_epsilon:g} is met even after {int(steps)} steps of Gaussian(sigma="
+                    f"{sigma:g}), the most an accountant holds (at most 2**53 uses, a composed loss <= 1e300)")
+        return f"even one step of Gaussian(sigma={sigma:g}) exceeds target_epsilon={target_epsilon:g}"
+
+    def accountant(steps: float, interval: float | None = None) -> Accountant:
+        return build(sigma, min(max(1, int(steps)), check.MAX_COUNT), interval)
+
+    result = _calibrate(accountant, target_epsilon, delta, min(max(start, 0.0), top), rtol, method, increasing=True,
+                        domain=(0.0, top), out_of_range=out_of_range, budget=budget)
     if result.value < 1:
         raise ValueError(f"even one step of Gaussian(sigma={sigma:g}) exceeds target_epsilon={target_epsilon:g}")
     # The search ran on the integer counts (piecewise constant in x), so Brent's root is a jump: the safe and
@@ -126,28 +172,46 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
 
 def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,
                             sensitivity: float = 1.0, neighboring: str = "add_remove", method: str = "pld",
-                            rtol: float = 1e-3) -> Calibration:
+                            rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
     """The largest Poisson sampling rate q <= 1 (to ``rtol``) at which ``steps`` uses of Gaussian(sigma) have
     upper epsilon(delta) <= ``target_epsilon``; see :func:`calibrate_sigma`.  q = 1 if even that meets it."""
     sigma = check.positive("sigma", sigma)
-    steps = check.positive_integer("steps", steps)
-    target_epsilon, delta, rtol, method, build = _common(target_epsilon, delta, 0.5, sensitivity, neighboring,
-                                                         method, rtol)
+    steps = check.positive_integer("steps", steps, maximum=check.MAX_COUNT)
+    target_epsilon, delta, rtol, method, build, budget = _common(target_epsilon, delta, 0.5, sensitivity,
+                                                                 neighboring, method, rtol, budget)
+    Gaussian(sigma, sensitivity).poisson_subsampled(0.5)  # sigma's range for a subsampled Gaussian, checked first
 
     def accountant(q: float, interval: float | None = None) -> Accountant:
         return build(sigma, steps, interval, min(q, 1.0))
 
-    full = accountant(1.0).epsilon_result(delta, method=method)
+    with budgets.limits(budget):
+        full = accountant(1.0).epsilon_result(delta, method=method)
     if full.upper <= target_epsilon:
         return Calibration(1.0, float(full.upper), math.inf, rtol, method, full.certified or full.method == "exact")
+    # Whatever the noise, the two sides of a rate-q Poisson subsample's pair share a (1 - q) Q part, so its
+    # hockey-stick divergence is <= q at every eps >= 0: it is dominated by ApproxDP(0, q)'s pair, and steps of
+    # it by that pair composed, whose delta is 1 - (1 - q)^steps (Zhu, Dong & Wang 2022, Thm 10).  The rate
+    # solving 1 - (1 - q)^steps = delta therefore meets the target: a floor for the search.
+    floor = -math.expm1(math.log1p(-delta) / steps)
     # Amplification: rate q needs about q times the noise of the full batch.
-    start = math.log(min(sigma / gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity), 0.5))
-    return _calibrate(accountant, target_epsilon, delta, start, rtol, method, increasing=True)
+    start = min(sigma / gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity), 0.5)
+    start = max(start, floor * GROWTH ** 2)
+
+    def out_of_range(side: str, q: float) -> str:
+        return f"no sampling rate q in [{floor:.4g}, 1] isolates target_epsilon={target_epsilon:g} (at q={q:.4g})"
+
+    return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=True,
+                      domain=(math.log(floor), 0.0), out_of_range=out_of_range, budget=budget)
 
 
-def _common(target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol):
-    """Validated (target_epsilon, delta, rtol, method) and a builder (sigma, steps, interval[, q]) -> Accountant."""
-    target_epsilon = check.non_negative("target_epsilon", target_epsilon)
+def _common(target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol, budget):
+    """Validated (target_epsilon, delta, rtol, method), a builder (sigma, steps, interval[, q]) -> Accountant
+    and the calibration's budget."""
+    if budget is None:
+        budget = Budget(seconds=CALIBRATION_SECONDS)
+    elif not isinstance(budget, Budget):
+        raise TypeError(f"budget must be an afa.Budget, got {type(budget).__name__}")
+    target_epsilon = check.in_interval("target_epsilon", target_epsilon, 0.0, check.MAX_LOSS)
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     sensitivity = check.positive("sensitivity", sensitivity)
     check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
@@ -164,30 +228,52 @@ def _common(target_epsilon, delta, sampling_probability, sensitivity, neighborin
             mechanism = mechanism.poisson_subsampled(q)
         return Accountant(neighboring, value_discretization_interval=interval).compose(mechanism, steps)
 
-    return target_epsilon, delta, rtol, method, build
+    return target_epsilon, delta, rtol, method, build, budget
 
 
 def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float, delta: float, start: float,
-               rtol: float, method: str, increasing: bool) -> Calibration:
+               rtol: float, method: str, increasing: bool, domain: tuple[float, float],
+               out_of_range: Callable[[str, float], str], budget: Budget) -> Calibration:
     """Search with the fast analytic estimate, then certify both ends with ``method``, over x = log(parameter).
 
     Brent's method on log delta(target_epsilon) - log delta (the 'auto' estimate) gives the crossing;
     the returned parameter is rtol / 4 beyond it on the safe side, moved on until ``method``'s
     *upper* delta at target_epsilon is <= delta (so its upper epsilon(delta) is <= target), and
     the rejected one rtol before it is checked to have ``method``'s *lower* delta above delta.
-    ``increasing``: whether delta grows with the parameter (steps, q) or falls (sigma).
+    ``increasing``: whether delta grows with the parameter (steps, q) or falls (sigma).  The search stays
+    in ``domain`` (of x); ``out_of_range(side, parameter)`` words the error when the crossing lies beyond
+    its "low" or "high" end.  Each (x, method, side) is evaluated once.
     """
+    deadline = time.monotonic() + budget.seconds
+    try:
+        with budgets.limits(budget):
+            return _search(accountant, target_epsilon, delta, start, rtol, method, increasing, domain, out_of_range)
+    except BudgetExceededError as error:
+        if time.monotonic() < deadline:  # a query's own budget ran out: the accountant's message says so
+            raise
+        raise BudgetExceededError(f"the calibration ran out of its time budget ({budget.seconds:g} s) during: "
+                                  f"{error}; raise it with budget=afa.Budget(seconds=...)") from None
+
+
+def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, domain, out_of_range) -> Calibration:
+    """The body of :func:`_calibrate`, run under its budget."""
     log_delta = math.log(delta)
+    known: dict[tuple[float, str, str], float] = {}
 
     def gap(x: float, use: str = "auto", side: str = "value") -> float:
-        # The search may fall back to a coarse PLD (its midpoint is estimate enough); the checks use the default grid.
+        if (x, use, side) in known:
+            return known[x, use, side]
+        # The search may fall back to a coarse PLD (its midpoint is estimate enough); the checks use the
+        # default grid.
         interval = SEARCH_INTERVAL if use == "auto" else None
         result = accountant(math.exp(x), interval).delta_result(target_epsilon, method=use)
         gap.certified = gap.certified and (result.certified or result.method == "exact")
-        return math.log(max(getattr(result, side), 1e-320)) - log_delta
+        value = getattr(result, side)
+        known[x, use, side] = _clip(math.log(value) - log_delta if value > 0 else -math.inf)
+        return known[x, use, side]
     gap.certified = True
 
-    low, high = _bracket(gap, start, increasing)
+    low, high = _bracket(gap, start, increasing, domain, lambda side, x: out_of_range(side, math.exp(x)))
     root = brentq(gap, low, high, xtol=rtol / 8, rtol=1e-15)
     toward_safety = -rtol / 4 if increasing else rtol / 4
     safe = root + toward_safety
@@ -207,16 +293,29 @@ def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float,
     return Calibration(value, epsilon_upper, math.exp(unsafe), rtol, method, gap.certified)
 
 
-def _bracket(gap: Callable[[float], float], start: float, increasing: bool) -> tuple[float, float]:
-    """(low, high) around the root of a monotone ``gap`` (increasing or not), grown geometrically from ``start``."""
-    low, high = start - math.log(GROWTH), start + math.log(GROWTH)
+def _clip(log_gap: float) -> float:
+    """The search's gap, finite for Brent's method (delta(target) may be 0, or above a subnormal delta)."""
+    return min(max(log_gap, -MAX_LOG_GAP), MAX_LOG_GAP)
+
+
+def _bracket(gap: Callable[[float], float], start: float, increasing: bool, domain: tuple[float, float],
+             out_of_range: Callable[[str, float], str]) -> tuple[float, float]:
+    """(low, high) around the root of a monotone ``gap`` (increasing or not), moved geometrically from ``start``
+    within ``domain``; a ValueError worded by ``out_of_range(side, x)`` if the root lies beyond its end ``side``."""
+    width = 2 * math.log(GROWTH)
+    low = min(max(start - width / 2, domain[0]), domain[1] - width)
+    low, high = max(low, domain[0]), min(low + width, domain[1])
     for _ in range(MAX_GROWTH):
         g_low, g_high = gap(low), gap(high)
         if (g_low > 0) != (g_high > 0):
             return low, high
-        width = high - low
         if (g_low > 0) == increasing:  # both above the root's level on its rising side: go down
-            low, high = low - width, high - width
+            if low <= domain[0]:
+                raise ValueError(out_of_range("low", low))
+            low, high = max(low - width, domain[0]), low
         else:
-            low, high = low + width, high + width
-    raise ValueError("no parameter meets the target within e^60 of the start; check target_epsilon and delta")
+            if high >= domain[1]:
+                raise ValueError(out_of_range("high", high))
+            low, high = high, min(high + width, domain[1])
+    side = "low" if (gap(low) > 0) == increasing else "high"
+    raise ValueError(out_of_range(side, low if side == "low" else high))

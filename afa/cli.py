@@ -34,10 +34,13 @@ add_remove; a spec file's own value is used unless the flag is given),
 ``--method {auto,exact,quadrature,contour}`` (default auto) and ``--json``.
 
 Output is one line, e.g.
-``epsilon = 0.84738 for delta = 1e-05 (method: exact, bounds [0.84738, 0.84738])``,
-or with ``--json`` an object with the keys query ("epsilon" or "delta"),
-value, lower, upper, error, method, certified, the input ("delta" or
-"epsilon") and neighboring.  Non-finite numbers (an infinite epsilon when
+``epsilon = 0.84738 for delta = 1e-05 (method: exact, estimate 0.84738, bounds [0.84738, 0.84738])``:
+the headline number is the upper end of the bounds (never below what they allow
+for the truth), followed by the method, its best estimate and the bounds.  With
+``--json`` it is an object with the keys query ("epsilon" or "delta"), reported
+(the headline: the upper bound), value (the estimate), lower, upper, error,
+method, certified, the input ("delta" or "epsilon") and neighboring.
+Non-finite numbers (an infinite epsilon when
 delta is below the mass at infinity) appear as the strings "Infinity",
 "-Infinity" and "NaN", so that the output stays strict JSON.
 
@@ -283,9 +286,14 @@ def _mechanism_from_table(table, where: str) -> tuple[Mechanism, object]:
             raise SpecError(f"{where}: mechanism {name!r} needs key {parameter!r}")
     kwargs = {key: value for key, value in table.items() if key not in ("type", "times", "sampling_rate", "sampling")}
     try:
-        mechanism = _subsampled(cls(**kwargs), table.get("sampling_rate"), table.get("sampling"))
+        mechanism = cls(**kwargs)
     except (ValueError, TypeError, OverflowError) as error:
         raise SpecError(f"{where} ({name}): {_one_line(error)}") from None
+    try:
+        mechanism = _subsampled(mechanism, table.get("sampling_rate"), table.get("sampling"))
+    except (ValueError, TypeError) as error:
+        message = _rename(str(error), {"q": "sampling_rate", "scheme": "sampling"})
+        raise SpecError(f"{where} ({name}): {message}") from None
     return mechanism, table.get("times", 1)
 
 
@@ -432,8 +440,9 @@ def _accountant_from_flags(args) -> Accountant:
     try:
         mechanism = _subsampled(mechanism, args.sampling_rate, args.sampling)
     except (ValueError, TypeError) as error:
-        raise _UsageError(_rename(str(error), {"q": "--sampling-rate", "sampling_rate": "--sampling-rate",
-                                                "scheme": "--sampling"})) from None
+        names = {parameter: flag for flag, parameter in own.items()}
+        names.update({"q": "--sampling-rate", "sampling_rate": "--sampling-rate", "scheme": "--sampling"})
+        raise _UsageError(_rename(str(error), names)) from None
     accountant = Accountant(args.neighboring or "add_remove")
     times = 1 if args.compositions is None else args.compositions
     try:
@@ -477,6 +486,7 @@ def _report(args, accountant: Accountant, result: Result, comparison: dict[str, 
         extra = {} if comparison is None else {"compare": {k: _json_number(v) for k, v in comparison.items()}}
         return json.dumps({**extra,
             "query": args.query,
+            "reported": _json_number(result.upper),
             "value": _json_number(result.value),
             "lower": _json_number(result.lower),
             "upper": _json_number(result.upper),
@@ -486,8 +496,9 @@ def _report(args, accountant: Accountant, result: Result, comparison: dict[str, 
             given: _json_number(value),
             "neighboring": accountant.neighboring,
         })
-    line = (f"{args.query} = {result.value:.10g} for {given} = {value:.10g} "
-            f"(method: {result.method}, bounds [{result.lower:.10g}, {result.upper:.10g}])")
+    line = (f"{args.query} = {result.upper:.10g} for {given} = {value:.10g} "
+            f"(method: {result.method}, estimate {result.value:.10g}, "
+            f"bounds [{result.lower:.10g}, {result.upper:.10g}])")
     if comparison is not None:
         line += "".join(f"\n  {COMPARISONS[key]}: {args.query} = {number:.10g}" for key, number in comparison.items())
     return line

@@ -1,56 +1,140 @@
-"""Finite privacy-loss distributions and their exact composition.
+"""Finite privacy-loss distributions: exact composition, and delta(eps), eps(delta) with error bounds.
 
 A :class:`LossAtoms` is a finite set of privacy-loss values with their
 probabilities (kept as logarithms), the finite part of a privacy loss whose
-remaining mass sits at +infinity.  Composition of independent mechanisms is
-convolution of their privacy-loss distributions (papers/003_83ef780bcc67edb1.txt
-Sec. 2, Observation 3); here it is done exactly, in log space, merging atoms
-whose loss values agree to rounding.  Compositions with no continuous part
-are answered from this representation without any numerical inversion.
+remaining mass sits at +infinity (the caller tracks that mass).  Composition
+of independent mechanisms is convolution of their privacy-loss distributions
+(Google DP team 2025, PLD supplement Sec. 2); here it is done exactly, in log
+space.
+
+Every atom carries what its floating-point computation may have got wrong,
+so that answers come with sound error bounds:
+
+* ``loss_errors[i]``: the true loss value lies within ``losses[i] +- loss_errors[i]``
+  (the rounding of the mechanism's log-ratio, of every sum formed while composing,
+  and the spread of atoms merged into one);
+* ``log_mass_error = (alpha, beta)``: the true log-probability of atom ``i`` lies
+  within ``log_masses[i] +- (alpha + beta |log_masses[i]|)``.
+
+Atoms whose intervals overlap are merged (they may be one atom computed along
+different paths); the merged atom's interval covers them all.
+
+delta(eps) = sum_i w_i (1 - e^{eps - l_i})_+ (Zhu, Dong & Wang 2022, Lemma 37 with
+Def. 36) is evaluated term by term with expm1 (no cancellation of e^eps Q
+against P), with a bound on its error: the rounding of the evaluation, the
+masses' errors and, next to an atom, the atom's position error (a term with
+eps within an atom's position error is known only to w_i * that error).
+eps(delta) searches the sorted atoms for the interval where delta crosses the
+target, solves delta = A - B e^eps there in closed form, polishes the root,
+and steps outwards from it until the error-widened delta is verified on each
+side, so the returned bracket is sound.
+
+Composition (:class:`DiscreteComposition`) drops atoms too light to matter
+(below e^-800, or below delta e^-80 for an eps(delta) query), counting their
+mass in the error; convolves factors that lie on one lattice densely (banded
+``np.convolve``, no sorting); and, when the full enumeration is still too
+large, composes only the atoms whose loss can exceed a threshold, which is all
+that delta(eps) needs for eps above it.  Hopeless compositions are refused
+early (:class:`CompositionTooLargeError`) from a size estimate and a cap on the
+pairs formed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from . import _validation as check
+from . import budget
 from ._accurate import binomial_log_pmf, log_characteristic, normalize
+from .results import AccuracyError
 
 #: Largest number of atoms a composed distribution may have.
 MAX_ATOMS = 2_000_000
 #: Largest number of atom pairs one convolution may form.
 MAX_PAIRS = 20_000_000
-#: Loss values closer than this (relative to the largest |loss| + 1) are merged.
-MERGE_RTOL = 1e-11
+#: Unit roundoff of float64.
+U = np.finfo(float).eps / 2
+#: Rounding units allowed a base atom's loss and log-mass: a mechanism's loss is a difference of two
+#: log-probabilities, each accurate to a few units of its magnitude (see :meth:`LossAtoms.from_atoms`).
+BASE_ULPS = 8.0
+#: Rounding units allowed the binomial law's log-pmf (Loader's saddle-point form) per unit of
+#: |log pmf| + log(n + 1) + 8: "a few ulps of its terms" (measured against mpmath in the tests).
+BINOMIAL_ULPS = 32.0
+#: Factor by which every computed error bound is raised to cover the rounding of the bound itself.
+PAD = 1.0 + 1e-9
+#: Elements per block of (eps x atoms) matrices.
+BLOCK = 1 << 19
+#: Bytes per atom pair while a convolution forms, sorts and merges its pairs.
+BYTES_PER_PAIR = 48
 
 
-class CompositionTooLargeError(ValueError):
-    """The exact discrete composition would exceed the size limits."""
+class CompositionTooLargeError(ValueError, AccuracyError):
+    """The exact discrete composition would exceed the size limits (a refusal: 'auto' moves on)."""
 
 
 @dataclass(frozen=True, eq=False)
 class LossAtoms:
-    """Atoms ``losses[i]`` with probability ``exp(log_masses[i])``, sorted by loss.
+    """Atoms ``losses[i]`` with probability ``exp(log_masses[i])``, sorted by loss, with error bounds.
 
     The masses may sum to less than one: the rest is the mass at +infinity
-    (papers/002_658ea0213f8272c6.txt App. D.2), which the caller tracks.
+    (Zhu, Dong & Wang 2022, App. D.2), which the caller tracks.  The true loss
+    of atom ``i`` lies within ``losses[i] +- loss_errors[i]`` and its true
+    log-mass within ``log_masses[i] +- (alpha + beta |log_masses[i]|)`` with
+    ``(alpha, beta) = log_mass_error`` (all zero when constructed directly:
+    exact atoms).  Compositions may drop atoms of negligible mass (a ``log_cutoff``);
+    ``log_dropped`` bounds the mass so lost, which every delta's error includes.
+    Build from raw values with :meth:`from_atoms`.
     """
 
     losses: np.ndarray
     log_masses: np.ndarray
+    loss_errors: np.ndarray | None = None
+    log_mass_error: tuple[float, float] = (0.0, 0.0)
+    #: log of an upper bound on the mass of atoms dropped as negligible (-inf: none dropped).
+    log_dropped: float = -math.inf
+
+    def __post_init__(self):
+        if self.loss_errors is None:
+            object.__setattr__(self, "loss_errors", np.zeros(np.shape(self.losses)))
 
     @classmethod
-    def from_atoms(cls, losses, log_masses) -> "LossAtoms":
-        """Sort, drop zero-mass atoms and merge equal loss values."""
+    def from_atoms(cls, losses, log_masses, loss_errors=None, log_mass_error=None) -> "LossAtoms":
+        """Sort, drop zero-mass atoms and merge atoms whose loss intervals overlap.
+
+        Parameters
+        ----------
+        losses, log_masses : array_like
+            Loss values and log-probabilities (1-d, same length).
+        loss_errors : array_like or None
+            Bounds on the absolute error of each loss.  By default a mechanism's loss
+            log p - log q is taken as a difference of two log-probabilities each accurate to
+            BASE_ULPS units of (1 + its magnitude): BASE_ULPS u (2 + |log p| + |log q| + |loss|).
+        log_mass_error : (alpha, beta) or None
+            Error bound of the log-masses, alpha + beta |log mass|; by default
+            (BASE_ULPS u, BASE_ULPS u).
+        """
         losses = np.asarray(losses, dtype=float).ravel()
         log_masses = np.asarray(log_masses, dtype=float).ravel()
+        if losses.shape != log_masses.shape:
+            raise ValueError(f"losses and log_masses must have the same length, got {losses.size} and "
+                             f"{log_masses.size}")
         keep = log_masses > -np.inf
-        return cls(*_merge(losses[keep], log_masses[keep]))
+        losses, log_masses = losses[keep], log_masses[keep]
+        if loss_errors is None:
+            loss_errors = BASE_ULPS * U * (2 + np.abs(log_masses) + np.abs(log_masses - losses) + np.abs(losses))
+        else:
+            loss_errors = np.broadcast_to(np.asarray(loss_errors, dtype=float).ravel(), keep.shape)[keep]
+        if log_mass_error is None:
+            log_mass_error = (BASE_ULPS * U, BASE_ULPS * U)
+        return _merged(losses, loss_errors, log_masses, *log_mass_error)
 
     @property
     def size(self) -> int:
@@ -60,6 +144,11 @@ class LossAtoms:
     def log_mass(self) -> float:
         """Log of the total (finite) mass."""
         return float(logsumexp(self.log_masses)) if self.size else -np.inf
+
+    @property
+    def top(self) -> float:
+        """An upper bound on the largest true loss (-inf without atoms)."""
+        return _raised(float(np.max(self.losses + self.loss_errors))) if self.size else -math.inf
 
     def log_phi(self, t: np.ndarray) -> np.ndarray:
         """log E[exp(i t L)] over the atoms, vectorised over ``t`` (complex, accurate near 0)."""
@@ -73,80 +162,481 @@ class LossAtoms:
         """(log of the total mass, masses divided by it)."""
         return normalize(self.log_masses)
 
-    def convolve(self, other: "LossAtoms") -> "LossAtoms":
-        """The distribution of the sum of independent losses (exact, merged)."""
-        if self.size == 0 or other.size == 0:
-            return LossAtoms(np.empty(0), np.empty(0))
-        pairs = self.size * other.size
-        if pairs > MAX_PAIRS:
-            raise CompositionTooLargeError(
-                f"exact discrete composition needs {pairs:.3g} atom pairs (limit {MAX_PAIRS:.0e}); "
-                "compose fewer discrete mechanisms exactly, or add a continuous mechanism and use method='quadrature'")
-        losses = (self.losses[:, None] + other.losses[None, :]).ravel()
-        log_masses = (self.log_masses[:, None] + other.log_masses[None, :]).ravel()
-        return LossAtoms.from_atoms(losses, log_masses)
+    def above(self, threshold: float) -> "LossAtoms":
+        """The atoms whose true loss may exceed ``threshold`` (those with losses + loss_errors > it)."""
+        if not threshold > -math.inf or self.size == 0:
+            return self
+        keep = self.losses + self.loss_errors * PAD > threshold
+        if np.all(keep):
+            return self
+        return LossAtoms(self.losses[keep], self.log_masses[keep], self.loss_errors[keep], self.log_mass_error,
+                         self.log_dropped)
 
-    def power(self, count: int) -> "LossAtoms":
-        """The ``count``-fold self-convolution (``count`` >= 1).
+    def convolve(self, other: "LossAtoms", threshold: float = -math.inf,
+                 log_cutoff: float = -math.inf) -> "LossAtoms":
+        """The distribution of the sum of independent losses (exact, merged).
+
+        With a finite ``threshold`` only the sums whose true value may exceed it are formed
+        (the result is complete above ``threshold``: every atom whose true loss exceeds it is
+        present); atoms whose mass is below e^``log_cutoff`` (with its error) are dropped into
+        ``log_dropped``.
+        """
+        return _convolve(self, other, threshold, log_cutoff)
+
+    def power(self, count: int, threshold: float = -math.inf, log_cutoff: float = -math.inf) -> "LossAtoms":
+        """The ``count``-fold self-convolution (``count`` >= 1), complete above ``threshold``,
+        atoms below e^``log_cutoff`` dropped (see :meth:`convolve`).
 
         Two-atom distributions (randomized response, approximate DP) use the
-        binomial law directly; others use binary powering.
+        binomial law directly; others use binary powering, each intermediate
+        power keeping only the atoms that can still reach the threshold.
         """
         count = check.positive_integer("count", count)
         if count == 1:
+            return self.above(threshold)
+        if self.size == 0:
             return self
         if self.size == 2:
-            return self._binomial_power(count)
-        result, base = None, self
-        while count:
-            if count & 1:
-                result = base if result is None else result.convolve(base)
-            count >>= 1
-            if count:
-                base = base.convolve(base)
+            return self._binomial_power(count, threshold, log_cutoff)
+        one_top = self.top
+
+        def cut(exponent: int) -> float:
+            """An intermediate power self^exponent must be complete above this: the other
+            count - exponent uses add at most (count - exponent) * one_top."""
+            return _rest_threshold(threshold, (count - exponent) * one_top)
+
+        result, base, done, exponent = None, self.above(cut(1)), 0, 1
+        remaining = count
+        while remaining:
+            budget.check(f"composing {count} uses of a {self.size}-atom privacy loss exactly")
+            if remaining & 1:
+                done += exponent
+                result = base if result is None else result.convolve(base, cut(done), log_cutoff)
+            remaining >>= 1
+            if remaining:
+                exponent *= 2
+                base = base.convolve(base, cut(exponent), log_cutoff)
         return result
 
-    def _binomial_power(self, count: int) -> "LossAtoms":
-        if count + 1 > MAX_ATOMS:
-            raise CompositionTooLargeError(
-                f"exact composition of {count} two-atom mechanisms has {count + 1} atoms (limit {MAX_ATOMS})")
-        j = np.arange(count + 1, dtype=float)
+    def _binomial_power(self, count: int, threshold: float, log_cutoff: float) -> "LossAtoms":
         (low, high), (log_low, log_high) = self.losses, self.log_masses
+        (err_low, err_high), (alpha, beta) = self.loss_errors, self.log_mass_error
+        log_total = float(np.logaddexp(log_low, log_high))
+        j_min, j_max = 0, count
+        if threshold > -math.inf and high > low:
+            # Loss j high + (count - j) low > threshold - (count-fold position error) needs j above this.
+            slack = count * (max(err_low, err_high) + 4 * U * max(abs(low), abs(high))) * PAD
+            j_min = max(0, min(count, math.floor((threshold - slack - count * low) / (high - low)) - 1))
+        log_dropped = self.log_dropped
+        if log_cutoff > -math.inf:
+            # Hoeffding: W^n Binomial(n, p)(j) <= W^n e^{-2 (j - np)^2 / n}, so the atoms with masses below the
+            # cutoff (less a margin of 1 for their errors and the rounding of p) lie beyond this distance of np;
+            # their total is at most (n + 1) e^{cutoff}.
+            margin = 1.0 + count * (alpha + beta * (abs(log_high) + abs(log_low)) + 4 * U * (1 + abs(log_total)))
+            room = count * log_total + margin - log_cutoff
+            if room <= 0:  # every atom is negligible: all the mass (at most W^n e^margin) is dropped
+                return LossAtoms(np.empty(0), np.empty(0), log_dropped=float(np.logaddexp(
+                    log_dropped, count * log_total + margin)))
+            p = math.exp(log_high - log_total)
+            half_width = math.sqrt(room * count / 2) * (1 + 1e-9) + 1 + 16 * U * count
+            low_j, high_j = math.floor(count * p - half_width), math.ceil(count * p + half_width)
+            if low_j > j_min or high_j < j_max:
+                log_dropped = float(np.logaddexp(log_dropped, log_cutoff + math.log(count + 1)))
+            j_min, j_max = max(j_min, low_j), min(j_max, high_j)
+        size = j_max + 1 - j_min
+        if size <= 0:
+            return LossAtoms(np.empty(0), np.empty(0), log_dropped=log_dropped)
+        if size > MAX_ATOMS:
+            raise CompositionTooLargeError(
+                f"exact composition of {count} two-atom mechanisms has {size} atoms (limit {MAX_ATOMS})")
+        budget.reserve(8.0 * 6 * size, f"the binomial law of {count} two-atom mechanisms")
+        j = np.arange(j_min, j_max + 1, dtype=float)
+        rest = count - j
+        losses = j * high + rest * low
+        loss_errors = (j * err_high + rest * err_low
+                       + U * (np.abs(j * high) + np.abs(rest * low) + np.abs(losses))) * PAD
         # C(n, j) w_hi^j w_lo^(n-j) = W^n Binomial(n, w_hi / W)(j), W = w_hi + w_lo.
-        log_total = np.logaddexp(log_low, log_high)
+        total_error = 4 * U * (1 + abs(log_total))
         if abs(log_total) < 1e-14:
-            log_total = 0.0  # a probability vector up to rounding; n * rounding would grow with the count
+            # A probability vector up to rounding: n * rounding would grow with the count.
+            total_error += 2 * abs(log_total)
+            log_total = 0.0
         log_p, log_q = log_high - log_total, log_low - log_total
         log_masses = count * log_total + binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
-        return LossAtoms.from_atoms(j * high + (count - j) * low, log_masses)
+        # Errors: each use's log-masses (j of one atom, count - j of the other: alpha + beta |log w| each, and
+        # j |log w_hi| + (count - j) |log w_lo| <= |log pmf| + log C(count, j)), the normalisation, and the
+        # binomial law's own rounding.
+        log_choose = float(np.max(gammaln(count + 1.0) - gammaln(j + 1) - gammaln(rest + 1)))
+        new_alpha = (count * (alpha + total_error) + beta * (log_choose + 2 * count * max(log_total, 0.0))
+                     + BINOMIAL_ULPS * U * (math.log(count + 1) + 8)) * PAD
+        new_beta = beta + BINOMIAL_ULPS * U
+        return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, log_dropped)
 
 
-def _merge(losses: np.ndarray, log_masses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort atoms and merge those whose losses agree to ``MERGE_RTOL``."""
+def _raised(x: float) -> float:
+    """x raised by a relative 1e-12 (and 1e-300): above x's own rounding and that of a few sums."""
+    return x + 1e-12 * abs(x) + 1e-300
+
+
+def _rest_threshold(threshold: float, rest_top: float) -> float:
+    """Where an intermediate must be complete for the final sum to be complete above ``threshold``,
+    when the other uses add at most ``rest_top`` (lowered by a relative 1e-12 for rounding)."""
+    if not threshold > -math.inf:
+        return -math.inf
+    return threshold - rest_top - 1e-12 * (abs(threshold) + abs(rest_top)) - 1e-300
+
+
+def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray, alpha: float,
+            beta: float, log_cutoff: float = -math.inf, log_dropped: float = -math.inf) -> LossAtoms:
+    """Sort atoms and merge those whose intervals losses -+ loss_errors overlap (chains of overlaps merge);
+    then drop atoms whose mass, raised by its error, is below e^``log_cutoff``.
+
+    A merged atom keeps the first (smallest) loss value, an error covering every member's
+    interval, and the log of the summed mass; the log-mass error grows by beta log g (the
+    members' errors, weighted by their masses) plus the rounding of g sequential additions,
+    g the largest group.  Dropped mass (raised by its error) is added to ``log_dropped``.
+    """
     if losses.size == 0:
-        return losses, log_masses
+        return LossAtoms(losses, log_masses, loss_errors, (alpha, beta), log_dropped)
     order = np.argsort(losses, kind="stable")
-    losses, log_masses = losses[order], log_masses[order]
-    tolerance = MERGE_RTOL * (1.0 + np.max(np.abs(losses)))
-    starts = np.concatenate(([0], np.flatnonzero(np.diff(losses) > tolerance) + 1))
-    if starts.size > MAX_ATOMS:
+    losses, loss_errors, log_masses = losses[order], loss_errors[order], log_masses[order]
+    reach = np.maximum.accumulate(losses + loss_errors)
+    starts = np.concatenate(([0], np.flatnonzero(losses[1:] - loss_errors[1:] > reach[:-1]) + 1))
+    if starts.size < losses.size:
+        sizes = np.diff(np.append(starts, losses.size))
+        first = np.repeat(losses[starts], sizes)
+        loss_errors = np.maximum.reduceat((losses - first) + loss_errors, starts) * PAD
+        losses = losses[starts]
+        log_masses = np.logaddexp.reduceat(log_masses, starts)
+        largest = int(sizes.max())
+        alpha = (alpha + beta * math.log(largest) + 3 * largest * U) * PAD
+        beta = beta + largest * U
+    if log_cutoff > -math.inf:
+        upper_log_masses = log_masses + (alpha + beta * np.abs(log_masses)) * PAD
+        negligible = upper_log_masses < log_cutoff
+        if np.any(negligible):
+            lost = float(logsumexp(upper_log_masses[negligible])) + 1e-9
+            log_dropped = float(np.logaddexp(log_dropped, lost))
+            keep = ~negligible
+            losses, log_masses, loss_errors = losses[keep], log_masses[keep], loss_errors[keep]
+    if losses.size > MAX_ATOMS:
         raise CompositionTooLargeError(
-            f"exact discrete composition has {starts.size} distinct loss values (limit {MAX_ATOMS})")
-    # Each group's atoms differ by rounding only; keep the first loss value.
-    return losses[starts], np.logaddexp.reduceat(log_masses, starts)
+            f"exact discrete composition has {losses.size} distinct loss values (limit {MAX_ATOMS})")
+    return LossAtoms(losses, log_masses, loss_errors, (alpha, beta), log_dropped)
+
+
+def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff: float) -> LossAtoms:
+    """first * second, forming only the pairs whose true sum may exceed ``threshold``, dropping atoms
+    below e^``log_cutoff``.
+
+    Mass dropped earlier from either factor stays dropped: a dropped atom's descendants weigh at most
+    its mass times the other factor's total (<= 1, up to rounding).
+    """
+    log_dropped = float(np.logaddexp(first.log_dropped, second.log_dropped)) + 1e-9
+    if first.size == 0 or second.size == 0:
+        return LossAtoms(np.empty(0), np.empty(0), log_dropped=log_dropped)
+    if threshold > -math.inf:
+        first, second = first.above(_rest_threshold(threshold, second.top)), \
+            second.above(_rest_threshold(threshold, first.top))
+        if first.size == 0 or second.size == 0:
+            return LossAtoms(np.empty(0), np.empty(0), log_dropped=log_dropped)
+        # Pairs with l1 + l2 > threshold - (largest errors): for each atom of `first`, a suffix of `second`.
+        slack = (float(first.loss_errors.max()) + float(second.loss_errors.max())
+                 + 4 * U * (abs(threshold) + 1)) * PAD
+        starts = np.searchsorted(second.losses, threshold - slack - first.losses, side="right")
+        counts = second.size - starts
+        pairs = int(counts.sum())
+    else:
+        pairs = first.size * second.size
+    lattice = _common_lattice(first, second) if pairs >= LATTICE_MIN_PAIRS else None
+    if lattice is not None:
+        return _lattice_convolve(first, second, lattice, threshold, log_cutoff, log_dropped)
+    if pairs > MAX_PAIRS:
+        raise CompositionTooLargeError(
+            f"exact discrete composition needs {pairs:.3g} atom pairs (limit {MAX_PAIRS:.0e}); "
+            "compose fewer discrete mechanisms exactly, or add a continuous mechanism and use method='quadrature'")
+    _spend(pairs / 4)  # forming and pruning the pairs; sorting and merging the rest is counted below
+    budget.reserve(BYTES_PER_PAIR * pairs, f"the exact convolution of {first.size} and {second.size} atoms")
+    budget.check("convolving privacy-loss atoms")
+    if threshold > -math.inf:
+        i = np.repeat(np.arange(first.size), counts)
+        offsets = np.cumsum(counts) - counts
+        j = starts[i] + (np.arange(pairs) - offsets[i])
+    else:
+        i = np.repeat(np.arange(first.size), second.size)
+        j = np.tile(np.arange(second.size), first.size)
+    log_masses = first.log_masses[i] + second.log_masses[j]
+    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
+    if log_cutoff > -math.inf:
+        # A pair lighter than the cutoff (with its error) is dropped before sorting: sound whatever it would
+        # have merged with, since its mass is counted in log_dropped.
+        upper = log_masses + (alpha1 + alpha2 + max(beta1, beta2) * np.abs(log_masses)) * PAD + U * 4
+        light = upper < log_cutoff
+        if np.any(light):
+            log_dropped = float(np.logaddexp(log_dropped, float(logsumexp(upper[light])) + 1e-9))
+            heavy = ~light
+            i, j, log_masses = i[heavy], j[heavy], log_masses[heavy]
+    if i.size > DISTINCT_SUMS * MAX_ATOMS:
+        # Off a common lattice, sums of two atoms rarely coincide: about this many distinct values would remain.
+        raise CompositionTooLargeError(
+            f"exact discrete composition would have about {i.size:.3g} distinct loss values (limit {MAX_ATOMS})")
+    _spend(i.size)
+    losses = first.losses[i] + second.losses[j]
+    loss_errors = (first.loss_errors[i] + second.loss_errors[j] + U * np.abs(losses)) * PAD
+    del i, j
+    if threshold > -math.inf:
+        keep = losses + loss_errors > threshold
+        losses, loss_errors, log_masses = losses[keep], loss_errors[keep], log_masses[keep]
+    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
+    beta = max(beta1, beta2)
+    # |log w1| + |log w2| = |log w1 + log w2| for masses <= 1; a log-mass above 0 is rounding, covered by alpha.
+    positive = max(float(first.log_masses.max()), 0.0) + max(float(second.log_masses.max()), 0.0)
+    alpha = (alpha1 + alpha2 + 2 * beta * positive) * PAD
+    return _merged(losses, loss_errors, log_masses, alpha, beta + U, log_cutoff, log_dropped)
+
+
+#: Convolutions of at least this many pairs on a common lattice are done densely (:func:`_lattice_convolve`).
+LATTICE_MIN_PAIRS = 4096
+#: Largest deviation of atoms from a lattice (relative to its step) for the dense path.
+LATTICE_RTOL = 1e-7
+#: Width in log-mass of the bands of the dense path: products of two band members stay above e^(-2 BAND).
+BAND = 300.0
+#: Multiply-adds of the dense path that cost as much as one atom pair of the sorting path.
+LATTICE_SPEEDUP = 32
+
+
+def _lattice_of(atoms: LossAtoms, step: float) -> tuple[np.ndarray, float] | None:
+    """(integer indices k, deviation) with losses = losses[0] + step k up to the deviation (which includes
+    the rounding of forming losses[0] + step k), or None if the atoms are not on that lattice or too sparse."""
+    k = np.rint((atoms.losses - atoms.losses[0]) / step)
+    deviation = float(np.max(np.abs(atoms.losses - (atoms.losses[0] + step * k)))) if atoms.size else 0.0
+    span = float(k[-1]) + 1
+    if not deviation <= LATTICE_RTOL * step or span > 8 * atoms.size + 16 or span > MAX_ATOMS:
+        return None
+    deviation += 2 * U * (abs(float(atoms.losses[0])) + step * span)
+    return k.astype(np.int64), deviation
+
+
+def _common_lattice(first: LossAtoms, second: LossAtoms):
+    """(step, (k1, deviation1), (k2, deviation2)) if both factors lie densely on one lattice, else None."""
+    steps = [float(np.min(np.diff(atoms.losses))) for atoms in (first, second) if atoms.size > 1]
+    if not steps or min(steps) <= 0:
+        return None
+    step = min(steps)
+    found = [_lattice_of(atoms, step) for atoms in (first, second)]
+    return None if None in found else (step, found[0], found[1])
+
+
+def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: float, log_cutoff: float,
+                      log_dropped: float) -> LossAtoms:
+    """first * second for factors on one lattice l = l0 + step k: the masses convolved densely.
+
+    Each factor's log-masses are split into bands of width BAND below its largest; a band is
+    scaled by its top (values in (e^-BAND, 1]), so the product of two band members never
+    underflows, and every pair of bands is convolved directly (np.convolve: sums of positive
+    products, relative error at most (g + 1) u for g terms) and added in log space.  Pairs of
+    bands whose products all lie below the cutoff are dropped (their mass into ``log_dropped``).
+    Positions are l0_1 + l0_2 + step K, with the factors' largest errors and lattice deviations.
+    """
+    step, (k1, deviation1), (k2, deviation2) = lattice
+    n1, n2 = int(k1[-1]) + 1, int(k2[-1]) + 1
+    size = n1 + n2 - 1
+    if size > 2 * MAX_ATOMS:
+        raise CompositionTooLargeError(
+            f"exact discrete composition spans {size} lattice points (limit {MAX_ATOMS} atoms)")
+    budget.reserve(8.0 * 8 * size + 8.0 * 4 * (n1 + n2), "the dense lattice convolution of privacy-loss atoms")
+    dense = []
+    for atoms, k, n in ((first, k1, n1), (second, k2, n2)):
+        log_w = np.full(n, -np.inf)
+        log_w[k] = atoms.log_masses
+        top = float(atoms.log_masses.max())
+        band = np.full(n, -1, dtype=np.int64)
+        band[k] = np.floor((top - atoms.log_masses) / BAND).astype(np.int64)
+        dense.append((log_w, top, band, float(logsumexp(atoms.log_masses))))
+    out = np.full(size, -np.inf)
+    pairs_of_bands, terms = 0, min(first.size, second.size)
+    with np.errstate(divide="ignore", under="ignore"):
+        for b1 in range(int(dense[0][2].max()) + 1):
+            in1 = dense[0][2] == b1
+            if not np.any(in1):
+                continue
+            offset1 = dense[0][1] - BAND * b1
+            values1 = np.where(in1, np.exp(dense[0][0] - offset1), 0.0)
+            for b2 in range(int(dense[1][2].max()) + 1):
+                in2 = dense[1][2] == b2
+                if not np.any(in2):
+                    continue
+                budget.check("convolving privacy-loss atoms on a lattice")
+                offset2 = dense[1][1] - BAND * b2
+                log_bound = offset1 + offset2 + math.log(terms)  # every output of this pair of bands is below it
+                if log_cutoff > -math.inf and log_bound < log_cutoff - 1:
+                    lost = float(logsumexp(dense[0][0][in1])) + float(logsumexp(dense[1][0][in2])) + 1e-9
+                    log_dropped = float(np.logaddexp(log_dropped, lost))
+                    continue
+                values2 = np.where(in2, np.exp(dense[1][0] - offset2), 0.0)
+                _spend(n1 * n2 / LATTICE_SPEEDUP)
+                out = np.logaddexp(out, np.log(np.convolve(values1, values2)) + (offset1 + offset2))
+                pairs_of_bands += 1
+    origin = float(first.losses[0]) + float(second.losses[0])
+    shifts = step * np.arange(size, dtype=float)
+    losses = origin + shifts
+    largest = (float(first.loss_errors.max()) + float(second.loss_errors.max()) + deviation1 + deviation2
+               + U * (abs(float(first.losses[0])) + abs(float(second.losses[0])) + abs(origin)))
+    loss_errors = (largest + 2 * U * (np.abs(shifts) + np.abs(losses))) * PAD
+    keep = out > -np.inf
+    if threshold > -math.inf:
+        keep &= losses + loss_errors > threshold
+    losses, loss_errors, log_masses = losses[keep], loss_errors[keep], out[keep]
+    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
+    beta = max(beta1, beta2)
+    positive = max(float(first.log_masses.max()), 0.0) + max(float(second.log_masses.max()), 0.0)
+    # Factors' errors (a sum of g products: alpha + beta (|log sum| + log g), as when merging), the scaling
+    # (exponents within BAND of 0: BAND u for each factor), the direct sums ((g + 1) u), the logarithm of a
+    # value above e^(-2 BAND) / g (2 BAND + log g units), the offsets and the additions across pairs of
+    # bands (u (|log mass| + 2) each).
+    alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(terms)
+             + U * (4 * BAND + terms + math.log(terms) + 8 + 3 * pairs_of_bands)) * PAD
+    return _merged(losses, loss_errors, log_masses, alpha, beta + U * (2 + pairs_of_bands), log_cutoff, log_dropped)
+
+
+#: Atom pairs (or their equivalent) one composition may form in all before it is refused (about 3 s).
+MAX_TOTAL_PAIRS = 30_000_000
+#: Pairs of atoms not on a common lattice, per allowed distinct atom, beyond which a convolution is refused
+#: before it is formed (its sums would hardly coincide).
+DISTINCT_SUMS = 1
+_allowance: contextvars.ContextVar[list | None] = contextvars.ContextVar("afa_discrete_pairs", default=None)
+
+
+def _spend(pairs: float) -> None:
+    """Count ``pairs`` against the current composition's allowance (see :func:`pair_allowance`)."""
+    left = _allowance.get()
+    if left is not None:
+        left[0] -= pairs
+        if left[0] < 0:
+            raise CompositionTooLargeError(
+                f"exact discrete composition needs more than {MAX_TOTAL_PAIRS:.0e} atom pairs in all; compose "
+                "fewer discrete mechanisms exactly, or use method='contour' or 'pld'")
+
+
+@contextlib.contextmanager
+def pair_allowance(pairs: float = MAX_TOTAL_PAIRS):
+    """Within the body, convolutions may form ``pairs`` atom pairs in all (CompositionTooLargeError beyond);
+    inside an outer allowance, the outer one keeps counting."""
+    if _allowance.get() is not None:
+        yield
+        return
+    token = _allowance.set([float(pairs)])
+    try:
+        yield
+    finally:
+        _allowance.reset(token)
+
+
+# ---------------------------------------------------------------------------
+# delta(eps) with its error
+
+
+def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, error, slope) of the finite part sum_i w_i (1 - e^{eps - l_i})_+ at each eps (1-d).
+
+    ``error`` bounds |value - truth|: the mass of dropped atoms, the rounding of the evaluation (per term:
+    the subtraction eps - l and expm1, the logarithm, the scaling by the largest
+    term, the exponential; then the pairwise sum and the final exponential), the
+    masses' errors weighted by each term's share, and the position errors:
+    moving atom l by at most e changes its term by at most
+    w min(1, e^{eps - l}) expm1(e), for every atom with l + e > eps.  ``slope`` is
+    -d value / d eps = sum_{l > eps} w e^{eps - l}.
+    """
+    out = np.zeros((3, epsilons.size))
+    if atoms.log_dropped > -math.inf:
+        out[1] = max(math.exp(atoms.log_dropped), 5e-324)
+    if atoms.size == 0 or epsilons.size == 0:
+        return out[0], out[1], out[2]
+    losses, log_masses, errors = atoms.losses, atoms.log_masses, atoms.loss_errors
+    alpha, beta = atoms.log_mass_error
+    largest_error = float(errors.max()) * PAD
+    order = np.argsort(epsilons)
+    sorted_eps = epsilons[order]
+    first = np.searchsorted(losses, sorted_eps - largest_error, side="right")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        start = 0
+        while start < sorted_eps.size:
+            budget.check("evaluating delta(eps) over the atoms")
+            k = int(first[start])
+            if k >= losses.size:  # no atom reaches these eps (nor any larger one): all zero
+                break
+            width = losses.size - k
+            stop = min(sorted_eps.size, start + max(1, BLOCK // width))
+            budget.reserve(12 * 8.0 * width * (stop - start), "the (eps x atoms) terms of delta(eps)")
+            eps = sorted_eps[start:stop, None]
+            c, lw, e = losses[None, k:], log_masses[None, k:], errors[None, k:]
+            gap = eps - c
+            above = gap < 0
+            log_factor = np.where(above, np.log(-np.expm1(np.minimum(gap, 0.0))), -np.inf)
+            terms = lw + log_factor
+            top = np.max(terms, axis=1, keepdims=True)
+            safe_top = np.where(np.isfinite(top), top, 0.0)
+            scaled = np.exp(terms - safe_top)
+            total = scaled.sum(axis=1)
+            rounding = U * (6 + np.abs(np.where(above, log_factor, 0.0)) + np.abs(np.where(above, terms, 0.0))
+                            + np.abs(np.where(above, terms - safe_top, 0.0))) + alpha + beta * np.abs(lw)
+            with np.errstate(invalid="ignore"):
+                share = np.where(total > 0, (scaled * rounding).sum(axis=1) / total, 0.0)
+            log_value = safe_top[:, 0] + np.log(total)
+            value = np.where(total > 0, np.exp(log_value), 0.0)
+            size = above.sum(axis=1)
+            relative = share + U * (2 * np.log2(size + 1) + 32 + 2 * np.abs(np.where(total > 0, log_value, 0.0))
+                                    + 2 * np.abs(safe_top[:, 0]))
+            # Position errors: every atom with l + e > eps.
+            near = np.where(gap < e, lw + np.minimum(gap, 0.0) + np.log(np.expm1(e)), -np.inf)
+            position = np.exp(logsumexp(near, axis=1))
+            slope = np.exp(logsumexp(np.where(above, lw + gap, -np.inf), axis=1))
+            # Masses may be up to e^{alpha + beta |log w|} larger in the position term too.
+            position *= math.exp(alpha + beta * float(np.max(np.abs(lw)))) * PAD
+            error = (relative * value + position) * PAD
+            # A contribution below the smallest subnormal still counts: never state 0 error above 0.
+            error = np.where((size > 0) & (error == 0), 5e-324, error)
+            rows = order[start:stop]
+            out[0, rows], out[2, rows] = value, slope
+            out[1, rows] += error
+            start = stop
+    return out[0], out[1], out[2]
+
+
+def hockey_stick_with_error(atoms: LossAtoms, epsilons, inf_mass: float = 0.0,
+                            inf_mass_error: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(delta(eps), a bound on its error) for each eps: inf_mass + sum_j w_j (1 - e^{eps - l_j})_+.
+
+    Parameters
+    ----------
+    atoms : LossAtoms
+        The finite part (with its error bounds).
+    epsilons : array_like
+        Where to evaluate (any shape).
+    inf_mass : float
+        The mass at +infinity, added to every value.
+    inf_mass_error : float or None
+        A bound on the error of ``inf_mass``; by default BASE_ULPS units of it.
+    """
+    epsilons = np.asarray(epsilons, dtype=float)
+    value, error, _ = _evaluate(atoms, epsilons.ravel())
+    if inf_mass_error is None:
+        inf_mass_error = BASE_ULPS * U * inf_mass
+    return (inf_mass + value).reshape(epsilons.shape), (error + inf_mass_error).reshape(epsilons.shape)
 
 
 def log_hockey_stick(losses: np.ndarray, log_masses: np.ndarray, epsilons) -> np.ndarray:
     """log sum_j w_j (1 - e^{eps - l_j})_+ for each eps (log space, -inf where zero).
 
-    This is the finite part of delta(eps) (papers/002 Lemma 37) of atoms
-    ``losses`` with log-probabilities ``log_masses``.
+    This is the finite part of delta(eps) (Zhu, Dong & Wang 2022, Lemma 37) of
+    exact atoms ``losses`` with log-probabilities ``log_masses`` (any order).
     """
     epsilons = np.asarray(epsilons, dtype=float)
     flat = epsilons.ravel()
     out = np.full(flat.shape, -np.inf)
     chunk = max(1, 4_000_000 // max(losses.size, 1))
     for start in range(0, flat.size, chunk):
+        budget.check("evaluating delta(eps) over the atoms")
         gap = np.minimum(flat[start:start + chunk, None] - losses[None, :], 0.0)
         with np.errstate(divide="ignore"):
             log_terms = log_masses + np.log(-np.expm1(gap))
@@ -159,30 +649,347 @@ def hockey_stick(pld: LossAtoms, epsilons) -> np.ndarray:
     return np.exp(log_hockey_stick(pld.losses, pld.log_masses, np.atleast_1d(np.asarray(epsilons, dtype=float))))
 
 
-def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
-    """The smallest eps >= 0 with inf_mass + hockey_stick(eps) <= delta, exactly.
+# ---------------------------------------------------------------------------
+# eps(delta)
 
-    Between consecutive atoms delta(eps) = inf_mass + A - B e^eps, so the
-    crossing is solved in closed form, then polished by one Newton step on the
-    accurate sum of w_j (-expm1(eps - l_j)): A - delta cancels when eps lies just
-    below an atom (A - B e^eps << A).  Returns +inf when delta < inf_mass.
+#: Evaluations allowed each stage of the eps(delta) search.
+MAX_STEPS = 200
+
+
+def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, float]], target: float, root: float,
+                            floor: float, ceiling: float) -> tuple[float, float]:
+    """(lower, upper) on the smallest eps >= ``floor`` with delta(eps) <= ``target``, each verified.
+
+    ``evaluate(eps)`` returns (delta estimate, a bound on its error, -d delta / d eps) of a
+    non-increasing delta; ``root`` is the estimate's own crossing.  ``upper`` is an eps
+    whose delta + error is <= target (so the true delta is), found by stepping up from the
+    root by Newton steps on delta + error, doubling when a step falls short; +inf if none
+    exists below ``ceiling`` (beyond which delta + error no longer changes).  ``lower`` is
+    an eps whose delta - error is > target (so the true delta is, and by monotonicity at
+    every smaller eps), found the same way downwards; ``floor`` if the steps reach it (the
+    caller guarantees the floor is a valid lower bound).
     """
-    if delta < inf_mass:
-        return math.inf
+    tiny = 4 * np.finfo(float).eps
+    # upper
+    x, step = root, 0.0
+    upper = math.inf
+    for attempt in range(MAX_STEPS):
+        budget.check("bracketing eps(delta)")
+        value, error, slope = evaluate(x)
+        excess = value + error - target
+        if excess <= 0:
+            upper = x
+            break
+        if x >= ceiling:
+            break
+        newton = excess / slope * (1 + 1e-6) if slope > 0 else 0.0
+        step = max(newton, 2 * step, tiny * max(abs(x), 1e-300))
+        x = min(x + step, ceiling) if math.isfinite(ceiling) else x + step
+        if not math.isfinite(x):
+            break
+    # lower
+    if root <= floor:
+        return floor, upper
+    x, distance = root, 0.0
+    value, error, slope = evaluate(root)
+    lower = floor
+    for attempt in range(MAX_STEPS):
+        budget.check("bracketing eps(delta)")
+        shortfall = target - (value - error)
+        newton = shortfall / slope * (1 + 1e-6) if slope > 0 and shortfall >= 0 else 0.0
+        distance = max(distance + newton, 2 * distance, tiny * max(abs(root), 1e-300))
+        x = root - distance
+        if x <= floor:
+            break
+        value, error, slope = evaluate(x)
+        if value - error > target:
+            lower = x
+            break
+    return lower, upper
+
+
+def _suffix_log_sums(values: np.ndarray) -> np.ndarray:
+    """log sum_{i >= k} exp(values[i]) for k = 0..n (the last entry -inf)."""
+    if values.size == 0:
+        return np.array([-np.inf])
+    return np.append(np.logaddexp.accumulate(values[::-1])[::-1], -np.inf)
+
+
+def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
+    """The smallest eps >= floor at which the computed finite part is <= target (> 0), to a few ulps.
+
+    The atoms above the floor are searched, from approximate suffix sums, for the interval
+    (l_{j-1}, l_j] where the value crosses the target (checked by direct evaluation, and
+    moved until it holds); there the value is A - B e^eps with A, B the sums over atoms >= j,
+    solved in closed form, then polished by Newton steps kept inside the interval (the value
+    is concave on it, so a step from either side lands at or beyond the crossing).
+    """
+    def value_at(x: float) -> tuple[float, float]:
+        """(value, slope) at x, without the error bound."""
+        budget.check("searching the atoms for eps(delta)")
+        k = int(np.searchsorted(atoms.losses, x, side="right"))
+        if k == atoms.size:
+            return 0.0, 0.0
+        log_masses, gaps = atoms.log_masses[k:], x - atoms.losses[k:]
+        log_value = logsumexp(log_masses + np.log(-np.expm1(gaps)))
+        return float(np.exp(log_value)), float(np.exp(logsumexp(log_masses + gaps)))
+
+    if value_at(floor)[0] <= target:
+        return floor
+    losses, log_masses = atoms.losses, atoms.log_masses
+    k0 = int(np.searchsorted(losses, floor, side="right"))
+    x, lw = losses[k0:], log_masses[k0:]
+    log_a, log_b = _suffix_log_sums(lw)[1:], _suffix_log_sums(lw - x)[1:]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        approximate = log_a + np.log(-np.expm1(np.minimum(x + log_b - log_a, 0.0)))
+    below = np.flatnonzero(~(approximate > math.log(target)))
+    j = k0 + (int(below[0]) if below.size else x.size - 1)
+    # Move j until value(l_j) <= target < value(l_{j-1}) (value(floor) > target is known).
+    for _ in range(MAX_STEPS):
+        budget.check("searching the atoms for eps(delta)")
+        if value_at(float(losses[j]))[0] > target:
+            j += 1
+        elif j > k0 and value_at(float(losses[j - 1]))[0] <= target:
+            j -= 1
+        else:
+            break
+    low, high = (float(losses[j - 1]) if j > k0 else floor), float(losses[j])
+    log_a = float(logsumexp(log_masses[j:]))
+    log_b = float(logsumexp(log_masses[j:] - losses[j:]))
+    with np.errstate(divide="ignore"):
+        guess = log_a + math.log(-math.expm1(min(math.log(target) - log_a, 0.0))) - log_b
+    x = min(max(guess, low), high) if math.isfinite(guess) else high
+    for _ in range(MAX_STEPS):
+        value, slope = value_at(x)
+        if value > target:
+            low = x
+        else:
+            high = x
+        step = (value - target) / slope if slope > 0 else math.nan
+        resolution = 4 * np.finfo(float).eps * max(abs(high), 1e-300)
+        if high - low <= resolution:
+            break
+        if abs(step) <= resolution:  # converged: the crossing is within a step of x
+            return x if value <= target else min(high, x + abs(step) + resolution)
+        proposal = x + step
+        if not low < proposal < high:
+            proposal = 0.5 * (low + high)
+        if proposal in (low, high):
+            break
+        x = proposal
+    return high
+
+
+def epsilon_bounds_for_delta(pld: LossAtoms, inf_mass: float, delta: float, floor: float = 0.0,
+                             inf_mass_error: float | None = None) -> tuple[float, float, float]:
+    """(estimate, lower, upper) of the smallest eps >= ``floor`` with delta(eps) <= ``delta``.
+
+    delta(eps) = inf_mass + sum_j w_j (1 - e^{eps - l_j})_+.  The estimate is the crossing of
+    the computed delta; ``lower`` and ``upper`` are verified against delta -/+ its error bound
+    (:func:`verified_epsilon_bounds`), so the true smallest eps lies between them.  Each is
+    +inf where no finite eps reaches the target (delta below the mass at infinity).  ``floor``
+    must be 0 or a value where the caller knows the true delta exceeds the target.
+    """
+    if inf_mass_error is None:
+        inf_mass_error = BASE_ULPS * U * inf_mass
     target = delta - inf_mass
-    if hockey_stick(pld, 0.0)[0] <= target:
-        return 0.0
-    above = pld.losses > 0
-    losses, log_masses = pld.losses[above], pld.log_masses[above]
-    values = hockey_stick(pld, losses)  # non-increasing, last one is 0
-    j = int(np.searchsorted(-values, -target, side="left"))  # first atom with value <= target
-    # On (losses[j-1], losses[j]] only atoms j.. are active: delta = A - B e^eps.
-    a = float(np.exp(log_masses[j:]).sum())
-    log_b = float(logsumexp(log_masses[j:] - losses[j:]))  # e^-loss underflows beyond loss ~ 745
-    low = float(losses[j - 1]) if j > 0 else 0.0
-    high = float(losses[j])
-    if not a > target:  # rounding: the crossing is at the interval's left end
-        return low
-    epsilon = min(max(low, math.log(a - target) - log_b), high)
-    residual = float(hockey_stick(pld, epsilon)[0]) - target  # delta(eps) - target, slope -B e^eps
-    return min(max(low, epsilon + residual / math.exp(log_b + epsilon)), high)
+    ceiling = max(pld.top, floor) if pld.size else floor
+
+    def evaluate(x: float) -> tuple[float, float, float]:
+        value, error, slope = _evaluate(pld, np.array([x]))
+        return inf_mass + float(value[0]), float(error[0]) + inf_mass_error, float(slope[0])
+
+    if target < 0 or (target == 0 and pld.size == 0):
+        estimate = math.inf
+    elif target == 0:
+        estimate = max(float(pld.losses[-1]), floor)
+    else:
+        estimate = _value_root(pld, target, floor) if pld.size else floor
+    if math.isinf(estimate):
+        if delta < inf_mass - inf_mass_error:
+            return math.inf, math.inf, math.inf
+        return math.inf, verified_epsilon_bounds(evaluate, delta, ceiling, floor, ceiling)[0], math.inf
+    lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, floor, ceiling)
+    return estimate, min(lower, estimate), max(upper, estimate)
+
+
+def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
+    """The smallest eps >= 0 with inf_mass + hockey_stick(eps) <= delta (the computed one; +inf
+    when delta < inf_mass).  See :func:`epsilon_bounds_for_delta` for bounds."""
+    return epsilon_bounds_for_delta(pld, inf_mass, delta)[0]
+
+
+# ---------------------------------------------------------------------------
+# compositions too large to enumerate in full
+
+
+#: Atoms lighter than e^LOG_NEGLIGIBLE are dropped from every composition (their mass, below the smallest
+#: double, is carried in the error): far tails of binomial laws and lattices then cost nothing.
+LOG_NEGLIGIBLE = -800.0
+#: An eps(delta) query may also drop atoms lighter than delta e^-PRUNE (in all, far below delta's rounding).
+PRUNE = 80.0
+#: A composition whose estimated size (:meth:`DiscreteComposition.estimated_size`) exceeds MAX_ATOMS by this
+#: factor is refused before it is composed.
+ESTIMATE_SLACK = 16.0
+
+
+class DiscreteComposition:
+    """sum_t k_t L_t for finite losses L_t: in full when the enumeration fits, else what a query needs.
+
+    Parameters
+    ----------
+    terms : list of (LossAtoms, int)
+        Each distinct finite loss and its count.
+    inf_mass : float
+        The composed mass at +infinity.
+
+    The full composition drops only atoms lighter than e^LOG_NEGLIGIBLE.  When it exceeds
+    MAX_PAIRS or MAX_ATOMS, a query composes only what it needs: an eps(delta) query drops
+    atoms lighter than delta e^-PRUNE, and if that is still too large, composes only the atoms
+    that can exceed a threshold (each intermediate keeps what can still reach it, given the
+    largest loss the other uses add), lowering the threshold from the top until the crossing
+    lies above it; a delta(eps) query composes the atoms that can exceed the smallest eps.
+    A query that needs more than the limits raises :class:`CompositionTooLargeError`.
+    """
+
+    #: Thresholds tried below the top, as fractions of the loss range: 2^-FIRST_LEVEL, then doubling.
+    FIRST_LEVEL = 24
+
+    def __init__(self, terms: list[tuple[LossAtoms, int]], inf_mass: float):
+        self.terms = [(atoms, int(count)) for atoms, count in terms]
+        self.inf_mass = float(inf_mass)
+        self.inf_mass_error = BASE_ULPS * U * self.inf_mass
+        self.empty = any(atoms.size == 0 for atoms, _ in self.terms)
+        if self.empty:
+            self.top = self.bottom = 0.0
+        else:
+            self.top = _raised(math.fsum(count * atoms.top for atoms, count in self.terms))
+            self.bottom = math.fsum(count * float(atoms.losses[0] - atoms.loss_errors[0])
+                                    for atoms, count in self.terms)
+        self._cached: dict[float, tuple[float, LossAtoms]] = {}
+        try:
+            self.full: LossAtoms | None = self.compose(-math.inf, LOG_NEGLIGIBLE)
+        except CompositionTooLargeError:
+            self.full = None
+
+    def compose(self, threshold: float, log_cutoff: float) -> LossAtoms:
+        """The composed atoms, complete above ``threshold`` (-inf: all), atoms lighter than
+        e^``log_cutoff`` dropped into ``log_dropped``."""
+        if self.empty:
+            return LossAtoms(np.empty(0), np.empty(0))
+        if not self.terms:
+            return LossAtoms(np.zeros(1), np.zeros(1))
+        if threshold == -math.inf:
+            estimate = self.estimated_size(log_cutoff)
+            if estimate > ESTIMATE_SLACK * MAX_ATOMS:
+                raise CompositionTooLargeError(
+                    f"exact discrete composition would have about {estimate:.2g} atoms of mass above "
+                    f"e^{log_cutoff:.4g} (limit {MAX_ATOMS})")
+        tops = [count * atoms.top for atoms, count in self.terms]
+        with pair_allowance():
+            return self._compose(threshold, log_cutoff, tops)
+
+    def estimated_size(self, log_cutoff: float) -> float:
+        """A rough number of composed atoms heavier than e^``log_cutoff`` (to refuse hopeless compositions
+        before composing).
+
+        A term whose atoms lie on a lattice (:func:`_lattice_of` with their smallest spacing) spans at most
+        count * (its range) and, where its mass is above the cutoff, about 2 sqrt(2 (-cutoff) count
+        variance) (a sub-Gaussian radius): in units of the spacing, its number of atoms.  Terms whose
+        spacings are commensurate (ratio within 1e-7 of an integer up to 64) share a lattice and their
+        widths add; other terms multiply, each by the smaller of that width and the number of multisets of
+        ``count`` of its atoms, C(count + size - 1, size - 1).
+        """
+        groups: list[list[float]] = []  # [step, width in units of step]
+        product = 1.0
+        reach = max(-log_cutoff, 1.0) + 10.0
+        for atoms, count in self.terms:
+            if atoms.size < 2:
+                continue
+            step = float(np.min(np.diff(atoms.losses)))
+            _, weights = normalize(atoms.log_masses)
+            mean = float(np.dot(weights, atoms.losses))
+            variance = float(np.dot(weights, (atoms.losses - mean) ** 2))
+            span = float(atoms.losses[-1] - atoms.losses[0])
+            width = min(count * span, 2 * math.sqrt(2 * reach * count * variance)) / step + 1
+            if step <= 0 or _lattice_of(atoms, step) is None:
+                multisets = math.exp(min(700.0, math.lgamma(count + atoms.size) - math.lgamma(count + 1)
+                                         - math.lgamma(atoms.size)))
+                product *= min(width, multisets)
+                continue
+            for group in groups:
+                small, large = min(group[0], step), max(group[0], step)
+                ratio = large / small
+                if abs(ratio - round(ratio)) < 1e-7 * ratio and round(ratio) <= 64:
+                    group[1] = group[1] * group[0] / small + width * step / small
+                    group[0] = small
+                    break
+            else:
+                groups.append([step, width])
+        return product * math.prod(width for _, width in groups)
+
+    def _compose(self, threshold: float, log_cutoff: float, tops: list[float]) -> LossAtoms:
+        result = None
+        for k, (atoms, count) in enumerate(self.terms):
+            # This term's power must be complete above threshold - (what all other terms add at most),
+            # the running product above threshold - (what the terms after it add at most).
+            others = _raised(math.fsum(tops[:k] + tops[k + 1:]))
+            later = _raised(math.fsum(tops[k + 1:]))
+            power = atoms.power(count, _rest_threshold(threshold, others), log_cutoff)
+            result = power if result is None else result.convolve(power, _rest_threshold(threshold, later),
+                                                                  log_cutoff)
+        return result
+
+    def atoms_above(self, threshold: float, log_cutoff: float = LOG_NEGLIGIBLE) -> LossAtoms:
+        """Atoms complete above ``threshold`` (the full composition when it fits), lighter ones than
+        e^``log_cutoff`` dropped."""
+        if self.full is not None:
+            return self.full
+        cached = self._cached.get(log_cutoff)
+        if cached is not None and cached[0] <= threshold:
+            return cached[1]
+        budget.check("composing the atoms above a threshold")
+        atoms = self.compose(threshold, log_cutoff)
+        self._cached = {log_cutoff: (threshold, atoms)}
+        return atoms
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(delta, error) at each eps (refuses with CompositionTooLargeError if the atoms above the
+        smallest eps are too many)."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        with pair_allowance(MAX_TOTAL_PAIRS / 2):
+            atoms = self.atoms_above(float(np.min(epsilons)) if epsilons.size else math.inf)
+        return hockey_stick_with_error(atoms, epsilons, self.inf_mass, self.inf_mass_error)
+
+    def epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of eps(delta) (:func:`epsilon_bounds_for_delta`).
+
+        Without the full enumeration: atoms lighter than delta e^-PRUNE dropped, all of them if
+        that fits, else above thresholds top - span, span = range 2^-level for level
+        FIRST_LEVEL down to 0; at the first threshold where delta - error is still above the
+        target, the crossing lies above it and the atoms composed there answer it.
+        """
+        if self.full is not None:
+            return epsilon_bounds_for_delta(self.full, self.inf_mass, delta, 0.0, self.inf_mass_error)
+        with pair_allowance(MAX_TOTAL_PAIRS / 2):
+            return self._partial_epsilon_bounds(delta)
+
+    def _partial_epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
+        log_cutoff = max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE)
+        try:
+            atoms = self.atoms_above(-math.inf, log_cutoff)
+        except CompositionTooLargeError:
+            atoms = None
+        if atoms is not None:
+            return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
+        span = max(self.top - self.bottom, 1e-300)
+        for level in range(self.FIRST_LEVEL, 0, -1):
+            threshold = self.top - span * 2.0 ** -level
+            if threshold <= 0:
+                break
+            atoms = self.atoms_above(threshold, log_cutoff)
+            value, error = hockey_stick_with_error(atoms, np.array([threshold]), self.inf_mass, self.inf_mass_error)
+            if value[0] - error[0] > delta:
+                return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, threshold, self.inf_mass_error)
+        atoms = self.atoms_above(0.0, log_cutoff)
+        return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)

@@ -25,13 +25,14 @@ from typing import Callable
 
 import numpy as np
 from scipy.optimize import brentq
+from scipy.special import log_ndtr, logsumexp
 
 from . import budget, exact
 from .certified import TAIL_TOLERANCE as CERTIFIED_TAIL_TOLERANCE
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import LossAtoms, epsilon_for_delta
+from .discrete import LOG_NEGLIGIBLE, DiscreteComposition, verified_epsilon_bounds
 from .loss_tails import GaussianTails, LossTails
 from .pld import (LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots,
                   greedy_hull_optimistic)
@@ -40,10 +41,14 @@ from .results import AccuracyError
 
 #: Relative rounding error assumed for closed-form values.
 EXACT_RTOL = 1e-13
+#: Unit roundoff of float64.
+UNIT_ROUNDOFF = np.finfo(float).eps / 2
 #: epsilon(delta) needs delta to exceed the engine's absolute error by this factor.
 RESOLUTION_FACTOR = 100.0
 #: Engines whose bounds are certified (never refused for a wide bracket).
 CERTIFIED_METHODS = ("certified", "pld")
+#: Widest eps bracket (relative to max(1, eps)) ClosedFormEngine returns before refusing.
+CLOSED_FORM_EPSILON_RTOL = 1e-8
 #: Iterations of the eps(delta) Newton solver (bisection steps included).
 MAX_NEWTON_EPSILON = 100
 
@@ -55,40 +60,110 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
 
 
 class ExactEngine:
-    """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms."""
+    """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms,
+    with error bounds.
+
+    The finite-output part is composed exactly (:class:`afa.discrete.DiscreteComposition`: atoms
+    with position and mass error bounds, negligible atoms dropped into a counted mass).  Without
+    Gaussians (mu = 0) delta is the atoms' hockey stick with its error bound
+    (:func:`afa.discrete.hockey_stick_with_error`) and eps(delta) a verified bracket
+    (:meth:`afa.discrete.DiscreteComposition.epsilon_bounds`); a composition too large to enumerate
+    in full is composed as far as each query needs, and a query that needs more is refused
+    (:class:`afa.discrete.CompositionTooLargeError`, an AccuracyError).  With Gaussians the composed
+    Gaussian profile (Sommer, Meiser & Mohammadi 2019, Thm 5) is mixed over the atoms, and the
+    bounds are the same mixture over the atoms moved to the ends of their position intervals and
+    masses at the ends of theirs, widened by the closed form's relative error EXACT_RTOL; eps(delta)
+    is the estimate's root with bounds verified against them (:func:`afa.discrete.verified_epsilon_bounds`).
+    """
 
     method = "exact"
 
     def __init__(self, mu: float, discrete: ComposedLoss):
         self.mu = mu
         self.inf_mass = discrete.inf_mass
-        self.atoms = discrete.atoms if discrete.terms else LossAtoms(np.zeros(1), np.zeros(1))
+        self.composition = DiscreteComposition([(loss.atoms, count) for loss, count in discrete.terms.items()],
+                                               discrete.inf_mass)
+        if mu > 0 and self.composition.full is None:
+            self.composition.compose(-math.inf, LOG_NEGLIGIBLE)  # raises CompositionTooLargeError, with the sizes
+        self.atoms = self.composition.full
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        finite = exact.mixture_log_delta(epsilons, self.atoms.losses, self.atoms.log_masses, self.mu)
-        values = self.inf_mass + np.exp(finite)
-        return values, EXACT_RTOL * values
-
-    def epsilon(self, delta: float) -> float | None:
-        """Closed-form inverse where one exists (pure discrete, pure Gaussian), else None."""
+        epsilons = np.asarray(epsilons, dtype=float)
         if self.mu == 0:
-            return epsilon_for_delta(self.atoms, self.inf_mass, delta)
-        if self.atoms.size == 1 and self.atoms.losses[0] == 0 and self.inf_mass == 0:
-            return exact.gaussian_epsilon(delta, self.mu)
-        return None
+            return self.composition.delta(epsilons)
+        value, lower, upper = self._mixture_bounds(epsilons)
+        return value, np.maximum(upper - value, value - lower)
+
+    def _mixture_bounds(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value, lower, upper) of m + sum_j w_j delta_Gauss(eps - l_j) (mu > 0)."""
+        atoms, mu = self.atoms, self.mu
+        losses, log_masses = atoms.losses, atoms.log_masses
+        alpha, beta = atoms.log_mass_error
+        shift = atoms.loss_errors * 1.000001 + 2 * UNIT_ROUNDOFF * np.abs(losses)
+        mass_error = alpha + beta * np.abs(log_masses)
+        rtol = EXACT_RTOL + UNIT_ROUNDOFF * (2 * math.log2(atoms.size + 1) + 32)
+        inf_error = 8 * UNIT_ROUNDOFF * self.inf_mass
+        with np.errstate(over="ignore"):
+            value = self.inf_mass + np.exp(exact.mixture_log_delta(epsilons, losses, log_masses, mu))
+            log_upper = exact.mixture_log_delta(epsilons, losses + shift, log_masses + mass_error, mu)
+            log_lower = exact.mixture_log_delta(epsilons, losses - shift, log_masses - mass_error, mu)
+            upper = self.inf_mass + inf_error + np.exp(log_upper) * (1 + rtol + 2 * UNIT_ROUNDOFF * np.abs(log_upper))
+            lower = self.inf_mass - inf_error + np.exp(log_lower) * (1 - rtol - 2 * UNIT_ROUNDOFF * np.abs(log_lower))
+        if atoms.log_dropped > -math.inf:  # atoms dropped as negligible: each adds at most its mass
+            upper = upper + math.exp(atoms.log_dropped)
+        # A Gaussian profile is positive everywhere: below the smallest double, the bound is that double.
+        upper = np.where(upper > 0, upper, 5e-324)
+        return value, np.minimum(lower, value), np.maximum(upper, value)
+
+    def _mixture_slope(self, epsilon: float) -> float:
+        """-d delta / d eps = sum_j w_j e^y Phi(-mu/2 - y/mu), y = eps - l_j (mu > 0)."""
+        gap = epsilon - self.atoms.losses
+        return float(np.exp(logsumexp(self.atoms.log_masses + gap + log_ndtr(-self.mu / 2 - gap / self.mu))))
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error bound."""
+        if self.mu == 0:
+            return self.composition.epsilon_bounds(delta)
+        if delta < self.inf_mass * (1 - 1e-12):
+            return math.inf, math.inf, math.inf
+        pure = self.atoms.size == 1 and self.atoms.losses[0] == 0 and self.inf_mass == 0
+        if pure:
+            estimate = exact.gaussian_epsilon(delta, self.mu)
+        else:
+            atoms = self.atoms
+            estimate = smallest_epsilon(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
+                np.array([eps]), atoms.losses, atoms.log_masses, self.mu))[0]), delta, self.epsilon_scale)
+        if math.isinf(estimate):
+            return math.inf, 0.0, math.inf
+
+        def evaluate(eps: float) -> tuple[float, float, float]:
+            value, lower, upper = (float(x[0]) for x in self._mixture_bounds(np.array([eps])))
+            return value, max(upper - value, value - lower), self._mixture_slope(eps)
+
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
+        return estimate, min(lower, estimate), max(upper, estimate)
+
+    def epsilon(self, delta: float) -> float:
+        """The estimate of :meth:`epsilon_bracket`."""
+        return self.epsilon_bracket(delta)[0]
 
     @property
     def epsilon_scale(self) -> float:
-        return max(1.0, self.mu ** 2 / 2 + 10 * self.mu, float(np.max(np.abs(self.atoms.losses))))
+        reach = max(abs(self.composition.top), abs(self.composition.bottom))
+        return max(1.0, self.mu ** 2 / 2 + 10 * self.mu + reach)
 
 
 class ClosedFormEngine:
     """delta(eps) of one direction from a closed-form function of eps returning (values, errors).
 
     Used for one use of :class:`afa.DataDependentGaussian`
-    (:func:`afa.exact.data_dependent_gaussian_delta`, papers/002 App. A Example 15) and for one
-    use of any other mechanism with a continuous loss, from its loss tails
-    (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).
+    (:func:`afa.exact.data_dependent_gaussian_delta`, Zhu, Dong & Wang 2022, App. A Example 15) and for
+    one use of any other mechanism with a continuous loss, from its loss tails
+    (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).  eps(delta) is the root of the values
+    with bounds verified against values -/+ errors (:func:`afa.discrete.verified_epsilon_bounds`), so a
+    delta far below the errors is still answered where eps is determined (next to a bounded loss's top,
+    where delta's error is its top's rounding); a bracket wider than CLOSED_FORM_EPSILON_RTOL (relative)
+    is refused, so that 'auto' moves on.
     """
 
     method = "exact"
@@ -102,8 +177,37 @@ class ClosedFormEngine:
         values, errors = self.delta_and_error(epsilons)
         return np.asarray(values, dtype=float), np.asarray(errors, dtype=float)
 
-    def epsilon(self, delta: float) -> None:
-        return None
+    def epsilon(self, delta: float) -> float:
+        """The estimate of :meth:`epsilon_bracket`."""
+        return self.epsilon_bracket(delta)[0]
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error."""
+        def value(eps: float) -> float:
+            return float(self.delta(np.array([eps]))[0][0])
+
+        estimate = smallest_epsilon(value, delta, self.epsilon_scale)
+        if math.isinf(estimate):
+            lower = smallest_epsilon(lambda eps: float(np.subtract(*self.delta(np.array([eps])))[0]), delta,
+                                     self.epsilon_scale)
+            return estimate, (0.0 if math.isfinite(lower) else lower), estimate
+
+        def evaluate(eps: float) -> tuple[float, float, float]:
+            values, errors = self.delta(np.array([eps - step(eps), eps, eps + step(eps)]))
+            slope = max((values[0] - values[2]) / (2 * step(eps)), 0.0)
+            return float(values[1]), float(errors[1]), slope
+
+        def step(eps: float) -> float:
+            return 1e-7 * max(1.0, abs(eps))
+
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
+        lower, upper = min(lower, estimate), max(upper, estimate)
+        if not upper - lower <= CLOSED_FORM_EPSILON_RTOL * max(1.0, abs(estimate)):
+            raise AccuracyError(
+                f"delta={delta:.3g} is below what method='exact' resolves for this mechanism: its closed form's "
+                f"error leaves eps in [{lower:.17g}, {upper:.17g}]. Use method='contour' (relative accuracy) or "
+                "the certified brackets of method='pld' or 'certified'.")
+        return estimate, lower, upper
 
 
 class CertifiedEngine:

@@ -38,6 +38,7 @@ from scipy.special import log_ndtr, logsumexp
 
 from .certified import _log_sum_exp, _without_empty_components
 from .discrete import LossAtoms
+from .discrete import hockey_stick_with_error as atoms_hockey_stick
 from .exact import QuadraticLoss, _ddg_log_delta, _log_normal_mass, gaussian_delta
 from .noise_pair import NoiseMixturePair
 
@@ -147,6 +148,14 @@ class AtomTails(LossTails):
         self._log_p_above = suffix(atoms.log_masses)
         self._log_q_above = suffix(atoms.log_masses - losses)
 
+    def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) = m + sum_i w_i (1 - e^{eps - l_i})_+ term by term, with the atoms' error bounds
+        (:func:`afa.discrete.hockey_stick_with_error`): relative to delta, except within an atom's position
+        error of it, where the error is that atom's mass times its position error."""
+        epsilons = _epsilons(epsilons)
+        return atoms_hockey_stick(self.atoms, np.where(np.isfinite(epsilons), epsilons, np.sign(epsilons) * 1e308),
+                                  self.inf_mass)
+
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         first = np.searchsorted(self.atoms.losses, _epsilons(epsilons), side="right")  # first atom above eps
         return self._log_p_above[first], self._log_q_above[first]
@@ -188,6 +197,32 @@ class LaplaceTails(LossTails):
         self.inf_mass = float(inf_mass)
         self.loss_range = (-self.a, self.a)
         self._log_rest = math.log1p(-self.inf_mass)
+
+    def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) in closed form, with an error relative to delta (Zhu, Dong & Wang 2022, Lemma 34):
+
+        m + (1 - m) (1 - e^{(eps - a)/2}) for -a <= eps < a, m + (1 - m)(1 - e^eps) below -a, m from a on
+        (m the mass at +infinity).  Each is one expm1 of an accurately formed argument: a few rounding
+        units of delta.  a = sensitivity / scale is itself rounded (a relative U), which moves delta by up
+        to (1 - m) e^{(eps - a)/2} U a / 2 on [-a, a + U a): next to a, where delta ~ (a - eps) / 2 is
+        small, this is what bounds its relative accuracy, and the error says so.
+        """
+        epsilons, a, m = _epsilons(epsilons), self.a, self.inf_mass
+        rest = 1.0 - m
+        with np.errstate(over="ignore", invalid="ignore"):
+            inside = (epsilons >= -a) & (epsilons < a)
+            half_gap = np.where(inside, (np.where(inside, epsilons, 0.0) - a) / 2, 0.0)
+            factor = np.where(inside, -np.expm1(half_gap),
+                              np.where(epsilons < -a, -np.expm1(np.minimum(epsilons, 0.0)), 0.0))
+            finite = rest * factor
+            values = m + finite
+            # Rounding: eps - a (relative U of the gap, at most U of expm1's value), expm1, the products and the
+            # sum: 8 U of delta; a's own rounding: d delta / d a = (1 - m) e^{(eps - a)/2} / 2 on (-a, a).
+            # (From a on, delta is m up to the same rounding: a's true value may lie up to U a above.)
+            near = (epsilons >= -a) & (epsilons < a * (1 + 4 * U))
+            position = np.where(near, rest * np.exp(half_gap) * U * a / 2, 0.0)
+            errors = 8 * U * values + position * (1 + 1e-9) + 8 * U * m
+        return values, errors
 
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         epsilons, a = _epsilons(epsilons), self.a

@@ -31,6 +31,7 @@ from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
 from ._accurate import log_characteristic, normalize, weighted_cumulants
+from .discrete import MAX_ATOMS
 from .loss_tails import AtomTails, GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
@@ -95,6 +96,23 @@ LAPLACE_LOG_PHI = _laplace_template()
 #: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation); the accountant
 #: widens every bound by the composed truncated mass (:attr:`Mechanism.truncated_mass`).
 DISCRETE_GAUSSIAN_TAIL = 1e-60
+#: The largest sensitivity / noise scale of a Gaussian (also of a discrete Gaussian and of the mixture's
+#: components): its loss has mean mu^2 / 2 and variance mu^2, which must stay below ``MAX_LOSS``.
+MAX_MU = 1e150
+
+
+
+
+def _discrete_gaussian_reach() -> float:
+    """r with |x| <= r sigma holding all but DISCRETE_GAUSSIAN_TAIL of the discrete Gaussian's mass (its
+    enumerated support, see DiscreteGaussian._noise): the Gaussian tail bound 4 e^{-r^2 / 2}."""
+    return math.sqrt(-2 * math.log(DISCRETE_GAUSSIAN_TAIL / 4))
+
+
+def _at_most(name: str, value: float, limit: float, what: str) -> None:
+    """Raise a ValueError naming ``name`` when the derived quantity ``value`` exceeds ``limit``."""
+    if not value <= limit:
+        raise ValueError(f"{name} is out of range: {what} must be <= {limit:.4g}, got {value:.4g}")
 
 
 class Mechanism:
@@ -175,9 +193,9 @@ class Gaussian(Mechanism):
     def __post_init__(self):
         _set(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive("sensitivity", self.sensitivity))
-        if not self.sensitivity / self.sigma <= 1e150:
-            raise ValueError(f"sensitivity / sigma must be <= 1e150, got sigma={self.sigma}, "
-                             f"sensitivity={self.sensitivity}")
+        _at_most("sigma", self.sensitivity / self.sigma, MAX_MU,
+                 f"sensitivity / sigma (sigma={self.sigma:g}, sensitivity={self.sensitivity:g}; the loss's "
+                 "variance is its square)")
 
     @property
     def mu(self) -> float:
@@ -210,6 +228,8 @@ class Laplace(Mechanism):
     def __post_init__(self):
         _set(self, scale=check.positive("scale", self.scale),
              sensitivity=check.positive("sensitivity", self.sensitivity))
+        _at_most("scale", self.sensitivity / self.scale, check.MAX_LOSS,
+                 f"sensitivity / scale (scale={self.scale:g}, sensitivity={self.sensitivity:g}; the largest loss)")
 
     @property
     def epsilon0(self) -> float:
@@ -335,6 +355,7 @@ class MixtureOfGaussians(Mechanism):
                              f"got {sensitivities.size} and {probabilities.size}")
         if not np.any((sensitivities > 0) & (probabilities > 0)):
             raise ValueError("sensitivities must have a positive value with positive probability")
+        _at_most("sigma", float(np.max(sensitivities)) / sigma, MAX_MU, f"max(sensitivities) / sigma (sigma={sigma:g})")
         _set(self, sigma=sigma, sensitivities=tuple(map(float, sensitivities)),
              probabilities=tuple(map(float, probabilities)))
 
@@ -492,7 +513,7 @@ class KaryRandomizedResponse(Mechanism):
     p: float
 
     def __post_init__(self):
-        k = check.positive_integer("k", self.k, minimum=2)
+        k = check.positive_integer("k", self.k, minimum=2, maximum=check.MAX_COUNT)
         _set(self, k=k, p=check.in_interval("p", self.p, 1.0 / k, 1.0))
 
     def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
@@ -519,7 +540,7 @@ class ApproxDP(Mechanism):
     delta: float
 
     def __post_init__(self):
-        _set(self, epsilon=check.non_negative("epsilon", self.epsilon),
+        _set(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS),
              delta=check.in_interval("delta", self.delta, 0.0, 1.0))
 
     def _losses(self, neighboring):
@@ -551,7 +572,7 @@ class ProposeTestRelease(Mechanism):
     delta: float
 
     def __post_init__(self):
-        _set(self, epsilon=check.positive("epsilon", self.epsilon),
+        _set(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS, low_open=True),
              delta=check.in_interval("delta", self.delta, 0.0, 1.0, high_open=True))
 
     def _losses(self, neighboring):
@@ -576,12 +597,14 @@ class DiscreteLaplace(Mechanism):
 
     def __post_init__(self):
         _set(self, a=check.positive("a", self.a),
-             sensitivity=check.positive_integer("sensitivity", self.sensitivity))
+             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_ATOMS - 1))
+        _at_most("a", self.a * self.sensitivity, check.MAX_LOSS,
+                 f"the largest loss a * sensitivity (sensitivity={self.sensitivity})")
 
     def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
         """(log P, log Q) on the cells {x <= 0}, 1..shift-1, {x >= shift}, on each of which the loss is constant."""
         a, shift = self.a, self.sensitivity
-        log_norm = math.log(math.tanh(a / 2))
+        log_norm = math.log(-math.expm1(-a)) - math.log1p(math.exp(-a))  # log tanh(a/2), no underflow
         inner = np.arange(1, shift)
         log_p = np.concatenate(([-np.logaddexp(0, -a)], log_norm - a * inner, [-a * shift - np.logaddexp(0, -a)]))
         return log_p, log_p[::-1]  # Q is P's mirror image
@@ -607,7 +630,17 @@ class DiscreteGaussian(Mechanism):
 
     def __post_init__(self):
         _set(self, sigma=check.positive("sigma", self.sigma),
-             sensitivity=check.positive_integer("sensitivity", self.sensitivity))
+             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_ATOMS - 3))
+        # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (papers/003 Sec. 3.5).
+        reach = _discrete_gaussian_reach()
+        _at_most("sigma", self.sigma, (MAX_ATOMS - 3 - self.sensitivity) // 2 / reach,
+                 f"sigma (with sensitivity={self.sensitivity}: its {2 * reach:.4g} sigma + sensitivity + 3 "
+                 f"outputs are enumerated, at most {MAX_ATOMS}; use Gaussian for wider noise)")
+        tau = math.ceil(self.sigma * reach)
+        largest_loss = self.sensitivity / self.sigma * ((self.sensitivity + 2 * tau) / self.sigma) / 2
+        _at_most("sigma", largest_loss, check.MAX_LOSS,
+                 f"the largest loss sensitivity (sensitivity + 2 tau) / (2 sigma^2) (sigma={self.sigma:g}, "
+                 f"sensitivity={self.sensitivity}, tau={tau})")
 
     @property
     def truncated_mass(self) -> float:
@@ -623,7 +656,7 @@ class DiscreteGaussian(Mechanism):
         until its terms underflow.
         """
         sigma = self.sigma
-        tau = int(math.ceil(sigma * math.sqrt(-2 * math.log(DISCRETE_GAUSSIAN_TAIL / 4))))
+        tau = int(math.ceil(sigma * _discrete_gaussian_reach()))
         reach = max(int(math.ceil(40 * sigma)), tau + self.sensitivity) + 1
         log_weight = -np.arange(0, reach + 1, dtype=float) ** 2 / (2 * sigma ** 2)
         return tau, log_weight, float(np.logaddexp(log_weight[0], math.log(2) + logsumexp(log_weight[1:])))

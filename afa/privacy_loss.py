@@ -59,10 +59,13 @@ class Template:
         """Mean and variance of a member's normalised loss, -i K'(0) and -K''(0).
 
         The derivatives are taken symbolically once per family and evaluated with
-        60 significant digits, since their terms cancel for small parameters.
+        60 significant digits, since their terms cancel for small parameters, plus
+        twice the decimal exponent of the largest parameter: the variance is a
+        difference of terms as large as its square (Laplace's a^2 - 2a + ... - m^2).
         """
         mean, variance = _cumulant_functions(self.expression, self.parameters)
-        with mpmath.workdps(60):
+        largest = max((abs(float(value)) for value in values), default=0.0)
+        with mpmath.workdps(60 + 2 * max(0, int(math.log10(largest))) if largest > 1 else 60):
             arguments = [mpmath.mpf(value) for value in values]
             return float(mpmath.re(mean(*arguments))), float(mpmath.re(variance(*arguments)))
 

@@ -22,7 +22,9 @@ class Result:
 
     ``lower <= truth <= upper`` holds up to ``error``'s own nature: when
     ``certified`` is False the bounds come from an error *estimate* (e.g. the
-    difference of two quadrature rules), not from a proof.
+    difference of two quadrature rules) that the engine checked at run time,
+    not from a proof.  ``value`` is the best estimate; ``float(result)`` is
+    ``upper``, the number to report (as ``Accountant.epsilon``/``delta`` do).
     """
 
     value: float
@@ -37,7 +39,7 @@ class Result:
             object.__setattr__(self, name, float(getattr(self, name)))
 
     def __float__(self) -> float:
-        return float(self.value)
+        return self.upper
 
 
 @dataclass(frozen=True)

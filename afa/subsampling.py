@@ -37,6 +37,10 @@ from .privacy_loss import PrivacyLoss
 __all__ = ["Subsampled", "SCHEMES"]
 
 SCHEMES = ("poisson", "subset")
+#: The largest sensitivity / noise scale of a subsampled Gaussian or Laplace base.  The mixture's MGF is
+#: an integral over the output (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 |Re s|) shifts
+#: within PairMGF.MAX_REACH = 20 000 noise scales: a shift of 1000 scales leaves |Re s| up to about 9.
+MAX_SUBSAMPLED_SHIFT = 1000.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,14 @@ class Subsampled(Mechanism):
             raise TypeError(f"base must be an afa mechanism that is not itself subsampled, got {self.base!r}")
         _set(self, q=check.in_interval("q", self.q, 0.0, 1.0))
         check.choice("scheme", self.scheme, SCHEMES)
+        noise = _additive_noise(self.base)
+        if noise is not None and 0 < self.q < 1 and not noise[2] / noise[1] <= MAX_SUBSAMPLED_SHIFT:
+            kind, scale, shift = noise
+            name = "sigma" if kind == "gaussian" else "scale"
+            raise ValueError(f"{name} is out of range for a subsampled {type(self.base).__name__}: sensitivity / "
+                             f"{name} must be <= {MAX_SUBSAMPLED_SHIFT:g}, got {shift / scale:.4g} ({name}={scale:g}, "
+                             f"sensitivity={shift:g}); with such a shift delta(epsilon) is nearly q at every "
+                             "epsilon >= 0, and ApproxDP(epsilon=0, delta=q) is a valid bound to compose instead")
 
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""

@@ -76,7 +76,7 @@ def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto", directi
         reverse_name = accountant.directions[1 - accountant.directions.index(forward_name)]
 
     def profile_of(name):
-        return lambda epsilons: accountant.privacy_profile(epsilons, method, name)
+        return lambda epsilons: accountant.privacy_profile(epsilons, method, name, estimate=True)
 
     forward = profile_of(forward_name)
     reverse = forward if direction is None else profile_of(reverse_name)

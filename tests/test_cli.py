@@ -27,8 +27,8 @@ from afa import exact
 from afa.cli import main
 
 LINE = re.compile(r"^(epsilon|delta) = (\S+) for (delta|epsilon) = (\S+) "
-                  r"\(method: (\w+), bounds \[(\S+), (\S+)\]\)$")
-JSON_KEYS = {"query", "value", "lower", "upper", "error", "method", "neighboring"}
+                  r"\(method: (\w+), estimate (\S+), bounds \[(\S+), (\S+)\]\)$")
+JSON_KEYS = {"query", "reported", "value", "lower", "upper", "error", "method", "neighboring"}
 
 
 # ---------------------------------------------------------------------------
@@ -85,7 +85,8 @@ def parse_line(out: str) -> dict:
     assert len(lines) == 1, out
     match = LINE.match(lines[0])
     assert match, lines[0]
-    query, value, given, given_value, method, lower, upper = match.groups()
+    query, reported, given, given_value, method, value, lower, upper = match.groups()
+    assert reported == upper, lines[0]  # the headline is the upper bound, never below what the bounds allow
     return {"query": query, "value": float(value), "given": given, "given_value": float(given_value),
             "method": method, "lower": float(lower), "upper": float(upper)}
 
@@ -330,7 +331,7 @@ SPEC_ERRORS = [
     ("missing_type.json", '{"mechanisms": [{"sigma": 1.0}]}', ["'type'"]),
     ("missing_param.json", '{"mechanisms": [{"type": "gaussian"}]}', ["'sigma'", "gaussian"]),
     ("bad_value.json", '{"mechanisms": [{"type": "gaussian", "sigma": -1}]}', ["gaussian", "sigma must be > 0"]),
-    ("bad_times.toml", '[[mechanisms]]\ntype = "gaussian"\nsigma = 1.0\ntimes = 0\n', ["times", ">= 1"]),
+    ("bad_times.toml", '[[mechanisms]]\ntype = "gaussian"\nsigma = 1.0\ntimes = 0\n', ["times", "[1, 2**53]"]),
     ("bad_neighboring.json", '{"neighboring": "swap", "mechanisms": [{"type": "gaussian", "sigma": 1}]}',
      ["neighboring", "'swap'"]),
     ("top_key.json", '{"mechanism": [{"type": "gaussian", "sigma": 1}]}', ["'mechanism'"]),

@@ -30,6 +30,7 @@ import pytest
 import afa
 from afa import budget, exact
 from afa.budget import BudgetExceededError
+from afa.engines import PLDEngine
 from afa.loss_tails import GaussianTails
 from afa.pld import PLDTooLargeError, composition_tilt, connect_the_dots, greedy_hull_optimistic
 from afa.results import AccuracyError
@@ -317,15 +318,18 @@ def test_subsampled_laplace_with_huge_losses_answers():
 # ----- 4. grid sizing: clear refusals or answers, never OverflowError ---------------------------------------
 
 def test_tiny_interval_is_refused_clearly():
-    """Issue 16 (6): value_discretization_interval = 1e-300 raised OverflowError in the grid search."""
-    acc = afa.Accountant(value_discretization_interval=1e-300).compose(afa.Gaussian(1.0))
-    with pytest.raises(PLDTooLargeError, match="value_discretization_interval"):
-        acc.epsilon_result(1e-5, method="pld")
-    with pytest.raises(PLDTooLargeError, match="grid points"):
-        connect_the_dots(GaussianTails(1.0), 1e-300)
+    """Issue 16 (6): value_discretization_interval = 1e-300 raised OverflowError in the grid search.  The PLD's
+    own grid sizing refuses it (the accountant may refuse it earlier), and so does the engine for a step outside
+    (0, 350]."""
     with pytest.raises(ValueError, match="value_discretization_interval"):
-        afa.Accountant(value_discretization_interval=1e6).compose(afa.Gaussian(1.0)).epsilon_result(
+        afa.Accountant(value_discretization_interval=1e-300).compose(afa.Gaussian(1.0)).epsilon_result(
             1e-5, method="pld")
+    with pytest.raises(PLDTooLargeError, match="value_discretization_interval"):
+        connect_the_dots(GaussianTails(1.0), 1e-300)
+    loss = afa.Accountant().compose(afa.Gaussian(1.0))._composed(0)
+    for interval in (1e6, 0.0, math.nan):
+        with pytest.raises(ValueError, match="value_discretization_interval"):
+            PLDEngine([(GaussianTails(1.0), 1)], interval, loss)
 
 
 def test_tiny_sigma_subsampled_gaussian_answers():

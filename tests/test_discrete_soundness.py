@@ -1,0 +1,426 @@
+"""Soundness of the exact engine for finite-output losses: every answer within its stated bounds.
+
+Ground truth is computed here, independently of afa, in 50-digit mpmath from the mechanisms'
+definitions (the exact log-ratios log(p/q) of the mechanisms' probabilities, binomial and
+polynomial powers for compositions, direct sums for delta(eps) = sum_l w_l (1 - e^{eps - l})_+,
+and the root of delta(eps) = delta solved in the interval between two atoms, where delta is
+A - B e^eps).  The bugs these tests pin down (issue 16): delta(eps) just below an atom under-
+reported beyond its stated error; eps(delta) inconsistent with delta(eps); multi-mechanism
+compositions taking minutes; one use of Laplace refused at small delta; DiscreteLaplace with a
+huge sensitivity answered inf.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import afa
+import afa.discrete as discrete
+from afa.discrete import CompositionTooLargeError, DiscreteComposition
+from afa.results import AccuracyError
+
+mp.mp.dps = 50
+
+
+# ---------------------------------------------------------------------------
+# mpmath references
+
+
+def mp_rr(p):
+    """Randomized response: loss +-log(p/(1-p)) with masses p, 1-p."""
+    p = mp.mpf(p)
+    return [(mp.log(p / (1 - p)), p), (mp.log((1 - p) / p), 1 - p)]
+
+
+def mp_krr_remove(k, p):
+    """k-ary RR, add/remove ('remove' direction): P = (p, 1-p), Q = (1/k, (k-1)/k)."""
+    k, p = mp.mpf(k), mp.mpf(p)
+    return [(mp.log(p * k), p), (mp.log((1 - p) * k / (k - 1)), 1 - p)]
+
+
+def mp_krr_add(k, p):
+    """k-ary RR, add/remove ('add' direction): the swapped pair."""
+    k, p = mp.mpf(k), mp.mpf(p)
+    return [(mp.log(1 / (p * k)), 1 / k), (mp.log((k - 1) / (k * (1 - p))), (k - 1) / k)]
+
+
+def mp_krr_substitution(k, p):
+    """k-ary RR under substitution over the outputs (x, x', other)."""
+    k, p = mp.mpf(k), mp.mpf(p)
+    other = (1 - p) / (k - 1)
+    return [(mp.log(p / other), p), (mp.log(other / p), other), (mp.mpf(0), (k - 2) * other)]
+
+
+def mp_dlap(a, s):
+    """DiscreteLaplace(a, sensitivity s): P on the cells {x <= 0}, 1..s-1, {x >= s}; Q its mirror."""
+    a = mp.mpf(a)
+    norm = mp.tanh(a / 2)
+    pmf = [1 / (1 + mp.exp(-a))] + [norm * mp.exp(-a * x) for x in range(1, s)] + \
+        [mp.exp(-a * s) / (1 + mp.exp(-a))]
+    return [(mp.log(p / q), p) for p, q in zip(pmf, pmf[::-1])]
+
+
+def mp_binomial_power(atoms, n):
+    """n uses of a two-atom loss: the binomial law."""
+    (high, w_high), (low, w_low) = atoms
+    return [(j * high + (n - j) * low, mp.binomial(n, j) * w_high ** j * w_low ** (n - j)) for j in range(n + 1)]
+
+
+def mp_lattice_power(atoms, n):
+    """n uses of a loss on the lattice l0 + step * k (atoms given in lattice order, step = l1 - l0):
+    the n-th power of its mass polynomial."""
+    masses = [w for _, w in atoms]
+    result = [mp.mpf(1)]
+    for _ in range(n):
+        out = [mp.mpf(0)] * (len(result) + len(masses) - 1)
+        for i, x in enumerate(result):
+            for j, y in enumerate(masses):
+                out[i + j] += x * y
+        result = out
+    l0, step = atoms[0][0], atoms[1][0] - atoms[0][0]
+    return [(n * l0 + step * k, w) for k, w in enumerate(result)]
+
+
+def mp_convolve(first, second):
+    return [(a + b, v * w) for a, v in first for b, w in second]
+
+
+def mp_delta(atoms, eps, inf_mass=0):
+    eps = mp.mpf(eps)
+    return inf_mass + mp.fsum(w * -mp.expm1(eps - l) for l, w in atoms if l > eps)
+
+
+def mp_epsilon(atoms, target, floor=0):
+    """The smallest eps >= floor with delta(eps) <= target: on (l_{j-1}, l_j] delta = A_j - e^eps B_j
+    with A_j, B_j the sums of w and w e^-l over atoms j, j+1, ...; the first interval whose right end is
+    at or below the target holds the crossing."""
+    atoms = sorted(atoms, key=lambda item: item[0])
+    target, floor = mp.mpf(target), mp.mpf(floor)
+    size = len(atoms)
+    a_sums, b_sums = [mp.mpf(0)] * (size + 1), [mp.mpf(0)] * (size + 1)
+    for i in range(size - 1, -1, -1):
+        a_sums[i] = a_sums[i + 1] + atoms[i][1]
+        b_sums[i] = b_sums[i + 1] + atoms[i][1] * mp.exp(-atoms[i][0])
+    first = next((i for i, (loss, _) in enumerate(atoms) if loss > floor), size)
+    if first == size or a_sums[first] - mp.exp(floor) * b_sums[first] <= target:
+        return floor
+    for j in range(first, size):
+        if a_sums[j] - mp.exp(atoms[j][0]) * b_sums[j] <= target:
+            return mp.log((a_sums[j] - target) / b_sums[j])
+    return atoms[-1][0]
+
+
+def assert_within(result, truth, what=""):
+    assert result.lower <= truth <= result.upper, (what, result, mp.nstr(truth, 20))
+
+
+# ---------------------------------------------------------------------------
+# 1. delta(eps) next to an atom
+
+
+def test_delta_just_below_a_randomized_response_atom_is_bracketed():
+    """The issue's case: one RR(0.7524607916682097) at eps 1e-9 below its atom; the atom's position is
+    itself rounded (an ulp of log(p/(1-p))), which the stated error must carry."""
+    p, eps = 0.7524607916682097, 1.111779903205962
+    result = afa.Accountant().compose(afa.RandomizedResponse(p)).delta_result(eps)
+    assert_within(result, mp_delta(mp_rr(p), eps))
+    assert result.error < 1e-5 * result.value  # the bracket stays informative
+
+
+def _random_two_atom_composition(rng):
+    """An accountant of 1-2 RR / k-RR (add/remove) terms with small counts, and the mpmath atoms of its
+    'remove' direction."""
+    accountant, atoms = afa.Accountant(), [(mp.mpf(0), mp.mpf(1))]
+    for _ in range(rng.randint(1, 2)):
+        count = rng.choice([1, 1, 2, 3, 7, 20])
+        if rng.random() < 0.6:
+            p = rng.uniform(0.5, 0.99)
+            accountant.compose(afa.RandomizedResponse(p), count)
+            atoms = mp_convolve(atoms, mp_binomial_power(mp_rr(p), count))
+        else:
+            k = rng.randint(3, 9)
+            p = rng.uniform(1 / k + 0.01, 0.95)
+            accountant.compose(afa.KaryRandomizedResponse(k=k, p=p), count)
+            atoms = mp_convolve(atoms, mp_binomial_power(mp_krr_remove(k, p), count))
+    return accountant, atoms
+
+
+def test_delta_next_to_atoms_is_bracketed_sweep():
+    """delta(eps) within the stated bounds at eps 1e-9, 1e-12, 1e-14 and a few ulps below atoms, at them,
+    and just above them (where the truth is 0 or ~1e-16) for random RR / k-RR compositions (the old
+    engine's upper bound was below the truth in 61 of 416 such queries)."""
+    rng = random.Random(20240516)
+    checked = 0
+    for _ in range(12):
+        accountant, atoms = _random_two_atom_composition(rng)
+        positive = sorted({float(loss) for loss, _ in atoms if loss > 0})
+        for loss in rng.sample(positive, min(3, len(positive))):
+            for offset in (-1e-9, -1e-12, -1e-14, -4 * np.spacing(loss), 0.0, np.spacing(loss), 1e-12):
+                eps = loss + offset
+                result = accountant.delta_result(eps, method="exact", direction="remove")
+                assert_within(result, mp_delta(atoms, eps), (accountant, eps))
+                checked += 1
+    assert checked > 150
+
+
+# ---------------------------------------------------------------------------
+# 2. eps(delta) consistent with delta(eps)
+
+
+def test_epsilon_bracket_is_consistent_with_delta():
+    """The issue's case (k-RR x5 + RR x110, add/remove): the true eps (the larger of the two directions'
+    roots) lies in the bracket, the true delta at the upper end is <= the target, and delta_result
+    agrees: its lower bound at the estimate and at the upper eps is <= the target, its upper bound at the
+    lower eps above it."""
+    k, p_k, p_rr, delta = 5, 0.34568817509052663, 0.9494207700047228, 1.3607544013556741e-15
+    accountant = afa.Accountant()
+    accountant.compose(afa.KaryRandomizedResponse(k=k, p=p_k), times=5)
+    accountant.compose(afa.RandomizedResponse(p=p_rr), times=110)
+    rr = mp_binomial_power(mp_rr(p_rr), 110)
+    directions = [mp_convolve(mp_binomial_power(krr, 5), rr) for krr in (mp_krr_remove(k, p_k), mp_krr_add(k, p_k))]
+    truth = max(mp_epsilon(atoms, delta) for atoms in directions)
+    result = accountant.epsilon_result(delta, method="exact")
+    assert_within(result, truth)
+    assert max(mp_delta(atoms, result.upper) for atoms in directions) <= delta
+    assert accountant.delta_result(result.value, method="exact").lower <= delta  # old: 1.36084e-15 > delta
+    assert accountant.delta_result(result.upper, method="exact").lower <= delta
+    assert accountant.delta_result(result.lower, method="exact").upper > delta
+    assert result.upper - result.lower < 1e-11 * truth
+
+
+def test_epsilon_brackets_hold_the_root_sweep():
+    """eps(delta) brackets hold the mpmath root for random RR / k-RR compositions and delta in
+    [1e-30, 1e-2] (the old engine missed 12 of 180)."""
+    rng = random.Random(7)
+    for _ in range(15):
+        accountant, atoms = _random_two_atom_composition(rng)
+        engine = accountant._engines_for("exact")[0]
+        for delta in (10 ** rng.uniform(-30, -2) for _ in range(3)):
+            estimate, lower, upper = engine.epsilon_bracket(delta)
+            truth = mp_epsilon(atoms, delta)
+            assert lower <= truth <= upper, (accountant, delta, (estimate, lower, upper), mp.nstr(truth, 20))
+            assert lower <= estimate <= upper
+            assert upper - lower <= 1e-9 * max(float(truth), 1.0)
+
+
+# ---------------------------------------------------------------------------
+# 3. speed of multi-mechanism compositions
+
+
+def _issue_composition_truth(delta):
+    """The issue's substitution composition DLap(a1, 2) x12, DLap(a2, 2) x9, RR(p1) x16, RR(p2) x15 in
+    mpmath: each DLap(a, 2) loss is 2a {1, 0, -1}, so its power is a lattice polynomial; the atoms above
+    30 (selected in floating point with a margin, then exact) answer every eps >= 30."""
+    (a1, n1), (a2, n2), (p1, m1), (p2, m2) = (0.1059758920066093, 12), (0.1684180145761431, 9), \
+        (0.5692559998160269, 16), (0.8457628150828691, 15)
+    parts = [mp_lattice_power(mp_dlap(a1, 2)[::-1], n1), mp_lattice_power(mp_dlap(a2, 2)[::-1], n2),
+             mp_binomial_power(mp_rr(p1), m1), mp_binomial_power(mp_rr(p2), m2)]
+    floats = [np.array([float(loss) for loss, _ in part]) for part in parts]
+    grid = floats[0][:, None, None, None] + floats[1][None, :, None, None] + floats[2][None, None, :, None] \
+        + floats[3][None, None, None, :]
+    atoms = [(parts[0][i][0] + parts[1][j][0] + parts[2][k][0] + parts[3][m][0],
+              parts[0][i][1] * parts[1][j][1] * parts[2][k][1] * parts[3][m][1])
+             for i, j, k, m in zip(*np.nonzero(grid > 29.9))]
+    assert mp_delta(atoms, 30) > delta  # so the crossing is above 30, where these atoms are all of delta
+    return mp_epsilon(atoms, delta, floor=30)
+
+
+def test_multi_mechanism_discrete_composition_is_fast_and_bracketed():
+    """The issue's composition took 148 s in discrete.epsilon_for_delta (the hockey stick evaluated at
+    every atom, over every atom); now well under a second, and the bracket holds the mpmath root."""
+    delta = 1.3663327668761325e-23
+    accountant = afa.Accountant(neighboring="substitution")
+    for a, times in [(0.1059758920066093, 12), (0.1684180145761431, 9)]:
+        accountant.compose(afa.DiscreteLaplace(a=a, sensitivity=2), times=times)
+    accountant.compose(afa.RandomizedResponse(0.5692559998160269), times=16)
+    accountant.compose(afa.RandomizedResponse(0.8457628150828691), times=15)
+    start = time.perf_counter()
+    result = accountant.epsilon_result(delta)
+    elapsed = time.perf_counter() - start
+    assert result.method == "exact"
+    assert elapsed < 3.0  # about 0.2 s; generous for a shared machine
+    assert_within(result, _issue_composition_truth(delta))
+
+
+# ---------------------------------------------------------------------------
+# 4. one use of Laplace: the closed form's error is relative
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.7, 3.3])
+def test_laplace_hockey_stick_error_is_relative_and_sound(scale):
+    """LaplaceTails.hockey_stick_with_error against the closed form in mpmath, a = 1/scale exactly:
+    delta = 1 - e^{(eps - a)/2} on [-a, a), 1 - e^eps below; the stated error bounds the true error and
+    is relative but for a's own rounding (the old generic tails formula had an absolute 1.6e-14)."""
+    tails = afa.Laplace(scale).loss_tails()[0]
+    a = mp.mpf(1) / mp.mpf(scale)
+    a_float = 1.0 / scale
+    epsilons = [-2 * a_float, -a_float, -0.3, 0.0, 0.5 * a_float, a_float - 1e-3, a_float - 1e-9,
+                a_float - 1e-13, float(np.nextafter(a_float, 0)), a_float, 2 * a_float]
+    values, errors = tails.hockey_stick_with_error(np.array(epsilons))
+    for eps, value, error in zip(epsilons, values, errors):
+        e = mp.mpf(eps)
+        truth = -mp.expm1(e) if e < -a else (-mp.expm1((e - a) / 2) if e < a else mp.mpf(0))
+        assert abs(value - truth) <= error, (eps, value, error, mp.nstr(truth, 20))
+        # Relative, but for a's own rounding (a relative 2^-53 of a, moving delta by up to that / 2).
+        assert error <= 1e-14 * value + 2 ** -53 * a_float, (eps, value, error)
+
+
+@pytest.mark.parametrize("delta", [1e-13, 1e-40, 1e-200])
+def test_one_laplace_at_tiny_delta_is_answered(delta):
+    """One Laplace(1) at delta below 1.6e-12 was refused by 'exact' (an absolute error of 1.6e-14); the
+    closed form's eps = a + 2 log(1 - delta) (a = 1) now lies in the bracket."""
+    result = afa.Accountant().compose(afa.Laplace(1.0)).epsilon_result(delta, method="exact")
+    assert_within(result, 1 + 2 * mp.log1p(-mp.mpf(delta)))
+    assert result.upper - result.lower < 1e-13
+
+
+# ---------------------------------------------------------------------------
+# 5. large, sparse supports
+
+
+def test_discrete_laplace_with_huge_sensitivity():
+    """DiscreteLaplace(a=0.1, sensitivity=1e6) x2 gave inf after 24 s and 3.4 GB.  Its loss takes the 1e6 + 1
+    values a (s - 2x); the composed top atom 2as has mass (1 + e^-a)^-2 and the next is 2a below, so for
+    eps in (2as - 2a, 2as): delta = w (1 - e^{eps - 2as}) and eps(delta) = 2as + log(1 - delta / w)."""
+    a, s = 0.1, 10 ** 6
+    accountant = afa.Accountant().compose(afa.DiscreteLaplace(a=a, sensitivity=s), times=2)
+    top, weight = 2 * mp.mpf(a) * s, (1 + mp.exp(-mp.mpf(a))) ** -2
+    start = time.perf_counter()
+    for delta in (1e-5, 1e-12, 1e-30):
+        result = accountant.epsilon_result(delta)
+        assert result.method == "exact"
+        assert_within(result, top + mp.log1p(-delta / weight), delta)
+    for below in (0.1, 1e-6):
+        result = accountant.delta_result(float(top) - below)
+        assert_within(result, weight * -mp.expm1(mp.mpf(float(top) - below) - top), below)
+    assert time.perf_counter() - start < 10
+
+
+def _mp_rr_tail_epsilon(p, n, delta):
+    """eps(delta) of RR(p)^n from the binomial terms above np + 3.5 sd (by their ratio recurrence), where
+    the crossing lies (checked)."""
+    p, q = mp.mpf(p), 1 - mp.mpf(p)
+    xi = mp.log(p / q)
+    start = int(math.ceil(float(n * p + 3.5 * mp.sqrt(n * p * q))))
+    term = mp.exp(mp.loggamma(n + 1) - mp.loggamma(start + 1) - mp.loggamma(n - start + 1)
+                  + start * mp.log(p) + (n - start) * mp.log(q))
+    atoms = []
+    for j in range(start, n + 1):
+        atoms.append((xi * (2 * j - n), term))
+        term *= mp.mpf(n - j) / (j + 1) * p / q
+        if term < mp.mpf(delta) * mp.mpf(10) ** -40:
+            break
+    floor = xi * (2 * start - n)
+    assert mp_delta(atoms, floor) > delta
+    return mp_epsilon(atoms, delta, floor=floor)
+
+
+def test_randomized_response_ten_million_times_is_exact():
+    """RR(0.51) x 1e7 has 1e7 + 1 atoms (beyond the enumeration limits); all but those within a few
+    hundred standard deviations weigh less than e^-800 and are dropped into a counted mass, so the exact
+    engine answers (the old one refused: too many atoms)."""
+    accountant = afa.Accountant().compose(afa.RandomizedResponse(0.51), times=10 ** 7)
+    result = accountant.epsilon_result(1e-5, method="exact")
+    assert_within(result, _mp_rr_tail_epsilon(0.51, 10 ** 7, 1e-5))
+    assert result.upper - result.lower < 1e-9 * result.value
+
+
+# ---------------------------------------------------------------------------
+# the error model and the composition paths
+
+
+CASES = [(afa.RandomizedResponse(0.8526552963379375), 300, "add_remove", lambda m: mp_rr(m.p)),
+         (afa.KaryRandomizedResponse(k=6, p=0.6051873818950052), 20, "substitution",
+          lambda m: mp_krr_substitution(m.k, m.p)),
+         (afa.DiscreteLaplace(a=0.13564175462031836, sensitivity=3), 17, "add_remove",
+          lambda m: mp_dlap(m.a, m.sensitivity))]
+
+
+@pytest.mark.parametrize("mechanism,count,neighboring,reference", CASES, ids=["rr", "krr", "dlap"])
+def test_composed_atoms_lie_within_their_error_bounds(mechanism, count, neighboring, reference):
+    """Every composed atom's loss and log-mass lie within its stated error of the mpmath composition of the
+    mechanism's exact losses (matched by position: the lattices' spacing is far above the errors)."""
+    loss = mechanism.privacy_losses(neighboring)[0]
+    atoms = DiscreteComposition([(loss.atoms, count)], loss.inf_mass).full
+    base = sorted(reference(mechanism), key=lambda item: item[0])
+    truth = mp_binomial_power(base[::-1], count) if len(base) == 2 else mp_lattice_power(base, count)
+    truth = sorted(truth, key=lambda item: item[0])
+    assert atoms.size == len(truth)
+    alpha, beta = atoms.log_mass_error
+    for (loss_value, mass), center, error, log_mass in zip(truth, atoms.losses, atoms.loss_errors,
+                                                           atoms.log_masses):
+        assert abs(mp.mpf(center) - loss_value) <= error
+        assert abs(mp.mpf(log_mass) - mp.log(mass)) <= alpha + beta * abs(log_mass)
+
+
+def test_dense_lattice_path_agrees_with_pair_enumeration(monkeypatch):
+    """DiscreteGaussian(2) x8 composes on its lattice densely (banded np.convolve); with the dense path
+    disabled the same atoms come from sorting pairs.  Both are within their errors of each other, and the
+    eps(delta) brackets of both hold the mpmath root of the lattice power."""
+    mechanism = afa.DiscreteGaussian(2.0)
+    loss = mechanism.privacy_losses()[0]
+    dense = DiscreteComposition([(loss.atoms, 8)], loss.inf_mass)
+    monkeypatch.setattr(discrete, "LATTICE_MIN_PAIRS", math.inf)
+    pairs = DiscreteComposition([(loss.atoms, 8)], loss.inf_mass)
+    assert dense.full.size == pairs.full.size
+    assert np.all(np.abs(dense.full.losses - pairs.full.losses) <= dense.full.loss_errors + pairs.full.loss_errors)
+    (alpha1, beta1), (alpha2, beta2) = dense.full.log_mass_error, pairs.full.log_mass_error
+    heavy = dense.full.log_masses > -700
+    assert np.all(np.abs(dense.full.log_masses - pairs.full.log_masses)[heavy]
+                  <= (alpha1 + alpha2 + (beta1 + beta2) * np.abs(dense.full.log_masses))[heavy])
+    # mpmath: the truncated discrete Gaussian's atoms (as the mechanism keeps them), composed 8 times.
+    sigma, tau = mp.mpf(2), (loss.atoms.size - 1) // 2
+    norm = mp.nsum(lambda y: mp.exp(-y ** 2 / (2 * sigma ** 2)), [-mp.inf, mp.inf])
+    base = [((1 - 2 * mp.mpf(x)) / (2 * sigma ** 2), mp.exp(-mp.mpf(x) ** 2 / (2 * sigma ** 2)) / norm)
+            for x in range(tau, -tau - 1, -1)]
+    truth_atoms = mp_lattice_power(base, 8)
+    for delta in (1e-3, 1e-12, 1e-40):
+        truth = mp_epsilon(truth_atoms, delta)
+        for composition in (dense, pairs):
+            _, lower, upper = composition.epsilon_bounds(delta)
+            assert lower <= truth <= upper, (delta, lower, upper, mp.nstr(truth, 20))
+
+
+def test_composition_refusal_is_an_accuracy_error_and_auto_moves_on(monkeypatch):
+    """A composition too large to enumerate is a refusal (an AccuracyError, still a ValueError): 'exact'
+    raises it, 'auto' answers with another engine, and that answer holds the exact one."""
+    assert issubclass(CompositionTooLargeError, AccuracyError) and issubclass(CompositionTooLargeError, ValueError)
+    build = lambda: afa.Accountant().compose(afa.DiscreteLaplace(0.3, 3), 30).compose(afa.RandomizedResponse(0.7), 20)  # noqa: E731
+    truth = build().delta_result(2.0, method="exact")
+    monkeypatch.setattr(discrete, "MAX_ATOMS", 40)
+    crowded = build()
+    with pytest.raises(CompositionTooLargeError):
+        crowded.delta_result(2.0, method="exact")
+    result = crowded.delta_result(2.0)
+    assert result.method != "exact"
+    assert result.lower <= truth.upper and truth.lower <= result.upper
+
+
+def test_gaussian_mixture_bounds_hold_the_truth():
+    """Gaussians x RR: delta = sum_j w_j delta_mu(eps - l_j) (Sommer, Meiser & Mohammadi 2019, Thm 5, mixed
+    over the binomial atoms) in mpmath lies within the bounds, and eps(delta)'s bracket holds its root."""
+    rng = random.Random(3)
+    for _ in range(6):
+        sigma, uses, p, count = 10 ** rng.uniform(-0.3, 1.0), rng.choice([1, 3]), rng.uniform(0.55, 0.95), \
+            rng.choice([1, 5, 30])
+        accountant = afa.Accountant().compose(afa.Gaussian(sigma), uses).compose(afa.RandomizedResponse(p), count)
+        mu = mp.sqrt(uses) / mp.mpf(sigma)
+        atoms = mp_binomial_power(mp_rr(p), count)
+
+        def truth(eps):
+            e = mp.mpf(eps)
+            return mp.fsum(w * (mp.ncdf(-(e - l) / mu + mu / 2) - mp.exp(e - l) * mp.ncdf(-(e - l) / mu - mu / 2))
+                           for l, w in atoms)
+
+        for eps in (0.0, 0.7, float(atoms[0][0]) - 1e-9, 3.0):
+            assert_within(accountant.delta_result(eps, method="exact"), truth(eps), eps)
+        delta = 10 ** rng.uniform(-20, -3)
+        result = accountant.epsilon_result(delta, method="exact")
+        assert truth(result.upper) <= delta
+        assert result.lower == 0 or truth(result.lower) > delta

@@ -1,0 +1,132 @@
+"""What a user reads is never below what the answer's own bounds allow; every query has a budget.
+
+epsilon(), delta(), privacy_profile(), float(result) and the CLI's headline are the upper ends of
+the bounds; *_result keeps the best estimate in .value.  References: the exact Gaussian formula
+(Sommer, Meiser & Mohammadi 2019, Thm 5) and a brute-force sum over the discrete Gaussian's
+outputs with mpmath.
+"""
+
+import math
+import time
+
+import mpmath
+import numpy as np
+import pytest
+
+import afa
+from afa import exact
+
+
+def discrete_gaussian_delta_mpmath(epsilon: float, sigma: float, count: int) -> float:
+    """delta(eps) of ``count`` uses of DiscreteGaussian(sigma), sensitivity 1: the loss of one use is
+    (2x - 1) / (2 sigma^2) with x ~ N_Z(1, sigma^2); the composed loss j / (2 sigma^2) for the sum
+    j of ``count`` odd integers, whose law is the count-fold convolution (done exactly at 40 digits)."""
+    mpmath.mp.dps = 40
+    reach = int(math.ceil(40 * sigma)) + 2
+    xs = range(-reach, reach + 2)
+    weights = [mpmath.exp(-mpmath.mpf(x - 1) ** 2 / (2 * sigma ** 2)) for x in xs]
+    norm = sum(weights)
+    single = {2 * x - 1: w / norm for x, w in zip(xs, weights)}
+    law = {0: mpmath.mpf(1)}
+    base, k = single, count
+    while k:
+        if k & 1:
+            law = _convolve(law, base)
+        k >>= 1
+        if k:
+            base = _convolve(base, base)
+    eps = mpmath.mpf(epsilon)
+    scale = 1 / (2 * mpmath.mpf(sigma) ** 2)
+    return float(sum(mass * -mpmath.expm1(eps - j * scale) for j, mass in law.items() if j * scale > eps))
+
+
+def _convolve(a: dict, b: dict) -> dict:
+    out: dict = {}
+    for i, x in a.items():
+        if x < mpmath.mpf(10) ** -60:
+            continue
+        for j, y in b.items():
+            out[i + j] = out.get(i + j, 0) + x * y
+    return out
+
+
+def test_epsilon_is_the_upper_end_of_a_certified_bracket():
+    acc = afa.Accountant().compose(afa.DiscreteGaussian(sigma=3), times=8)
+    result = acc.epsilon_result(1e-6, method="pld")
+    assert result.lower < result.value < result.upper
+    assert acc.epsilon(1e-6, method="pld") == result.upper
+    assert float(result) == result.upper
+    # the number read is never below the truth: delta at it is <= the target
+    assert discrete_gaussian_delta_mpmath(acc.epsilon(1e-6, method="pld"), 3.0, 8) <= 1e-6 * (1 + 1e-12)
+
+
+def test_epsilon_and_delta_read_the_upper_bound_of_an_estimate():
+    mu = math.sqrt(50) / 4
+    acc = afa.Accountant().compose(afa.Gaussian(sigma=4.0).poisson_subsampled(1.0), times=50)
+    for method in ("contour", "quadrature"):
+        result = acc.epsilon_result(1e-5, method=method)
+        assert acc.epsilon(1e-5, method=method) == result.upper >= result.value
+        assert result.lower <= exact.gaussian_epsilon(1e-5, mu) <= result.upper
+        d = acc.delta_result(1.0, method=method)
+        assert acc.delta(1.0, method=method) == d.upper >= d.value
+        assert d.lower <= exact.gaussian_delta(1.0, mu) <= d.upper
+
+
+def test_privacy_profile_reads_the_upper_bounds():
+    acc = afa.Accountant().compose(afa.DiscreteGaussian(sigma=3), times=8)
+    epsilons = np.array([0.5, 1.0, 2.0])
+    profile = acc.privacy_profile(epsilons, method="pld")
+    uppers = [acc.delta_result(e, method="pld").upper for e in epsilons]
+    np.testing.assert_array_equal(profile, uppers)
+    truths = [discrete_gaussian_delta_mpmath(e, 3.0, 8) for e in epsilons]
+    assert np.all(profile >= np.array(truths) * (1 - 1e-12))
+
+
+def test_auto_moves_on_when_its_first_choice_refuses():
+    # One Laplace use: delta(eps) = 1 - e^{(eps - 1)/2} on [-1, 1] (Zhu, Dong & Wang 2022, Table 2 / App. D.1).
+    acc = afa.Accountant().compose(afa.Laplace(1.0))
+    result = acc.epsilon_result(1e-13)
+    truth = 1 + 2 * math.log1p(-1e-13)
+    assert result.lower <= truth <= result.upper
+    assert result.upper - result.lower < 1e-12
+
+
+def test_budget_validation():
+    with pytest.raises(ValueError, match="seconds"):
+        afa.Budget(seconds=0)
+    with pytest.raises(ValueError, match="memory_bytes"):
+        afa.Budget(memory_bytes=-1)
+    with pytest.raises(TypeError, match="seconds"):
+        afa.Budget(seconds="10")
+    with pytest.raises(ValueError, match="seconds"):
+        afa.Budget(seconds=float("nan"))
+    with pytest.raises(TypeError, match="budget"):
+        afa.Accountant(budget=30)
+    assert afa.Budget(seconds=math.inf).seconds == math.inf
+
+
+def test_a_query_past_its_budget_raises_a_clear_error():
+    acc = afa.Accountant(budget=afa.Budget(seconds=1e-9))
+    acc.compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=100)
+    began = time.monotonic()
+    with pytest.raises(afa.BudgetExceededError, match="time budget"):
+        acc.epsilon_result(1e-5, method="contour")
+    assert time.monotonic() - began < 5
+
+
+def test_memory_budget_refuses_before_allocating():
+    from afa import budget
+    with budget.limits(afa.Budget(memory_bytes=1024)):
+        with pytest.raises(afa.BudgetExceededError, match="memory budget"):
+            budget.reserve(8 * 10 ** 6, "a test array")
+        budget.reserve(512, "a small array")
+
+
+def test_nested_limits_never_extend_the_outer_budget():
+    from afa import budget
+    with budget.limits(afa.Budget(seconds=1.0)):
+        with budget.limits(seconds=100.0):
+            assert budget.remaining() <= 1.0
+        with budget.limits(seconds=0.5):
+            assert budget.remaining() <= 0.5
+    assert budget.remaining() == math.inf
