@@ -53,6 +53,17 @@ certified:
    relative (n + 1) u margin, loss comparisons a few ulps of the magnitudes involved.  Library
    routines are taken accurate to a few ulps (scipy's ``log_ndtr``, numpy's
    ``exp``/``log``/``expm1``).
+7. Tiny delta.  The FFT's rounding is absolute (about k * 1e-14), and the truncated mass is
+   ``tail_tolerance``: below either the bracket says nothing.  One use needs no power (the one-step
+   measure is the composed one, exactly).  For k > 1 the tilted one-step measure p(x) e^{lam x} / M(lam)
+   is also raised to the k-th power, on a window chosen for it (its mass sits near the eps whose saddle
+   point is lam, and subsampled losses have heavy tilted tails), and untilted by M(lam)^k e^{-lam x}: its
+   FFT error e enters delta as sum_x e(x) M^k e^{-lam x} g(x), bounded by the same (e1, e2) bounds with the
+   weights M^k e^{-lam x} (geometric sums), so it is relative to delta near that eps.  Tilted mass the
+   circular power wraps into the window is positive (harmless for the upper bound) and is subtracted
+   from the lower bound through its Chernoff bound.  The bracket keeps the better end of the plain and
+   tilted evaluations.  :class:`afa.engines.CertifiedEngine` passes a tail tolerance of 1e-7 delta and the
+   Chernoff order for delta (or the saddle point at the eps asked about).
 
 Measured (default cells = 2**18, automatic reach, 2 shared cores; width = upper - lower):
 
@@ -71,15 +82,18 @@ Widths shrink roughly quadratically in 1 / cells (time is linear in cells).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
+from scipy.signal import lfilter
 from scipy.special import log_ndtr, ndtri
 
 from . import _validation as check
+from . import budget
 from .noise_pair import NoiseMixturePair
 
 __all__ = ["certified_delta"]
@@ -101,6 +115,8 @@ EVALUATION_BLOCK = 1024
 LOG_TINY = -700.0
 # Chernoff exponents tried, relative to the Gaussian-approximation optimum.
 CHERNOFF_FACTORS = np.geomspace(1 / 32, 32, 12)
+# Tilted mass allowed outside the tilted power's window (its untilted contribution is about this times delta).
+TILTED_WINDOW_TOLERANCE = 1e-12
 # Largest FFT length accepted.
 LARGEST_FFT = 2 ** 26
 # The loss grid has at least about this many points over the composed loss's range.
@@ -147,37 +163,85 @@ class CertifiedBracket:
     """The two composed grid measures of :func:`certified_delta`, built once; ``delta`` evaluates any eps.
 
     Building costs the FFT powers (about 0.3-1 s at the default cells); each further eps is cheap,
-    which root finding for eps(delta) needs.
+    which root finding for eps(delta) needs.  ``tail_tolerance`` is the mass allowed beyond the reach
+    (all k steps together) and outside the FFT window; bounds below about it are not resolved, so pass
+    a fraction of the smallest delta of interest.  ``delta(eps, tilt)`` also evaluates the tilted powers
+    (module docstring, refinement 7) at a tilt from :meth:`tilt_for`, for deltas far below the plain
+    FFT's rounding (about k * 1e-14).
     """
 
-    def __init__(self, pair: NoiseMixturePair, count: int, *, cells: int = 2 ** 18, reach: float | None = None):
+    def __init__(self, pair: NoiseMixturePair, count: int, *, cells: int = 2 ** 18, reach: float | None = None,
+                 tail_tolerance: float = TAIL_TOLERANCE):
         if not isinstance(pair, NoiseMixturePair):
             raise TypeError(f"pair must be a NoiseMixturePair, got {type(pair).__name__}")
         count = _integer("count", count, minimum=1)
         cells = _integer("cells", cells, minimum=2)
+        tail_tolerance = check.in_interval("tail_tolerance", tail_tolerance, 0.0, 1e-3, low_open=True)
+        budget.reserve(64 * 8 * cells, "the cells of the certified bracket")
         pair = _without_empty_components(pair)
-        reach = _default_reach(pair, count) if reach is None else check.positive("reach", reach)
+        reach = _default_reach(pair, count, tail_tolerance) if reach is None else check.positive("reach", reach)
         edges = np.linspace(-reach, reach, cells + 1)
         masses = _CellMasses.of(pair, edges)
         loss_min, loss_max = _cell_loss_ranges(pair, edges)
         points = max(cells, MIN_GRID_POINTS)
-        fine_grid = _loss_grid(pair, edges, masses, count, points, least_step=0.0)
+        fine_grid = _loss_grid(pair, edges, masses, count, points, 0.0, tail_tolerance)
         # The lower bound merges cells: its groups should hold several cells each.
-        group_grid = _loss_grid(pair, edges, masses, count, points,
-                                least_step=CELLS_PER_GROUP * _cell_loss_width(masses))
-        self._upper, self._upper_extra = _upper_bound(masses, loss_min, loss_max, fine_grid, count)
-        self._lower = _lower_bound(masses, group_grid, count)
+        group_grid = _loss_grid(pair, edges, masses, count, points, CELLS_PER_GROUP * _cell_loss_width(masses),
+                                tail_tolerance)
+        budget.check("the upper bound of the certified bracket")
+        self._upper, self._upper_extra = _upper_bound(masses, loss_min, loss_max, fine_grid, count, tail_tolerance)
+        budget.check("the lower bound of the certified bracket")
+        self._lower = _lower_bound(masses, group_grid, count, tail_tolerance)
+        self._tilted: dict[float, tuple] = {}
 
-    def delta(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper) on delta at ``epsilons`` (any shape)."""
+    def delta(self, epsilons: ArrayLike, tilt: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) on delta at ``epsilons`` (any shape); with a ``tilt`` > 0 also from the tilted
+        powers at that tilt, keeping the better of each bound (both are certified)."""
+        epsilons = check.real_array("epsilons", epsilons)
+        return self.lower(epsilons, tilt), self.upper(epsilons, tilt)
+
+    def upper(self, epsilons: ArrayLike, tilt: float | None = None) -> np.ndarray:
+        """The certified upper bound on delta at ``epsilons`` (see :meth:`delta`)."""
         epsilons = check.real_array("epsilons", epsilons)
         flat = epsilons.ravel()
         values, errors = self._upper.hockey_stick(flat)
         upper = np.minimum(values + errors + self._upper_extra, 1.0)
+        tilted = self._tilted_powers(tilt)
+        if tilted is not None and tilted[0] is not None:
+            values, errors, _ = tilted[0].hockey_stick(flat)
+            upper = np.minimum(upper, values + errors + self._upper_extra)
+        return np.maximum(upper, -np.expm1(np.minimum(flat, 0.0))).reshape(epsilons.shape)
+
+    def lower(self, epsilons: ArrayLike, tilt: float | None = None) -> np.ndarray:
+        """The certified lower bound on delta at ``epsilons`` (see :meth:`delta`)."""
+        epsilons = check.real_array("epsilons", epsilons)
+        flat = epsilons.ravel()
         values, errors = self._lower.hockey_stick(flat)
         lower = values - errors - self._lower.outside_mass
+        tilted = self._tilted_powers(tilt)
+        if tilted is not None and tilted[1] is not None:
+            values, errors, wrapped = tilted[1].hockey_stick(flat)
+            finite = np.isfinite(values) & np.isfinite(errors)
+            candidate = np.where(finite, values, 0.0) - np.where(finite, errors, 0.0) - wrapped
+            lower = np.maximum(lower, np.where(finite, candidate - self._lower.outside_mass, -np.inf))
         lower = np.maximum(lower, -np.expm1(np.minimum(flat, 0.0)))  # H_a(P||Q) >= (1 - a)_+ always
-        return lower.reshape(epsilons.shape), upper.reshape(epsilons.shape)
+        return lower.reshape(epsilons.shape)
+
+    def _tilted_powers(self, tilt: float | None):
+        """(upper, lower) tilted powers at ``tilt`` (built once per tilt; either None where its window is too
+        large), or None (no tilt, or one use)."""
+        if tilt is None or not tilt > 0 or self._upper.count == 1:
+            return None
+        if tilt not in self._tilted:
+            budget.check("the tilted powers of the certified bracket")
+            self._tilted[tilt] = (self._upper.tilted(tilt), self._lower.tilted(tilt))
+        return self._tilted[tilt]
+
+    def tilt_for(self, *, delta: float | None = None, epsilon: float | None = None) -> float:
+        """A tilt for :meth:`delta` at tiny delta: the Chernoff order argmin_t (k K(t) - log delta) / t of the
+        upper bound's one-step measure (K its log moment-generating function), or its saddle point
+        argmin_{t >= 0} k K(t) - t epsilon; 0 for one use (no power, no FFT) or no positive optimum."""
+        return self._upper.tilt_for(delta=delta, epsilon=epsilon)
 
 
 def _integer(name: str, value, minimum: int) -> int:
@@ -196,12 +260,12 @@ def _without_empty_components(pair: NoiseMixturePair) -> NoiseMixturePair:
     return NoiseMixturePair(pair.noise, pair.scale, *sides)
 
 
-def _default_reach(pair: NoiseMixturePair, count: int) -> float:
-    """Largest |shift| plus the noise quantile leaving TAIL_TOLERANCE / count in both tails (Gaussian)."""
+def _default_reach(pair: NoiseMixturePair, count: int, tail_tolerance: float) -> float:
+    """Largest |shift| plus the noise quantile leaving tail_tolerance / count in both tails (Gaussian)."""
     farthest_shift = float(np.max(np.abs(pair.shifts)))
     if pair.noise == "laplace":
         return max(farthest_shift, pair.scale)
-    return farthest_shift - pair.scale * float(ndtri(TAIL_TOLERANCE / (2 * count)))
+    return farthest_shift - pair.scale * float(ndtri(tail_tolerance / (2 * count)))
 
 
 # --------------------------------------------------------------------------- cell masses
@@ -440,7 +504,7 @@ def _cell_loss_width(masses: _CellMasses) -> float:
 
 
 def _loss_grid(pair: NoiseMixturePair, edges: np.ndarray, masses: _CellMasses, count: int,
-               target_points: int, least_step: float) -> _LossGrid:
+               target_points: int, least_step: float, tail_tolerance: float) -> _LossGrid:
     """A grid of about ``target_points`` points over the composed loss's range, of step at least
     ``least_step`` unless that leaves fewer than MIN_GRID_POINTS_LOWER points.
 
@@ -453,7 +517,7 @@ def _loss_grid(pair: NoiseMixturePair, edges: np.ndarray, masses: _CellMasses, c
     mean = float(weights @ loss)
     variance = float(weights @ (loss - mean) ** 2)
     one_step = float(np.ptp(loss))
-    spread = 2 * math.sqrt(2 * math.log(1 / TAIL_TOLERANCE) * count * variance)
+    spread = 2 * math.sqrt(2 * math.log(1 / tail_tolerance) * count * variance)
     span = max(one_step, min(count * one_step, spread), MIN_LOSS_SPAN)
     step = max(span / target_points, min(least_step, span / MIN_GRID_POINTS_LOWER))
     if pair.noise == "laplace" and edges[-1] >= np.max(np.abs(pair.shifts)):
@@ -469,7 +533,7 @@ def _loss_grid(pair: NoiseMixturePair, edges: np.ndarray, masses: _CellMasses, c
 # --------------------------------------------------------------------------- the two bounds
 
 
-def _upper_bound(masses: _CellMasses, loss_min, loss_max, grid: _LossGrid, count):
+def _upper_bound(masses: _CellMasses, loss_min, loss_max, grid: _LossGrid, count, tail_tolerance: float):
     """The composed dominating pair on the grid, and the mass its delta must add (window, +inf atom)."""
     log_mass = masses.log_a + masses.error_a
     infinite = ~np.isfinite(loss_max)
@@ -479,7 +543,7 @@ def _upper_bound(masses: _CellMasses, loss_min, loss_max, grid: _LossGrid, count
     keep = ~infinite & ~underflow
     index, mass = _spread_to_grid(np.exp(log_mass[keep]), masses.loss[keep] + masses.loss_error[keep],
                                   loss_min[keep], loss_max[keep], grid)
-    composed = _ComposedLoss.of(index, mass, count, grid, rounding_direction=+1)
+    composed = _ComposedLoss.of(index, mass, count, grid, +1, tail_tolerance)
     return composed, composed.outside_mass + _infinite_part(composed.step_mass, infinite_mass, count)
 
 
@@ -512,10 +576,10 @@ def _spread_to_grid(mass, loss_high, loss_min, loss_max, grid: _LossGrid):
     return index, spread
 
 
-def _lower_bound(masses: _CellMasses, grid: _LossGrid, count):
+def _lower_bound(masses: _CellMasses, grid: _LossGrid, count, tail_tolerance: float):
     """The composed pair on the grid dominated by (A, B) (its delta is a lower bound)."""
     index, mass = _merge_to_grid(masses, grid)
-    return _ComposedLoss.of(index, mass, count, grid, rounding_direction=-1)
+    return _ComposedLoss.of(index, mass, count, grid, -1, tail_tolerance)
 
 
 def _merge_to_grid(masses: _CellMasses, grid: _LossGrid):
@@ -525,7 +589,9 @@ def _merge_to_grid(masses: _CellMasses, grid: _LossGrid):
     a post-processing (merging, possibly a random fraction of a group) or lowers a loss, so the
     result is dominated by (A, B); merging costs only second order in the grid step."""
     log_a, log_b = masses.log_a - masses.error_a, masses.log_b + masses.error_b
-    keep = (log_a > LOG_TINY) & (log_b > LOG_TINY)  # dropping a whole cell only lowers delta
+    # Dropping a whole cell only lowers delta; a cell of tiny B-mass keeps its (large) loss: B-masses are
+    # summed in log space below.
+    keep = (log_a > LOG_TINY) & (log_b > -np.inf)
     log_a, log_b = log_a[keep], log_b[keep]
     loss = log_a - log_b
     nearest = grid.nearest(loss)
@@ -534,8 +600,10 @@ def _merge_to_grid(masses: _CellMasses, grid: _LossGrid):
     groups, member = np.unique(nearest, return_inverse=True)
     sizes = np.bincount(member)
     a_mass = np.bincount(member, weights=np.exp(log_a)) * (1 - 2 * (sizes + 1) * U)
-    b_mass = np.bincount(member, weights=np.exp(log_b)) * (1 + 2 * (sizes + 1) * U)
-    log_a_group, log_b_group = np.log(a_mass), np.log(b_mass)
+    largest_b = np.full(groups.size, -np.inf)
+    np.maximum.at(largest_b, member, log_b)
+    scaled_b = np.bincount(member, weights=np.exp(log_b - largest_b[member])) * (1 + 2 * (sizes + 1) * U)
+    log_a_group, log_b_group = np.log(a_mass), largest_b + np.log(scaled_b)
     target = grid.values(groups)
     slack = 32 * U * (1 + np.abs(log_a_group) + np.abs(log_b_group) + np.abs(target))
     merged = log_a_group - log_b_group - slack  # rounded down
@@ -546,7 +614,8 @@ def _merge_to_grid(masses: _CellMasses, grid: _LossGrid):
     # ... and the A-mass of the next group above e^{g_u}, of the previous group below e^{g_u}.
     next_above, previous_below = np.zeros_like(a_mass), np.full_like(a_mass, np.inf)
     next_above[:-1] = a_mass[1:] * -np.expm1(np.minimum(target[:-1] - merged[1:], 0.0))
-    previous_below[1:] = a_mass[:-1] * np.expm1(np.maximum(target[1:] - merged[:-1], 0.0))
+    with np.errstate(over="ignore"):  # +inf: that group cannot lower this one (nothing is taken from it)
+        previous_below[1:] = a_mass[:-1] * np.expm1(np.maximum(target[1:] - merged[:-1], 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         lifted = missing / next_above * (1 + 16 * U)  # fraction of group u + 1 merged into u
         wanted = extra / previous_below  # fraction of group u - 1 that would bring u down to e^{g_u}
@@ -587,7 +656,9 @@ class _ComposedLoss:
     bounded by ``error_bounds`` = (e1, e2): |sum e g| <= min(e1 sum|g|, e2 ||g||_2);
     ``outside_mass`` bounds the exact mass outside the window.  ``losses`` are the window's
     loss values up to ``loss_rounding``; ``direction`` (+1 upper, -1 lower) says which way
-    rounding is resolved.
+    rounding is resolved.  One use (k = 1) needs no FFT: the window is the measure's support and
+    the pmf is the measure itself (no error, nothing outside).  ``single``, ``first``, ``start`` (the
+    window's first grid index) and ``tail_tolerance`` are kept for :meth:`tilted`.
     """
 
     losses: np.ndarray
@@ -597,41 +668,194 @@ class _ComposedLoss:
     outside_mass: float
     step_mass: float
     direction: int
+    single: np.ndarray
+    first: int
+    count: int
+    grid: "_LossGrid"
+    start: int
+    tail_tolerance: float
 
     @classmethod
-    def of(cls, index, mass, count, grid: _LossGrid, rounding_direction) -> "_ComposedLoss":
+    def of(cls, index, mass, count, grid: _LossGrid, rounding_direction,
+           tail_tolerance: float = TAIL_TOLERANCE) -> "_ComposedLoss":
         first = int(index.min())
         offsets = index - first
         single = np.bincount(offsets, weights=mass)
         single *= 1 + rounding_direction * 2 * (np.bincount(offsets) + 1) * U
-        window, outside = _chernoff_window(single, first, count, grid)
-        size = window[1] - window[0]
-        padded = np.zeros(size)
-        padded[:single.size] = single
-        spectrum = rfft(padded)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            powered = np.where(spectrum == 0, 0.0, np.exp(count * np.log(spectrum)))
-        pmf = np.roll(irfft(powered, n=size), -((window[0] - count * first) % size))
-        error = _fft_power_error(spectrum, powered, single, count, size)
+        if count == 1:
+            window, outside, size = (first, first + single.size), 0.0, single.size
+            pmf, error = single.copy(), (0.0, 0.0)
+        else:
+            window, outside = _chernoff_window(single, first, count, grid, tail_tolerance)
+            size = window[1] - window[0]
+            budget.reserve(64 * size, "the FFT power of the certified bracket")
+            budget.check("the FFT power of the certified bracket")
+            pmf, error = _fft_power(single, count, size, (window[0] - count * first) % size)
         indices = window[0] + np.arange(size)
         losses = count * grid.origin + indices * grid.step
         rounding = 4 * U * (count * abs(grid.origin) + float(np.max(np.abs(indices))) * grid.step)
-        return cls(losses, rounding, np.maximum(pmf, 0.0), error, outside, float(single.sum()), rounding_direction)
+        return cls(losses, rounding, np.maximum(pmf, 0.0), error, outside, float(single.sum()), rounding_direction,
+                   single, first, count, grid, window[0], tail_tolerance)
+
+    @functools.cached_property
+    def _sums(self) -> "_BlockSums":
+        return _BlockSums.of(self.pmf, self.losses + self.direction * self.loss_rounding)
 
     def hockey_stick(self, epsilons):
         """sum_x pmf(x) (1 - e^{eps - x})_+ for each eps, and a bound on its error against the
         aliased convolution (FFT rounding, evaluation rounding)."""
         losses = self.losses + self.direction * self.loss_rounding
-        sums = _BlockSums.of(self.pmf, losses)
+        sums = self._sums
         largest_loss = float(np.max(np.abs(losses)))
         sup, euclidean = self.error_bounds
         values = np.empty(epsilons.size)
         errors = np.empty(epsilons.size)
         for i, eps in enumerate(epsilons):
+            budget.check("evaluating the certified bracket")
             values[i], rounding, gain_sum, gain_square_sum = sums.at(eps)
             errors[i] = (min(sup * gain_sum, euclidean * math.sqrt(max(gain_square_sum, 0.0))) + rounding
                          + 4 * U * (2 + abs(eps) + largest_loss) * values[i])
         return values, errors
+
+    def single_log_mgf(self, ts: np.ndarray) -> np.ndarray:
+        """log sum_x single(x) e^{t x} for each t (the one-step measure's log moment-generating function)."""
+        support = np.flatnonzero(self.single > 0)
+        log_mass = np.log(self.single[support])
+        losses = self.grid.values(self.first + support)
+        return np.array([_log_sum_exp(log_mass + t * losses) for t in np.atleast_1d(ts)])
+
+    def tilt_for(self, *, delta: float | None = None, epsilon: float | None = None) -> float:
+        """See :meth:`CertifiedBracket.tilt_for`."""
+        if (delta is None) == (epsilon is None):
+            raise ValueError("give exactly one of delta and epsilon")
+        if self.count == 1:
+            return 0.0
+        support = np.flatnonzero(self.single > 0)
+        losses = self.grid.values(self.first + support)
+        weights = self.single[support] / self.single[support].sum()
+        mean = float(weights @ losses)
+        spread = math.sqrt(max(self.count * float(weights @ (losses - mean) ** 2), 0.0)) or self.grid.step
+
+        def objective(ts):
+            log_mgf = self.count * self.single_log_mgf(ts)
+            return (log_mgf - math.log(delta)) / ts if delta is not None else log_mgf - epsilon * ts
+
+        ts = np.geomspace(1e-4, 1e4, 25) / spread
+        for _ in range(3):
+            values = objective(ts)
+            best = int(np.nanargmin(values))
+            if epsilon is not None and not values[best] < 0.0:  # K(0) - 0 = log of the mass, <= ~0
+                return 0.0
+            ts = np.geomspace(ts[max(best - 1, 0)], ts[min(best + 1, ts.size - 1)], 9)
+        return float(ts[int(np.nanargmin(objective(ts)))])
+
+    def tilted(self, tilt: float) -> "_TiltedPower | None":
+        """The k-fold power of the tilted one-step measure single(x) e^{tilt x - m} on its own window (its mass
+        sits higher than the plain one's, and subsampled losses have heavy tilted tails), for relative accuracy
+        where delta is tiny (module docstring, refinement 7); None if that window would exceed LARGEST_FFT."""
+        support = np.flatnonzero(self.single > 0)
+        losses = self.grid.values(self.first + np.arange(self.single.size))
+        with np.errstate(divide="ignore"):
+            log_weights = np.where(self.single > 0, np.log(np.where(self.single > 0, self.single, 1.0))
+                                   + tilt * losses, -np.inf)
+        log_mgf = float(_log_sum_exp(log_weights[support]))
+        exponents = log_weights - log_mgf
+        theta = 4 * U * (4 + float(np.max(np.abs(exponents[support]))) + abs(log_mgf))
+        # Rounded the safe way: a k-fold power of larger (upper) or smaller (lower) weights bounds the exact one.
+        weights = np.exp(exponents) * (1 + self.direction * theta)
+        window = _chernoff_window(weights, self.first, self.count, self.grid, TILTED_WINDOW_TOLERANCE,
+                                  or_none=True)
+        if window is None:
+            return None
+        (low, high), wrapped = window  # Chernoff bound on the tilted mass outside the window (it wraps in)
+        size = high - low
+        budget.reserve(64 * size, "the tilted FFT power of the certified bracket")
+        pmf, error = _fft_power(weights, self.count, size, (low - self.count * self.first) % size)
+        indices = low + np.arange(size)
+        window_losses = self.count * self.grid.origin + indices * self.grid.step
+        rounding = 4 * U * (self.count * abs(self.grid.origin) + float(np.max(np.abs(indices))) * self.grid.step)
+        return _TiltedPower(window_losses, rounding, np.maximum(pmf, 0.0), error, self.direction,
+                            tilt, self.count * log_mgf, wrapped)
+
+
+@dataclass(frozen=True)
+class _TiltedPower:
+    """The k-fold power of a tilted one-step measure on a window: ``pmf`` approximates the circular power with
+    error ``error_bounds`` (as :class:`_ComposedLoss`), ``wrapped`` bounds the tilted mass the circular
+    convolution wraps into the window, and untilted values are pmf(x) e^{normalizer - tilt x}."""
+
+    losses: np.ndarray
+    loss_rounding: float
+    pmf: np.ndarray
+    error_bounds: tuple[float, float]
+    direction: int
+    tilt: float
+    normalizer: float
+    wrapped: float
+
+    @functools.cached_property
+    def _suffix(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B, D): B_c = sum_{i >= c} p_i e^{-(tilt + 1)(x_i - x_c)}, D_c = sum_{i > c} p_i e^{-tilt (x_i - x_c)}
+        (1 - e^{-(x_i - x_c)}), by the positive-term recurrences B_c = p_c + e^{-(tilt + 1) h} B_{c+1} and
+        D_c = e^{-tilt h} (D_{c+1} + (1 - e^{-h}) B_{c+1}) (h the grid step)."""
+        step = float(self.losses[1] - self.losses[0]) if self.losses.size > 1 else 1.0
+        b = lfilter([1.0], [1.0, -math.exp(-(self.tilt + 1) * step)], self.pmf[::-1])[::-1]
+        terms = np.zeros_like(b)
+        terms[:-1] = -math.expm1(-step) * b[1:]
+        d = lfilter([math.exp(-self.tilt * step)], [1.0, -math.exp(-self.tilt * step)], terms[::-1])[::-1]
+        return b, d
+
+    def hockey_stick(self, epsilons):
+        """(values, errors, wrapped contribution) of sum_x pmf(x) e^{normalizer - tilt x} (1 - e^{eps - x})_+.
+
+        For x_{c-1} <= eps < x_c the sum is e^{normalizer - tilt x_c} (D_c + (1 - e^{eps - x_c}) B_c) (positive
+        terms, ``_suffix``; relatively accurate to (M + 8) u plus the untilting's rounding).  The FFT error e of
+        the tilted power enters as sum_x e(x) g~(x) with g~(x) = e^{normalizer - tilt x} g(x) <= e^{normalizer -
+        tilt x} for x > eps, bounded by min(e1 sum |g~|, e2 ||g~||_2) with the geometric sums of those bounds;
+        wrapped-in tilted mass (positive: harmless for an upper bound) contributes at most wrapped
+        e^{normalizer - tilt eps}.  Where the untilting overflows the value and error are +inf (no information).
+        """
+        losses = self.losses + self.direction * self.loss_rounding
+        b, d = self._suffix
+        step = float(self.losses[1] - self.losses[0]) if self.losses.size > 1 else 1.0
+        sup, euclidean = self.error_bounds
+        index = np.searchsorted(losses, epsilons, side="right")
+        inside = index < losses.size
+        c = np.minimum(index, losses.size - 1)
+        at = losses[c]
+        exponent = self.normalizer - self.tilt * at
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = np.exp(exponent)
+            values = np.where(inside, scale * (d[c] + -np.expm1(np.minimum(epsilons - at, 0.0)) * b[c]), 0.0)
+            shortfall = -np.expm1(np.minimum(epsilons - at, 0.0))  # 1 - e^{eps - x_c}
+            gain_sum = scale * _gain_series(self.tilt, step, shortfall)
+            gain_norm = scale * np.sqrt(_gain_series(2 * self.tilt, step, shortfall))
+            magnitude = np.abs(exponent) + self.tilt * np.abs(at) + np.abs(epsilons) + 8
+            errors = np.where(inside, np.minimum(sup * gain_sum, euclidean * gain_norm) * (1 + 1e-9)
+                              + 8 * U * (losses.size + magnitude) * values, 0.0)
+            wrapped = self.wrapped * np.exp(np.minimum(self.normalizer - self.tilt * epsilons, 709.0)) * (1 + 1e-9)
+        bad = ~(np.isfinite(values) & np.isfinite(errors))
+        return np.where(bad, np.inf, values), np.where(bad, np.inf, errors), wrapped
+
+
+def _gain_series(tilt: float, step: float, shortfall: np.ndarray) -> np.ndarray:
+    """An upper bound on sum_{j >= 0} e^{-tilt h j} (1 - a e^{-h j}) with 1 - a = ``shortfall`` (a in (0, 1]):
+    sum_j e^{-tilt h j} (1 - e^{-h j}) + (1 - a) sum_j e^{-(tilt + 1) h j}, the first sum
+    e^{tilt h} (e^h - 1) / ((e^{tilt h} - 1)(e^{(tilt + 1) h} - 1)) in positive terms, raised by its rounding."""
+    first = math.exp(tilt * step) * math.expm1(step) / (math.expm1(tilt * step) * math.expm1((tilt + 1) * step))
+    second = 1.0 / -math.expm1(-(tilt + 1) * step)
+    return (first + shortfall * second) * (1 + 16 * U)
+
+
+def _fft_power(single: np.ndarray, count: int, size: int, shift: int) -> tuple[np.ndarray, tuple[float, float]]:
+    """(irfft(rfft(single)^count) rolled back by ``shift``, error bounds of :func:`_fft_power_error`)."""
+    padded = np.zeros(size)
+    padded[:single.size] = single
+    spectrum = rfft(padded)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        powered = np.where(spectrum == 0, 0.0, np.exp(count * np.log(spectrum)))
+    pmf = np.roll(irfft(powered, n=size), -shift)
+    return pmf, _fft_power_error(spectrum, powered, single, count, size)
 
 
 @dataclass(frozen=True)
@@ -680,9 +904,10 @@ class _BlockSums:
         return value + value_far, rounding, gain_sum * (1 + 1e-9), gain_square_sum * (1 + 1e-9)
 
 
-def _chernoff_window(single, first, count, grid: _LossGrid):
+def _chernoff_window(single, first, count, grid: _LossGrid, tail_tolerance: float, or_none: bool = False):
     """A window [lo, lo + M) of the k-fold sum's grid index (M a power of two) holding all but
-    TAIL_TOLERANCE of its mass, and a certified bound on the mass outside it."""
+    tail_tolerance of its mass, and a certified bound on the mass outside it (``or_none``: None instead of
+    the ValueError when M would exceed LARGEST_FFT)."""
     support = np.flatnonzero(single)
     losses = grid.values(first + support)
     log_mass = np.log(single[support])
@@ -690,25 +915,41 @@ def _chernoff_window(single, first, count, grid: _LossGrid):
     mean = float(weights @ losses)
     variance = float(weights @ (losses - mean) ** 2)
     spread = math.sqrt(count * variance) if variance > 0 else grid.step
-    rates = math.sqrt(2 * math.log(1 / TAIL_TOLERANCE)) / spread * CHERNOFF_FACTORS
+    rates = math.sqrt(2 * math.log(1 / tail_tolerance)) / spread * CHERNOFF_FACTORS
     log_mgf_up = np.array([_log_sum_exp(log_mass + rate * losses) for rate in rates])
     log_mgf_down = np.array([_log_sum_exp(log_mass - rate * losses) for rate in rates])
-    log_tol = math.log(TAIL_TOLERANCE)
+    log_tol = math.log(tail_tolerance)
     to_index = lambda loss: (loss - count * grid.origin) / grid.step  # noqa: E731
     lowest, highest = count * first, count * (first + single.size - 1)
     low = max(math.floor(to_index(np.max((log_tol - count * log_mgf_down) / rates))), lowest)
     high = min(math.ceil(to_index(np.min((count * log_mgf_up - log_tol) / rates))), highest) + 1
     size = 2 ** math.ceil(math.log2(max(high - low, single.size, 2)))
     if size > LARGEST_FFT:
+        if or_none:
+            return None
         raise ValueError(f"the composed loss needs {size} grid points: use fewer cells")
     low = max(low - (size - (high - low)) // 2, lowest)
-    # Chernoff: mass at <= the loss of index low - 1, and at >= that of index low + size.
+    outside = _outside_window(log_mass, losses, count, low, low + size, grid, first, single.size, rates)
+    return (low, low + size), outside
+
+
+def _outside_window(log_mass, losses, count, low, high, grid: _LossGrid, first, length, rates=None) -> float:
+    """Chernoff bound on the mass of the k-fold power of the measure (log masses at ``losses``) at grid indices
+    below ``low`` or at or above ``high`` (factor 2: the rounding of the tiny bounds themselves)."""
+    if rates is None:
+        weights = np.exp(log_mass - _log_sum_exp(log_mass))
+        mean = float(weights @ losses)
+        spread = math.sqrt(max(count * float(weights @ (losses - mean) ** 2), 0.0)) or grid.step
+        rates = math.sqrt(2 * math.log(1 / TAIL_TOLERANCE)) / spread * CHERNOFF_FACTORS
+    lowest, highest = count * first, count * (first + length - 1)
     below_loss = count * grid.origin + (low - 1) * grid.step
-    above_loss = count * grid.origin + (low + size) * grid.step
+    above_loss = count * grid.origin + high * grid.step
     with np.errstate(over="ignore"):
-        below = 0.0 if low <= lowest else float(np.min(np.exp(count * log_mgf_down + rates * below_loss)))
-        above = 0.0 if low + size > highest else float(np.min(np.exp(count * log_mgf_up - rates * above_loss)))
-    return (low, low + size), 2 * (below + above)  # factor 2: rounding of the tiny bounds themselves
+        below = 0.0 if low <= lowest else float(np.min(np.exp(
+            [count * _log_sum_exp(log_mass - rate * losses) + rate * below_loss for rate in rates])))
+        above = 0.0 if high > highest else float(np.min(np.exp(
+            [count * _log_sum_exp(log_mass + rate * losses) - rate * above_loss for rate in rates])))
+    return 2 * (below + above)
 
 
 def _fft_power_error(spectrum, powered, single, count, size) -> tuple[float, float]:

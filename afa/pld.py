@@ -20,50 +20,54 @@ Composition is convolution (papers/003 Obs. 3): :meth:`DiscretePLD.compose` by F
 without convolving them (papers/003 Sec. 5.1).
 
 Soundness.  Write delta_S(eps) = inf_mass + sum_i p_i (1 - e^{eps - x_i})_+ for the stored measure
-S and delta(eps) for the privacy profile it stands for.  Each DiscretePLD carries slacks rho
-(``relative_error``) and a non-increasing eta(eps) with
+S.  Each DiscretePLD stands for an exact positive measure T that dominates the true pair
+(pessimistic: delta(eps) <= delta_T(eps)) or is dominated by it (optimistic: delta_T(eps) <= delta(eps)),
+and its stored measure is
 
-    pessimistic:  delta(eps) <= (1 + rho) delta_S(eps) + eta(eps),
-    optimistic:   delta_S(eps) <= (1 + rho) delta(eps) + eta(eps)       for every real eps,
+    S = (1 + theta) T + E  (+ positive mass if pessimistic, - some of T's mass if optimistic),
 
-    eta(eps) = error + bulk_error [eps < bulk_top] + tilted_error e^{-tilt max(eps - bulk_top, 0)}.
+with |theta_i| <= rho (``relative_error``) pointwise and a signed error E on the grid (none at +inf)
+whose l1 norm sum_i |E_i| and tilted norm sum_i |E_i| e^{lam (x_i - a)} are both at most ``error``
+(lam = ``tilt``, a = ``decay_start``).  As 0 <= (1 - e^{eps - x})_+ <= 1 and e^{lam x} >= e^{lam eps} for
+x > eps, sum_{x_i > eps} |E_i| <= eta(eps) = error e^{-lam max(eps - a, 0)}, hence
 
-:meth:`DiscretePLD.delta` and :meth:`DiscretePLD.epsilon` report the bounds this gives, with the
-rounding of the evaluation added, so pessimistic answers are certified upper bounds and optimistic
-ones certified lower bounds; as delta is non-increasing, a bound at one eps also bounds delta above
-it (pessimistic) or below it (optimistic), which makes the reported curves monotone.  The form
-survives composition because delta_{X+Y}(eps) = int delta_X(eps - y) dY(y) for independent losses
-and the stored measures are kept positive; a composition keeps only the largest eta (``max_error``).
+    pessimistic:  delta(eps) <= (delta_S(eps) + eta(eps)) / (1 - rho),
+    optimistic:   delta(eps) >= (delta_S(eps) - eta(eps)) / (1 + rho)       for every real eps.
+
+:meth:`DiscretePLD.delta` and :meth:`DiscretePLD.epsilon` report these bounds, with the rounding of
+the evaluation added, so pessimistic answers are certified upper bounds and optimistic ones certified
+lower bounds; as delta is non-increasing, a bound at one eps also bounds delta above it (pessimistic)
+or below it (optimistic), which makes the reported curves monotone.  The form survives composition:
+the convolution of the two exact measures dominates (is dominated by) the composed pair, relative errors
+multiply, and with S = A + E, S_X * S_Y = A_X * A_Y + E_X * S_Y + A_X * E_Y, where both norms are
+submultiplicative under convolution (e^{lam (x + y)} = e^{lam x} e^{lam y}; S's tilted norm is its
+moment-generating function), so the composed error stays bounded in both norms and keeps decaying at
+rate lam (:func:`_propagated_error`; a k-fold power has (|S| + 2 |E|)^k - |S|^k).
 The builders round every tail in the safe direction and enforce monotone tails by raising them
 (pessimistic: a stochastic increase) or lowering them (optimistic: a stochastic decrease), which
 needs no slack.  Truncated mass goes up (pessimistic: to the lowest kept point, or to +inf above
 the top) or down (optimistic: to the highest kept point, or dropped below the bottom).  FFT
 rounding is bounded componentwise, |fl(DFT x) - DFT x| <= c log2(M) u ||x||_1 (Higham, *Accuracy
 and Stability of Numerical Algorithms*, 2nd ed., Sec. 24.1), pushed through the power and the
-inverse transform by Parseval's identity, and added to eta.  The FFT is circular: mass of a power
+inverse transform by Parseval's identity, and added to E.  The FFT is circular: mass of a power
 outside its window lands in the zero padding (dropped: harmless when optimistic; when pessimistic it
 is bounded by Chernoff and moved to the bottom point or +inf) or wraps into the window (extra
-positive mass: harmless when pessimistic; when optimistic its Chernoff bound is added to eta).
+positive mass: harmless when pessimistic; when optimistic its Chernoff bound is added to E).
 
 Tiny delta.  FFT rounding is absolute (about count * 1e-14 of the total mass), so it hides deltas
-below that.  When ``self_compose`` is asked for a smaller ``rounding_tolerance`` (by default its
-``tail_mass_truncation``), it also raises the exponentially tilted PMF p_i e^{lam x_i} / M(lam) to the
-power -- the discrete form of shifting the Fourier contour into the strip of the moment-generating
-function (DESIGN.md, "Numerics that matter").  If that power has l1 error E~ (rounding, plus, when
-optimistic, the tilted mass wrapped into the window), multiplying it back by M(lam)^k e^{-lam x}
-leaves an error of at most E~ M(lam)^k e^{-lam x_i} at each x_i, so for eps >= x_s the error of
-delta_S(eps) (a sum over x_i > eps of masses times factors in [0, 1]) is at most
-E~ M(lam)^k e^{-lam eps}: it decays with eps.
-The stored measure is the plain power below x_s and the untilted tilted power from x_s up, where
-x_s (``bulk_top``) is the grid point from which the tilted bound is below SWITCH_FRACTION of the plain
-power's error E: so eta is E + E~ M(lam)^k e^{-lam x_s} below x_s (``bulk_error`` plus the tilted
-part above x_s) and E~ M(lam)^k e^{-lam eps} from x_s up (``tilted_error`` decaying at rate ``tilt``).
-Below x_s eta exceeds the plain power's by at most the factor 1 + SWITCH_FRACTION, and from x_s up it
-is below SWITCH_FRACTION times it and falls like e^{-lam eps}: the tilted power can only tighten the
-bounds, so a smaller tolerance does not widen them.  (An earlier design switched where the tilted
-error reached tolerance / 4 and kept that constant above, with the plain error below: a smaller
-tolerance pushed the switch above the eps of interest.)  The slack is read at the grid point at or
-below eps, which only enlarges it and makes it constant between grid points.
+below that.  When the plain FFT's rounding exceeds a quarter of ``rounding_tolerance``,
+``self_compose`` and ``compose`` also transform the exponentially tilted masses p_i e^{lam x_i} / M(lam)
+-- the discrete form of shifting the Fourier contour into the strip of the moment-generating function
+(DESIGN.md, "Numerics that matter").  If that computation has l1 error E~ (rounding, plus, when
+optimistic, the tilted mass wrapped into the window), multiplying it back by M(lam) e^{-lam x} leaves an
+error of tilted norm at most E~ M(lam): relative accuracy where the tilted measure sits, around the eps
+whose saddle point is lam.  The stored measure is the plain result below a switch point x_s and the
+untilted tilted one from x_s up, x_s where the plain error's tilted norm (at most E e^{lam x_s}) meets
+the tilted one (:func:`_switch_point`): each norm is at most twice its better part, so the tilted
+computation can only tighten the bounds.  A composition of distinct PLDs shares one lam, ideally the
+saddle point of the whole composition at the eps of interest (the PLD engine picks it per query).  The
+slack is read at the grid point at or below eps, which only enlarges it and makes it constant between
+grid points.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ from scipy.optimize import isotonic_regression
 from scipy.signal import lfilter
 
 from . import _validation as check
+from . import budget
 from .certified import _log_sum_exp
 from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
 
@@ -91,6 +96,8 @@ __all__ = [
     "TAILS_RTOL",
     "DiscretePLD",
     "PLDTooLargeError",
+    "chernoff_log_mass",
+    "composition_tilt",
     "connect_the_dots",
     "greedy_hull_optimistic",
     "privacy_buckets",
@@ -105,7 +112,8 @@ DEFAULT_TAIL_MASS = 1e-15
 #: Relative accuracy assumed of the tails exp(LossTails.log_tails(eps)), plus LOG_ROUNDING ulps per unit of
 #: |log tail| (the measured accuracy of the loss tails, :data:`afa.loss_tails.TAILS_LOG_RTOL`).
 TAILS_RTOL, LOG_ROUNDING = TAILS_LOG_RTOL, TAILS_LOG_ULPS
-#: Losses are kept in [-LOSS_LIMIT, LOSS_LIMIT] (e^{+-700} is still a float).
+#: Losses are kept at or above -LOSS_LIMIT, and the greedy hull (which works with e^x) at or below LOSS_LIMIT
+#: (e^{+-700} is still a float).
 LOSS_LIMIT = 700.0
 #: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
 FFT_ERROR_CONSTANT = 8.0
@@ -127,12 +135,12 @@ DIRECT_POWER_LIMIT = 10 ** 8
 #: floor at 1/64 the tilt for delta = 1e-14 at sigma = 0.8, q = 0.001, k = 2 aimed at a point far beyond
 #: eps(delta) and left a certified eps bracket [1.19, 7.68] (now [2.16208659, 2.16208855]).
 CHERNOFF_FACTORS = np.geomspace(1 / 4096, 64, 19)
+#: Loss tails are evaluated at most this many points at a time (with a time-budget check in between).
+TAILS_CHUNK = 2 ** 18
 #: Probes per round of the vectorised search for the ends of a builder's grid.
 FIRST_TRUE_PROBES = 64
 #: Relative slack of a builder's output: the rounding of the mass differences of its tails.
 BUILDER_RELATIVE_ERROR = 4 * U
-#: A tilted power replaces the plain one from where its untilted error bound is this fraction of the plain one's.
-SWITCH_FRACTION = 1 / 8
 
 
 class PLDTooLargeError(ValueError):
@@ -143,11 +151,14 @@ class PLDTooLargeError(ValueError):
 class DiscretePLD:
     """Masses ``probs[i]`` at losses ``interval * (offset + i)`` and ``inf_mass`` at +infinity.
 
-    ``pessimistic`` says which way the PLD errs (upper or lower bounds on delta); the slacks
-    ``relative_error``, ``error``, ``bulk_error`` (applying to eps < ``bulk_top``) and
-    ``tilted_error`` (decaying as e^{-tilt (eps - bulk_top)} above ``bulk_top``) make the bounds
-    certified, as the module docstring explains.  Built by :func:`privacy_buckets`,
-    :func:`connect_the_dots`, :func:`greedy_hull_optimistic`, or directly from a grid PMF.
+    ``pessimistic`` says which way the PLD errs (upper or lower bounds on delta).  The stored
+    measure S stands for an exact one T (module docstring, "Soundness"): S = (1 + theta) T + E, plus
+    positive mass (pessimistic) or minus some (optimistic), with |theta| <= ``relative_error`` and a
+    signed error E on the grid whose l1 norm is at most ``error`` and whose tilted norm
+    sum_i |E_i| e^{tilt (x_i - decay_start)} is at most ``error`` too, so the slack
+    eta(eps) = error e^{-tilt max(eps - decay_start, 0)} bounds sum_{x_i > eps} |E_i|.
+    Built by :func:`privacy_buckets`, :func:`connect_the_dots`, :func:`greedy_hull_optimistic`, or
+    directly from a grid PMF.
     """
 
     interval: float
@@ -157,10 +168,8 @@ class DiscretePLD:
     pessimistic: bool
     relative_error: float = 0.0
     error: float = 0.0
-    bulk_error: float = 0.0
-    bulk_top: float = -math.inf
-    tilted_error: float = 0.0
     tilt: float = 0.0
+    decay_start: float = 0.0
 
     def __post_init__(self):
         assign = functools.partial(object.__setattr__, self)
@@ -177,15 +186,16 @@ class DiscretePLD:
         if not isinstance(self.pessimistic, (bool, np.bool_)):
             raise TypeError(f"pessimistic must be True or False, got {self.pessimistic!r}")
         assign("pessimistic", bool(self.pessimistic))
-        for name in ("relative_error", "error", "bulk_error", "tilted_error", "tilt"):
+        for name in ("relative_error", "error", "tilt"):
             assign(name, check.non_negative(name, getattr(self, name)))
-        if isinstance(self.bulk_top, bool) or not isinstance(self.bulk_top, numbers.Real) or math.isnan(self.bulk_top):
-            raise ValueError(f"bulk_top must be a real number or an infinity, got {self.bulk_top!r}")
-        assign("bulk_top", float(self.bulk_top))
-        if self.tilt > 0 and not math.isfinite(self.tilt):
+        if self.relative_error >= 0.5:
+            raise ValueError(f"relative_error must be below 0.5, got {self.relative_error!r}")
+        if not math.isfinite(self.tilt):
             raise ValueError(f"tilt must be finite, got {self.tilt!r}")
-        if self.tilt > 0 and self.tilted_error > 0 and not math.isfinite(self.bulk_top):
-            raise ValueError("a decaying tilted_error (tilt > 0) needs a finite bulk_top, where its decay starts")
+        if isinstance(self.decay_start, bool) or not isinstance(self.decay_start, numbers.Real) or \
+                not math.isfinite(self.decay_start):
+            raise ValueError(f"decay_start must be a finite real number, got {self.decay_start!r}")
+        assign("decay_start", float(self.decay_start))
 
     @functools.cached_property
     def losses(self) -> np.ndarray:
@@ -201,8 +211,29 @@ class DiscretePLD:
 
     @property
     def max_error(self) -> float:
-        """The largest absolute slack eta(eps) over all eps: error + bulk_error + tilted_error."""
-        return self.error + self.bulk_error + self.tilted_error
+        """The largest absolute slack eta(eps) over all eps: ``error``."""
+        return self.error
+
+    def log_tilted_error(self, tilt: float) -> float:
+        """log of a bound on sum_i |E_i| e^{tilt x_i} for the stored error E (any tilt >= 0; -inf if E = 0).
+
+        At the PLD's own tilt it is log(error) + tilt * decay_start; below it e^{t x} <= e^{t a} max(1,
+        e^{tilt (x - a)}) (a = decay_start) gives twice that at a; above it (or with no tilt of its own) the
+        grid's top x_top bounds e^{(t - tilt) x}.
+        """
+        if self.error == 0.0:
+            return -math.inf
+        top = float(self.interval * (self.offset + self.probs.size - 1))
+        options = [tilt * top]  # l1 norm times the largest weight on the grid
+        if self.tilt > 0:
+            if tilt == self.tilt:
+                options.append(tilt * self.decay_start)
+            elif tilt < self.tilt:
+                options.append(tilt * self.decay_start + math.log(2.0))
+            else:
+                options.append(self.tilt * self.decay_start + (tilt - self.tilt) * top)
+        exponent = min(options)
+        return math.log(self.error) + exponent + 16 * U * (4 + abs(exponent) + tilt * abs(top))
 
     # ----- divergence ---------------------------------------------------------------------
 
@@ -213,7 +244,7 @@ class DiscretePLD:
         sums of positive terms only (see ``_suffix_sums``), then the slacks are applied.  As delta is
         non-increasing, a pessimistic bound is lowered to the best bound at a grid point at or below
         eps, and an optimistic one raised to the best bound at a grid point at or above eps (or
-        beyond the grid), so a larger slack below ``bulk_top`` cannot make it collapse.
+        beyond the grid), so a larger slack at small eps cannot make it collapse.
         """
         epsilons = check.real_array("epsilons", epsilons)
         bound = self._certified(epsilons)
@@ -233,7 +264,7 @@ class DiscretePLD:
         x_j whose (monotone) certified bound is <= delta is found on the grid; on [x_{j-1}, x_j]
         delta_S(eps) = A - B e^eps and the slack is constant (``slack`` reads it at the grid point
         at or below eps), so the crossing is solved in closed form (papers/003 Obs. 2).  Above the
-        grid delta_S is inf_mass and only a decaying ``tilted_error`` can still move the bound.
+        grid delta_S is inf_mass and only a decaying slack (``tilt`` > 0) can still move the bound.
         """
         delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
         envelope, beyond = self._grid_envelope
@@ -242,10 +273,10 @@ class DiscretePLD:
         j = int(np.searchsorted(-envelope, -delta, side="left"))  # the envelope is non-increasing
         if j < n:
             slack = float(self.slack(losses[j - 1])) if j > 0 else self.max_error
-            if self.pessimistic:
-                target = (delta - slack) / ((1 + self.relative_error) * (1 + relative))
+            if self.pessimistic:  # the inverse of _certify's bound, rounding taken as relative
+                target = (delta * (1 - self.relative_error) / (1 + 4 * U) - slack) / (1 + relative)
             else:
-                target = ((1 + self.relative_error) * delta + slack) / (1 - relative)
+                target = (delta * (1 + self.relative_error) / (1 - 4 * U) + slack) / (1 - relative)
             c, d = self._suffix_sums
             at_grid = self.inf_mass + d[j]  # delta_S(x_j); delta_S(eps) = at_grid + (1 - e^{eps - x_j}) c_j below x_j
             lowest = float(losses[j - 1]) if j > 0 else -math.inf
@@ -273,32 +304,44 @@ class DiscretePLD:
 
     def _beyond_grid_epsilon(self, delta: float) -> float:
         """A first guess of the pessimistic crossing above the grid: there delta_S = inf_mass and the
-        slack is error + tilted_error e^{-tilt (eps - bulk_top)}; math.inf if it never gets <= delta."""
+        slack is error e^{-tilt (eps - decay_start)}; math.inf if it never gets <= delta."""
         relative = (3 * self.probs.size + 10) * U
-        room = delta - (1 + self.relative_error) * (1 + relative) * self.inf_mass - self.error
-        if room <= 0 or self.tilt == 0 or self.tilted_error == 0 or not math.isfinite(self.bulk_top):
-            return math.inf
+        room = delta * (1 - self.relative_error) / (1 + 4 * U) - (1 + relative) * self.inf_mass
         top = float(self.losses[-1])
-        distance = math.log(max(2 * self.tilted_error / room, 1.0)) / self.tilt
-        return max(top, self.bulk_top + distance) + self.interval
+        if room <= 0:
+            return math.inf
+        if self.error <= room / 2:
+            return top + self.interval
+        if self.tilt == 0:
+            return math.inf
+        distance = math.log(2 * self.error / room) / self.tilt
+        return max(top, self.decay_start + distance) + self.interval
 
     def delta_of_composition(self, other: DiscretePLD, epsilons: ArrayLike) -> np.ndarray:
         """Certified delta(eps) of ``self`` composed with ``other`` without convolving them.
 
         papers/003 Sec. 5.1, eq. (2): delta_{X+Y}(eps) = sum_v p_X(v) delta_Y(eps - v) + inf_X |Y|,
-        each delta_Y read from ``other``'s suffix sums: O(len(self)) per eps.
+        each delta_Y read from ``other``'s suffix sums: O(len(self)) per eps.  The slack is that of the
+        composition of the two stored measures (:func:`_propagated_error`) at the smaller positive tilt.
         """
         self._check_partner(other)
         epsilons = check.real_array("epsilons", epsilons)
         losses, flat = self.losses, epsilons.ravel()
         value, rounding = np.empty(flat.shape), np.empty(flat.shape)
         for k, epsilon in enumerate(flat):
+            budget.check("the divergence of a composition of two PLDs")
             shifted = epsilon - losses  # each rounded by at most u (|eps| + 2 |v|), counted below
             inner, inner_rounding = other._raw_delta(shifted, U * (abs(epsilon) + 2 * np.abs(losses)))
             value[k] = self.probs @ inner + self.inf_mass * other.total_mass
             rounding[k] = self.probs @ inner_rounding + (self.probs.size + 4) * U * value[k]
-        rho, eta = _combined_slack(self, other)
-        result = _certify(value, rounding, rho, eta, self.pessimistic)
+        tilt = _common_tilt(self, other)
+        rho, error, log_tilted, inf_error = _propagated_error(self, other, tilt)
+        slack = np.full(flat.shape, error + inf_error)
+        if tilt > 0 and log_tilted > -math.inf:
+            with np.errstate(over="ignore"):
+                decayed = np.exp(log_tilted - tilt * flat) * (1 + 4 * U * (2 + tilt * np.abs(flat)))
+            slack = np.minimum(slack, decayed + inf_error)
+        result = _certify(value, rounding, rho, slack, self.pessimistic)
         return result.reshape(epsilons.shape)
 
     def _certified(self, epsilons, at_grid: bool = False) -> np.ndarray:
@@ -309,12 +352,12 @@ class DiscretePLD:
         return _certify(value, rounding, self.relative_error, self.slack(epsilons, at_grid), self.pessimistic)
 
     def slack(self, epsilons: ArrayLike, at_grid: bool = False) -> np.ndarray:
-        """The absolute slack eta(eps) (module docstring), read at g = the lattice point at or below eps
-        (eps itself for grid points, ``at_grid``).
+        """The absolute slack eta(eps) = error e^{-tilt max(g - decay_start, 0)} (class docstring), read at g =
+        the lattice point at or below eps (eps itself for grid points, ``at_grid``).
 
-        eta(eps) = error + bulk_error [g < bulk_top] + tilted_error e^{-tilt max(g - bulk_top, 0)}:
-        each term is non-increasing in eps, so reading it at g <= eps only enlarges it, and makes it
-        constant between grid points (``epsilon`` solves the crossing in closed form there).
+        It bounds sum_{x_i > eps} |E_i| by the l1 norm of E and, from decay_start up, by its tilted norm times
+        e^{-tilt g}; it is non-increasing, so reading it at g <= eps only enlarges it, and makes it constant
+        between grid points (``epsilon`` solves the crossing in closed form there).
         """
         epsilons = np.asarray(epsilons, dtype=float)
         if at_grid:
@@ -325,19 +368,15 @@ class DiscretePLD:
             floor = steps * h
             floor = np.where(floor > epsilons, (steps - 1) * h, floor)
             floor = np.minimum(floor, epsilons)  # g <= eps even when eps is infinite or huge
-        slack = self.error + np.where(floor < self.bulk_top, self.bulk_error, 0.0)
-        if self.tilted_error > 0:
-            if self.tilt > 0:
-                with np.errstate(invalid="ignore"):
-                    distance = np.where(floor > self.bulk_top, floor - self.bulk_top, 0.0)
-                decay = np.exp(-self.tilt * distance)
-                decay *= 1 + 4 * U * (2 + self.tilt * (np.abs(np.where(np.isfinite(floor), floor, 0.0))
-                                                        + abs(self.bulk_top)))
-                decay = np.where(np.isinf(floor) & (floor > 0), 0.0, decay)
-            else:
-                decay = 1.0
-            slack = slack + self.tilted_error * decay
-        return slack
+        if self.error == 0.0 or self.tilt == 0.0:
+            return np.full(floor.shape, self.error)
+        with np.errstate(invalid="ignore"):
+            distance = np.where(floor > self.decay_start, floor - self.decay_start, 0.0)
+        decay = np.exp(-self.tilt * distance)
+        decay *= 1 + 4 * U * (2 + self.tilt * (np.abs(np.where(np.isfinite(floor), floor, 0.0))
+                                                + abs(self.decay_start)))
+        decay = np.where(np.isinf(floor) & (floor > 0), 0.0, np.minimum(decay, 1.0))
+        return self.error * decay
 
     @functools.cached_property
     def _grid_envelope(self) -> tuple[np.ndarray, float]:
@@ -384,32 +423,56 @@ class DiscretePLD:
 
     # ----- composition --------------------------------------------------------------------
 
-    def compose(self, other: DiscretePLD, tail_mass_truncation: float = DEFAULT_TAIL_MASS) -> DiscretePLD:
+    def compose(self, other: DiscretePLD, tail_mass_truncation: float = DEFAULT_TAIL_MASS,
+                rounding_tolerance: float | None = None, tilt: float | None = None) -> DiscretePLD:
         """The PLD of the composition: FFT convolution, then tails of mass <= tail_mass_truncation truncated.
 
         papers/003 Sec. 2 Obs. 3 and Sec. 5.2.  Both PLDs need the same interval and the same tag;
-        the infinity masses combine exactly, 1 - (1 - a)(1 - b) for probability measures.
+        the infinity masses combine exactly, 1 - (1 - a)(1 - b) for probability measures.  When the FFT's
+        rounding (absolute, about 1e-16 log2(size) of the mass) exceeds ``rounding_tolerance`` / 4 (default:
+        ``tail_mass_truncation``) and ``tilt`` (default: the smaller positive tilt of the two PLDs, where their
+        errors convert at a factor of at most 2, see :meth:`log_tilted_error`) is positive, the
+        tilted measures p_i e^{tilt x_i} / M(tilt) are convolved too and give the values from the switch point
+        up (module docstring, "Tiny delta"), so the composition's slack decays like e^{-tilt eps}.
         """
         self._check_partner(other)
         tail_mass_truncation = _tail_tolerance(tail_mass_truncation)
+        rounding_tolerance = tail_mass_truncation if rounding_tolerance is None else \
+            check.in_interval("rounding_tolerance", rounding_tolerance, 0.0, 1.0, low_open=True, high_open=True)
+        tilt = _common_tilt(self, other) if tilt is None else _tilt_argument(tilt)
         length = self.probs.size + other.probs.size - 1
         _check_size(length, "the composition")
         size = _fft_size(length)
-        left, left_eta = _spectrum(self.probs, size)
-        right, right_eta = _spectrum(other.probs, size)
-        product = left * right
-        bound = (np.abs(left) * right_eta + np.abs(right) * left_eta + left_eta * right_eta
-                 + 4 * U * np.abs(product))
-        values, fft_error = _inverse(product, bound, size, 0, length)
-        rho, eta = _combined_slack(self, other)
+        budget.reserve(_fft_bytes(size), "the FFT of a composition of two PLDs")
+        values, plain_error = _fft_convolution(self.probs, other.probs, size, length)
+        rho, error, log_tilted, inf_error = _propagated_error(self, other, tilt)
+        offset = self.offset + other.offset
+        losses = self.interval * (offset + np.arange(length))
+        fresh, fresh_log_tilted, relative = plain_error, _log_or_minus_inf(plain_error) + tilt * float(losses[-1]), 0.0
+        if tilt > 0 and plain_error > rounding_tolerance / 4:
+            budget.check("the tilted convolution of two PLDs")
+            (left, left_log_mgf, left_theta), (right, right_log_mgf, right_theta) = (
+                _tilted_weights(pld, tilt) for pld in (self, other))
+            tilted, tilted_error = _fft_convolution(left, right, size, length)
+            tilted_error += 4 * (self.probs.size + other.probs.size) * SUBNORMAL  # underflowed weights
+            normalizer = left_log_mgf + right_log_mgf
+            start, fresh, fresh_log_tilted = _switch_point(losses, plain_error, math.log(tilted_error) + normalizer
+                                                           if tilted_error > 0 else -math.inf, tilt)
+            if start < length:
+                values[start:] = tilted[start:] * np.exp(normalizer - tilt * losses[start:])
+                relative = (1 + left_theta) * (1 + right_theta) * (
+                    1 + 4 * U * (4 + abs(normalizer) + tilt * float(np.max(np.abs(losses))))) - 1
         left_finite, right_finite = float(self.probs.sum()), float(other.probs.sum())
         inf_mass = self.inf_mass * (right_finite + other.inf_mass) + left_finite * other.inf_mass
-        composed = DiscretePLD(self.interval, self.offset + other.offset, values, min(1.0, inf_mass),
-                               self.pessimistic, relative_error=rho + 4 * U, error=eta + (1 + rho) * fft_error)
+        inf_mass = inf_mass * (1 + 4 * U) + inf_error if self.pessimistic else max(inf_mass * (1 - 4 * U) - inf_error,
+                                                                                   0.0)
+        composed = DiscretePLD(self.interval, offset, values, min(1.0, inf_mass), self.pessimistic,
+                               relative_error=(1 + rho) * (1 + relative) * (1 + 4 * U) - 1)
+        composed = _with_error(composed, error + fresh, float(np.logaddexp(log_tilted, fresh_log_tilted)), tilt)
         return composed.truncated(tail_mass_truncation)
 
     def self_compose(self, count: int, tail_mass_truncation: float = DEFAULT_TAIL_MASS,
-                     rounding_tolerance: float | None = None) -> DiscretePLD:
+                     rounding_tolerance: float | None = None, tilt: float | None = None) -> DiscretePLD:
         """The PLD of ``count`` compositions with itself: one FFT power, no loop over count (or, for a few
         uses whose FFT rounding would exceed ``rounding_tolerance`` / 4, direct convolutions by binary
         powering, within DIRECT_POWER_LIMIT multiply-adds: relatively accurate at every grid point).
@@ -423,24 +486,31 @@ class DiscretePLD:
         rounding would exceed a quarter of ``rounding_tolerance`` (default: ``tail_mass_truncation``; an
         absolute error of delta), the tilted power is formed too (module docstring): its error decays like
         e^{-lam eps}, which makes the PLD accurate to about that tolerance where delta is small and
-        never less accurate than the plain power elsewhere.
+        never less accurate than the plain power elsewhere.  ``tilt`` sets lam (0: no tilted power); by
+        default it is the Chernoff order of the point where the plain power's rounding would start to matter.
+        A composition of distinct PLDs should share one tilt, the saddle point of the whole composition at the
+        eps of interest (:meth:`compose`).
         """
         count = check.positive_integer("count", count)
         tail_mass_truncation = _tail_tolerance(tail_mass_truncation)
         rounding_tolerance = tail_mass_truncation if rounding_tolerance is None else \
             check.in_interval("rounding_tolerance", rounding_tolerance, 0.0, 1.0, low_open=True, high_open=True)
+        tilt = None if tilt is None else _tilt_argument(tilt)
         if count == 1:
             return self
         per_copy = tail_mass_truncation / count
         base = self.truncated(per_copy) if per_copy > 0 else self
-        return _self_power(base, count, tail_mass_truncation, rounding_tolerance)
+        return _self_power(base, count, tail_mass_truncation, rounding_tolerance, tilt)
 
     def truncated(self, tail_mass: float) -> DiscretePLD:
         """Cut each end's longest run of mass <= tail_mass / 2, keeping the bound's direction.
 
         Pessimistic: the lower run joins the lowest kept point, the upper run goes to +inf
         (papers/003 Sec. 2.1); optimistic: the lower run is dropped, the upper run joins the highest
-        kept point.  Each move is a stochastic increase (decrease), so no slack is needed.
+        kept point.  Each move is a stochastic increase (decrease), so the exact measure the PLD stands
+        for can be moved alike; the stored error E moves with the masses, which can only lower its norms,
+        except that the part moved to +inf is added there as a bound (the mass at +inf carries no E) and the
+        part moved up to the lowest kept point can raise the tilted norm (``decay_start`` is recomputed).
         """
         tail_mass = check.in_interval("tail_mass", tail_mass, 0.0, 1.0, low_open=True, high_open=True)
         n = self.probs.size
@@ -455,10 +525,16 @@ class DiscretePLD:
         inf_mass = self.inf_mass
         if self.pessimistic:
             kept[0] += lower * (1 + n * U)
-            inf_mass = min(1.0, inf_mass + upper * (1 + n * U))
+            moved_error = float(self.slack(self.losses[n - cut_high - 1], at_grid=True)[()]) if cut_high else 0.0
+            inf_mass = min(1.0, inf_mass + upper * (1 + n * U) + moved_error)
         else:
             kept[-1] += upper * (1 - n * U)
-        return dataclasses.replace(self, offset=self.offset + cut_low, probs=kept, inf_mass=inf_mass)
+        truncated = dataclasses.replace(self, offset=self.offset + cut_low, probs=kept, inf_mass=inf_mass)
+        if not (self.pessimistic and cut_low and self.error > 0 and self.tilt > 0):
+            return truncated
+        bottom = float(truncated.losses[0])
+        log_tilted = np.logaddexp(self.log_tilted_error(self.tilt), math.log(self.error) + self.tilt * bottom)
+        return _with_error(truncated, self.error, float(log_tilted), self.tilt)
 
     def _check_partner(self, other) -> None:
         if not isinstance(other, DiscretePLD):
@@ -470,34 +546,99 @@ class DiscretePLD:
             raise ValueError("cannot compose a pessimistic PLD with an optimistic one (other)")
 
 
+def composition_tilt(terms, *, delta: float | None = None, epsilon: float | None = None) -> float:
+    """The tilt lam >= 0 at which to compose ``terms`` (pairs (DiscretePLD, count)) for accuracy at tiny delta.
+
+    With K(t) = sum_i k_i log sum_j p_ij e^{t x_ij} the composed log moment-generating function of the
+    stored measures: for ``delta`` the Chernoff order argmin_{t > 0} (K(t) - log delta) / t, whose point
+    bounds eps(delta) from above (papers/003 Sec. 5.2); for ``epsilon`` the saddle point argmin_{t >= 0}
+    K(t) - t epsilon (0 when epsilon is at or below the mean).  There the tilted composition sits around
+    the eps asked about, so its rounding is relative to delta there (module docstring, "Tiny delta").
+    Give exactly one of ``delta`` and ``epsilon``.
+    """
+    return _chernoff_search(terms, delta, epsilon)[0]
+
+
+def chernoff_log_mass(terms, epsilon: float) -> float:
+    """log of the Chernoff bound min_{t >= 0} e^{K(t) - t epsilon} on the composed stored mass at or above
+    ``epsilon`` (K as in :func:`composition_tilt`): an upper bound on delta_S(epsilon) of the composition,
+    which sizes a query's truncation before anything is composed."""
+    return _chernoff_search(terms, None, epsilon)[1]
+
+
+def _chernoff_search(terms, delta: float | None, epsilon: float | None) -> tuple[float, float]:
+    """(best t, objective there) for :func:`composition_tilt` and :func:`chernoff_log_mass`: a geometric grid of
+    orders around the composition's Gaussian scale 1 / spread, refined twice around the best."""
+    if (delta is None) == (epsilon is None):
+        raise ValueError("give exactly one of delta and epsilon")
+    if delta is not None:
+        target = math.log(check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True))
+    else:
+        target = check.real_number("epsilon", epsilon)
+    mgfs, counts, variance = [], [], 0.0
+    for pld_, count in terms:
+        if not isinstance(pld_, DiscretePLD):
+            raise TypeError(f"terms must hold DiscretePLDs, got {type(pld_).__name__}")
+        count = check.positive_integer("count", count)
+        if np.any(pld_.probs > 0):
+            mgf = _LogMGF(pld_.probs, pld_.interval, pld_.offset)
+            mgfs.append(mgf)
+            counts.append(count)
+            variance += count * mgf.spread ** 2
+    if not mgfs:
+        return 0.0, -math.inf
+
+    def objective(ts: np.ndarray) -> np.ndarray:
+        log_mgf = sum(count * mgf(ts) for mgf, count in zip(mgfs, counts))
+        return (log_mgf - target) / ts if delta is not None else log_mgf - target * ts
+
+    spread = math.sqrt(variance) if variance > 0 else min(mgf.interval for mgf in mgfs)
+    at_zero = float(objective(np.array([0.0]))[0]) if epsilon is not None else math.inf
+    ts = np.geomspace(1e-4, 1e4, 97) / spread
+    for _ in range(3):
+        values = objective(ts)
+        best = int(np.nanargmin(values))
+        if epsilon is not None and not values[best] < at_zero:
+            return 0.0, at_zero
+        low, high = ts[max(best - 1, 0)], ts[min(best + 1, ts.size - 1)]
+        ts = np.geomspace(low, high, 33)
+    values = objective(ts)
+    best = int(np.nanargmin(values))
+    return float(ts[best]), float(values[best])
+
+
 # ----- builders ---------------------------------------------------------------------------
 
 def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
-                    tail_mass: float = DEFAULT_TAIL_MASS, *, tails_rtol: float = TAILS_RTOL) -> DiscretePLD:
+                    tail_mass: float = DEFAULT_TAIL_MASS, *, tails_rtol: float = TAILS_RTOL,
+                    floor: float | None = None) -> DiscretePLD:
     """Privacy buckets (papers/003 Sec. 2.1; papers/001 Secs. 4.1 and 5.2).
 
     Pessimistic: the mass of L in (x_{i-1}, x_i] goes to x_i, L <= x_0 to x_0 and L > x_top to +inf.
     Optimistic: the mass of L in [x_i, x_{i+1}) goes to x_i, L >= x_top to x_top and L < x_0 is
     dropped.  The grid ends where the tails beyond carry at most tail_mass / 2 (or at the ends of
-    ``tails.loss_range``).  ``tails_rtol`` is the relative accuracy assumed of the tails.
+    ``tails.loss_range``).  ``tails_rtol`` is the relative accuracy assumed of the tails.  ``floor``: the
+    grid starts no lower (the mass below goes to its first point, or is dropped): a composition whose
+    finite loss is at most B never needs a term's losses below -B for eps >= 0.
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     if not isinstance(pessimistic, (bool, np.bool_)):
         raise TypeError(f"pessimistic must be True or False, got {pessimistic!r}")
-    first, losses = _loss_grid(tails, interval, tail_mass)
+    first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
     inf_mass = tails.inf_mass
     if pessimistic:
-        upper = _exp_bounds(tails.grid_log_tails(interval, first, losses.size)[0], tails_rtol)[1]  # >= P[x_i < L < inf]
+        log_tails = _grid_log_tails(tails, interval, first, losses.size)[0]
+        upper = _exp_bounds(log_tails, tails_rtol)[1]  # >= P[x_i < L < inf]
         tail_values = np.concatenate(([1.0], (upper + inf_mass) * (1 + 2 * U)))
     else:
         below = np.nextafter(losses, -np.inf)  # P[L >= x_i] = P[L > x_i^-]
-        lower = _exp_bounds(tails.log_tails(below)[0], tails_rtol)[0]
+        lower = _exp_bounds(_chunked_log_tails(tails, below)[0], tails_rtol)[0]
         tail_values = np.concatenate(((lower + inf_mass) * (1 - 2 * U), [inf_mass]))
     return _from_tail_values(tail_values, first, interval, bool(pessimistic))
 
 
 def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
-                     tails_rtol: float = TAILS_RTOL) -> DiscretePLD:
+                     tails_rtol: float = TAILS_RTOL, floor: float | None = None) -> DiscretePLD:
     """The pessimistic connect-the-dots PLD (papers/001 Sec. 4, Algorithm 1; papers/003 Sec. 2.2).
 
     Its hockey-stick curve h(alpha) = delta(log alpha) is the piecewise-linear interpolation of the
@@ -507,18 +648,18 @@ def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAU
     with the opposite overall sign; papers/001 Algorithm 1 has it right.)  The true delta_i are
     rounded up by their error bounds first, and the grid ends as in :func:`privacy_buckets`; the
     curve is exact at the grid points, so atoms, the ends of the loss range and the mass at
-    +infinity need no special case.
+    +infinity need no special case.  ``floor`` as in :func:`privacy_buckets`.
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
-    first, losses = _loss_grid(tails, interval, tail_mass)
-    log_p, log_q = tails.grid_log_tails(interval, first, losses.size)
+    first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
+    log_p, log_q = _grid_log_tails(tails, interval, first, losses.size)
     upper = (tails.inf_mass + _excess_bounds(log_p, log_q, losses, tails_rtol)[1]) * (1 + 2 * U)
     curve = np.concatenate(([1.0], np.maximum.accumulate(upper[::-1])[::-1]))
     return _from_tail_values(_curve_tail_values(curve, interval) * (1 + 8 * U), first, interval, True)
 
 
 def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
-                           tails_rtol: float = TAILS_RTOL) -> DiscretePLD:
+                           tails_rtol: float = TAILS_RTOL, floor: float | None = None) -> DiscretePLD:
     """Optimistic PLD from tangent lines and a lower convex hull (papers/001 Sec. 5.1, Algorithm 2).
 
     Work with the curve h(alpha) = delta(log alpha) - a of the finite part (a = mass at +inf, kept
@@ -542,26 +683,36 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     alpha = 1 (coarse grids, small sampling rates); (ii) the mass at +infinity is kept (Algorithm 2
     sets f(+inf) = 0, papers/001 Sec. 5.2).  Validity needs only the segment condition, not
     Q-validity, because only the delta-functional of a positive measure matters here (module
-    docstring); every quantity is rounded in the safe direction.
+    docstring); every quantity is rounded in the safe direction.  ``floor`` as in :func:`privacy_buckets`.
+    Where the grid must reach losses above LOSS_LIMIT (e^x overflows), the optimistic privacy buckets
+    (:func:`privacy_buckets`, rounding the loss down) are returned instead.
     """
     interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
-    first, losses = _loss_grid(tails, interval, tail_mass)
-    log_p, log_q = tails.grid_log_tails(interval, first, losses.size)
+    first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
+    if losses[-1] > LOSS_LIMIT:  # e^x would overflow: round the loss down to the grid instead
+        return privacy_buckets(tails, interval, False, tail_mass, tails_rtol=tails_rtol, floor=floor)
+    log_p, log_q = _grid_log_tails(tails, interval, first, losses.size)
     curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, tails_rtol)[0]))
     # Tangent slopes: right derivative -Q[L > x] at a segment's left end (alpha = 0: -Q[L > -inf]),
     # left derivative -Q[L >= x] at its right end; the steeper the left end's, the shallower the right's, the safer.
+    # Each segment is measured in units of its width in alpha (v = (alpha - alpha_s) / width in [0, 1]), so only
+    # slope * width enters, formed from logs: at tiny delta Q underflows (Q[L > x] ~ e^-850 at delta ~ 1e-200)
+    # while Q * width ~ delta does not; with Q flushed to 0 the tangents were flat and the chord above h.
     q_finite = float(np.asarray(tails.log_tails(-math.inf)[1]))  # log Q[L > -inf]: the slope at alpha = 0
-    steep = np.concatenate((_exp_bounds([min(q_finite, 0.0)], tails_rtol)[1], _exp_bounds(log_q[:-1], tails_rtol)[1]))
-    log_q_at_or_above = log_q if tails.atomless else tails.log_tails(np.nextafter(losses, -np.inf))[1]
-    shallow = _exp_bounds(log_q_at_or_above, tails_rtol)[0]
-    width = np.exp(losses) * np.concatenate(([1.0], np.full(losses.size - 1, -math.expm1(-interval))))
-    # A third tangent inside each segment, at x_{s-1} + interval / 2 (alpha_0 / 2 in the first): it halves the lowering.
+    log_width = losses + np.concatenate(([0.0], np.full(losses.size - 1, math.log(-math.expm1(-interval)))))
+    log_q_at_or_above = log_q if tails.atomless else _chunked_log_tails(tails, np.nextafter(losses, -np.inf))[1]
+    steep = _scaled_exp_bounds(np.concatenate(([min(q_finite, 0.0)], log_q[:-1])), log_width, tails_rtol)[1]
+    shallow = _scaled_exp_bounds(log_q_at_or_above, log_width, tails_rtol)[0]
+    # A third tangent inside each segment, at x_{s-1} + interval / 2 (alpha_0 / 2 in the first): it halves the
+    # lowering.  Its offset in the segment is (e^{h/2} - 1) / (e^h - 1) = 1 / (e^{h/2} + 1) of the width (1/2 in
+    # the first).
     middles = np.concatenate(([losses[0] - math.log(2.0)], losses[1:] - interval / 2))
-    mid_offset = np.exp(middles) - np.concatenate(([0.0], np.exp(losses[:-1])))
-    mid_log_p, mid_log_q = tails.log_tails(middles)
-    mid_slope_low, mid_slope_high = _exp_bounds(mid_log_q, tails_rtol)
+    mid_offset = np.concatenate(([0.5], np.full(losses.size - 1, 1 / (math.exp(interval / 2) + 1))))
+    mid_log_p, mid_log_q = _chunked_log_tails(tails, middles)
+    mid_slope_low, mid_slope_high = _scaled_exp_bounds(mid_log_q, log_width, tails_rtol)
     middle = (mid_offset, _excess_bounds(mid_log_p, mid_log_q, middles, tails_rtol)[0],
-              (mid_slope_low + mid_slope_high) / 2, (mid_slope_high - mid_slope_low) / 2)
+              (mid_slope_low + mid_slope_high) / 2, (mid_slope_high - mid_slope_low) / 2 * (1 + 4 * U))
+    width = np.ones(losses.size)
     left, right = _segment_limits(curve[:-1], curve[1:], width, steep, shallow, *middle)
     candidates = np.concatenate((np.minimum(right[:-1], left[1:]), [0.0]))
     values = _lower_hull_at_grid(left[0], candidates, losses)
@@ -575,6 +726,7 @@ def _segment_limits(start: np.ndarray, end: np.ndarray, width: np.ndarray, steep
                     mid_slope_error: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Largest values at both ends of each segment keeping the chord below the tangents' envelope.
 
+    (The builder passes width 1 and slopes times widths: the same lines in units of the segment's width.)
     In u = alpha - alpha_s in [0, width], three lines lie below the convex h: the tangents at the ends,
     start - steep u and end + shallow (width - u), and one at u = mid_offset, mid_value - mid_slope (u -
     mid_offset), lowered by mid_slope_error width for its slope's uncertainty.  The chord minus their
@@ -618,30 +770,72 @@ def _builder_arguments(tails, interval, tail_mass, tails_rtol) -> tuple[float, f
     return interval, tail_mass, tails_rtol
 
 
-def _loss_grid(tails: LossTails, interval: float, tail_mass: float) -> tuple[int, np.ndarray]:
+def _floor_argument(floor) -> float | None:
+    if floor is None:
+        return None
+    floor = check.real_number("floor", floor)
+    if not floor < 0:
+        raise ValueError(f"floor must be a negative loss, got {floor!r}")
+    return floor
+
+
+def _loss_grid(tails: LossTails, interval: float, tail_mass: float,
+               floor: float | None = None) -> tuple[int, np.ndarray]:
     """(first index, grid losses) covering the loss range, or where the tails beyond hold <= tail_mass / 2.
 
     The grid always holds a point below 0, 0 itself (papers/001 Assumption 5.2) and a point above 0.
+    It starts no lower than ``floor`` (if given, <= -interval) and -LOSS_LIMIT; the mass below its first
+    point is placed there (pessimistic) or at most there (optimistic), valid for any grid.  At the top it
+    goes on as far as the tails need.  Raises PLDTooLargeError, before any large allocation, when more
+    than MAX_GRID_POINTS points would be needed.
     """
     low, high = tails.loss_range
-    limit = math.ceil(LOSS_LIMIT / interval)
+    most = MAX_GRID_POINTS + 1  # searches stop here: a grid reaching it is refused anyway
+    high_limit = math.inf
+    low_limit = -LOSS_LIMIT if floor is None else max(-LOSS_LIMIT, min(float(floor), -interval))
     log_half = math.log(tail_mass / 2)
 
     def tail(indices: np.ndarray) -> np.ndarray:
         return tails.log_tails(indices * interval)[0]
 
+    def index_limit(loss: float) -> int:
+        return most if loss / interval >= most else max(1, math.ceil(loss / interval))
+
     if math.isfinite(high):
-        top = math.ceil(min(high, LOSS_LIMIT) / interval)
+        top = max(1, math.ceil(min(high, high_limit) / interval)) if high / interval < most else most
     else:
-        top = _first_true(lambda i: tail(i) <= log_half, 1, limit)
-    if math.isfinite(low):
-        bottom = math.floor(max(low, -LOSS_LIMIT) / interval)
+        top = _first_true(lambda i: tail(i) <= log_half, 1, index_limit(high_limit))
+    if math.isfinite(low) and low >= low_limit:
+        bottom = math.floor(low / interval) if -low / interval < most else -most
     else:  # P[L <= x] = 1 - a - P[x < L < inf]
         below = 1.0 - tails.inf_mass
-        bottom = -_first_true(lambda j: below - np.exp(tail(-j)) <= tail_mass / 2, 1, limit)
+        stop = index_limit(-low_limit)
+        bottom = -_first_true(lambda j: below - np.exp(tail(-j)) <= tail_mass / 2, 1, stop)
+        if math.isfinite(low):
+            bottom = max(bottom, math.floor(low / interval))
     bottom, top = min(bottom, -1), max(top, 1)
     _check_size(top - bottom + 1, "the PLD of one mechanism")
+    budget.reserve(16 * 8 * (top - bottom + 1), "the loss grid of one mechanism's PLD")
     return bottom, interval * np.arange(bottom, top + 1)
+
+
+def _grid_log_tails(tails: LossTails, interval: float, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``tails.grid_log_tails`` (kept for the other builder), or for grids above TAILS_CHUNK points the tails
+    chunk by chunk with a budget check between chunks (not kept)."""
+    if count <= TAILS_CHUNK:
+        return tails.grid_log_tails(interval, first, count)
+    return _chunked_log_tails(tails, interval * np.arange(first, first + count))
+
+
+def _chunked_log_tails(tails: LossTails, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``tails.log_tails(points)``, TAILS_CHUNK points at a time, checking the query's time budget in between."""
+    if points.size <= TAILS_CHUNK:
+        return tails.log_tails(points)
+    parts = []
+    for start in range(0, points.size, TAILS_CHUNK):
+        budget.check("evaluating the loss tails on a PLD's grid")
+        parts.append(tails.log_tails(points[start:start + TAILS_CHUNK]))
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
 
 def _first_true(predicate, start: int, stop: int) -> int:
@@ -674,6 +868,20 @@ def _exp_bounds(log_values: ArrayLike, rtol: float) -> tuple[np.ndarray, np.ndar
     with np.errstate(invalid="ignore"):
         spread = np.where(values > 0, rtol + LOG_ROUNDING * U * (np.abs(log_values) + 4), 0.0)
     return values * (1 - spread), values * (1 + spread)
+
+
+def _scaled_exp_bounds(log_values: np.ndarray, log_scale: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) bounds on e^{y + s} for y relatively accurate to rtol and an exactly meant scale s (given
+    rounded): e^y's bounds as in :func:`_exp_bounds`, formed as one exponential so that neither factor underflows
+    or overflows alone, plus the rounding of y + s and of exp."""
+    log_values = np.asarray(log_values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        finite = log_values > -np.inf
+        spread = np.where(finite, rtol + LOG_ROUNDING * U * (np.abs(log_values) + 4), 0.0)
+        exponent = np.where(finite, log_values + log_scale, -np.inf)
+        rounding = 8 * U * (4 + np.abs(np.where(finite, log_values, 0.0)) + np.abs(log_scale))
+        values = np.exp(exponent)
+    return values * (1 - spread) * (1 - rounding), values * (1 + spread) * (1 + rounding)
 
 
 def _excess_bounds(log_p: np.ndarray, log_q: np.ndarray, at: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
@@ -716,9 +924,12 @@ def _lower_hull_at_grid(origin: float, candidates: np.ndarray, losses: np.ndarra
     of the segments' slopes weighted by their widths (pool adjacent violators: a pool's mean is the chord's
     slope), so its vertices are where the pools start; the hull is read off the candidates at those vertices.
     Equal alphas (a grid finer than the rounding of e^x) take Andrew's monotone chain instead.  Rounding
-    only costs tightness: the caller clips the result to the candidates.
+    only costs tightness: the caller clips the result to the candidates.  The hull does not change when alpha
+    is scaled, so alpha is measured in units of e^{x_ref}, x_ref as high as the first point allows (<= 690 above
+    it): the slopes, down to about Q[L > x] e^{x_ref} (Q ~ 1e-326 where delta ~ 1e-300 at eps 60), stay normal.
     """
-    alphas = np.concatenate(([0.0], np.exp(losses)))
+    reference = min(float(losses[-1]), float(losses[0]) + 690.0)
+    alphas = np.concatenate(([0.0], np.exp(losses - reference)))
     values = np.concatenate(([origin], candidates))
     widths = np.diff(alphas)
     if np.all(widths > 0):
@@ -758,72 +969,154 @@ def _from_tail_values(tail_values: np.ndarray, first: int, interval: float, pess
 
 # ----- composition helpers ----------------------------------------------------------------
 
-def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolerance: float) -> DiscretePLD:
+def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolerance: float,
+                tilt: float | None = None) -> DiscretePLD:
     """``base`` composed ``count`` times (``DiscretePLD.self_compose`` after truncating the input)."""
     h, finite, inf_mass = base.interval, float(base.probs.sum()), base.inf_mass
-    rho_in, eta_in = base.relative_error, base.max_error
-    rho = math.expm1(count * math.log1p(rho_in))
-    growth = math.log1p(rho_in) + math.log(max(1.0, base.total_mass))
-    eta = count * eta_in * math.exp((count - 1) * growth) if eta_in else 0.0
-    composed_inf = _composed_inf_mass(finite, inf_mass, count)
+    rho = math.expm1(count * math.log1p(base.relative_error))
+    # The stored error E of the base: (A + E)^k - A^k has norm <= (|A| + |E|)^k - |A|^k <= (|S| + 2|E|)^k - |S|^k.
+    error = _power_error(math.log(finite) if finite > 0 else -math.inf,
+                         math.log(base.error) if base.error > 0 else -math.inf, count)
+    moved = base.error if base.pessimistic else -base.error  # the finite mass of A lies within |S| +- |E|
+    composed_inf = _composed_inf_mass(max(finite + moved, 0.0), inf_mass, count, base.pessimistic)
     support = np.flatnonzero(base.probs > 0)
     if support.size == 0:
-        return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, eta)
+        return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, error)
     masses, positions = base.probs[support], base.offset + support
     weights = base.probs[support[0]:support[-1] + 1]
     if _power_rounding(count, count * weights.size) > rounding_tolerance / 4 and \
             _direct_power_cost(weights.size, count) <= DIRECT_POWER_LIMIT:
+        budget.reserve(4 * 8 * count * weights.size, "the direct convolutions of a PLD's power")
         values, relative, underflow = _power_by_convolution(weights, count)
-        return DiscretePLD(h, count * int(positions[0]), values, min(1.0, composed_inf), base.pessimistic,
-                           relative_error=(1 + rho) * (1 + relative) - 1, error=eta + (1 + rho) * underflow)
+        powered = DiscretePLD(h, count * int(positions[0]), values, min(1.0, composed_inf), base.pessimistic,
+                              relative_error=(1 + rho) * (1 + relative) - 1)
+        decay = tilt if tilt else base.tilt
+        if decay > 0 and base.error > 0:  # the base's error keeps its tilted norm through the power
+            top = float(powered.losses[-1])
+            log_tilted = np.logaddexp(_power_error(_log_mgf_of(base, decay), base.log_tilted_error(decay), count,
+                                                   log=True), _log_or_minus_inf(underflow) + decay * top)
+            return _with_error(powered, error + underflow, float(log_tilted), decay)
+        return dataclasses.replace(powered, error=error + underflow)
     mgf = _LogMGF(weights, h, int(positions[0]))
-    plan = _WindowPlan(mgf, count, tolerance, rounding_tolerance, h, int(positions[0]), int(positions[-1]))
-    length = plan.top - plan.bottom + 1
-    _check_size(length, f"the {count}-fold composition")
-    size = plan.size
+    window = functools.partial(_WindowPlan, mgf, count, tolerance, rounding_tolerance, h, int(positions[0]),
+                               int(positions[-1]))
+    # A given tilt is used only where the plain power's rounding, as computed, exceeds rounding_tolerance / 4.
+    plan = window(0.0 if tilt is not None else None)
+    while True:
+        length = plan.top - plan.bottom + 1
+        _check_size(length, f"the {count}-fold composition")
+        size = plan.size
+        budget.reserve(_fft_bytes(size), f"the FFT of the {count}-fold power of a PLD")
+        power = functools.partial(_power_on_window, masses, positions, h, count=count, bottom=plan.bottom,
+                                  length=length, size=size)
+        normalizer = count * mgf(0.0)[0]  # the plain power is of p / sum(p)
+        values, plain_error, rounding = power(0.0, mgf(0.0)[0])
+        values *= math.exp(normalizer)
+        plain_error = math.exp(normalizer) * (plain_error + (0.0 if base.pessimistic else plan.outside_mass))
+        if plan.tilt > 0 or not tilt or plain_error <= rounding_tolerance / 4:
+            break
+        budget.check(f"the tilted {count}-fold power of a PLD")
+        plan = window(tilt)
     losses = h * np.arange(plan.bottom, plan.top + 1)
-    power = functools.partial(_power_on_window, masses, positions, h, count=count, bottom=plan.bottom,
-                              length=length, size=size)
-
-    normalizer = count * mgf(0.0)[0]  # the plain power is of p / sum(p)
-    values, plain_error, rounding = power(0.0, mgf(0.0)[0])
-    values *= math.exp(normalizer)
-    plain_error = math.exp(normalizer) * (plain_error + (0.0 if base.pessimistic else plan.outside_mass))
-    error, bulk_error, bulk_top, tilted_error, tilt = plain_error, 0.0, -math.inf, 0.0, 0.0
+    log_tilted = -math.inf
+    if plan.tilt > 0 and base.error > 0:
+        log_tilted = _power_error(mgf(plan.tilt)[0], base.log_tilted_error(plan.tilt), count, log=True)
+    fresh, fresh_log_tilted = plain_error, _log_or_minus_inf(plain_error) + plan.tilt * float(losses[-1])
     if plan.tilt > 0:  # from the switch point up, the untilted tilted power (module docstring)
+        budget.check("the tilted power of a PLD")
         tilted, tilted_l1, tilted_rounding = power(plan.tilt, mgf(plan.tilt)[0])
         if not base.pessimistic:
             tilted_l1 += plan.tilted_outside_mass
         normalizer = count * mgf(plan.tilt)[0]
-        # Untilted, the l1 error above x is at most tilted_l1 e^{normalizer - tilt x}: switch where
-        # that is SWITCH_FRACTION of the plain power's error.
-        switch = (normalizer - math.log(SWITCH_FRACTION * plain_error / tilted_l1)) / plan.tilt \
-            if plain_error > 0 and tilted_l1 > 0 else math.inf
-        start = int(np.searchsorted(losses, switch, side="left"))
+        start, fresh, fresh_log_tilted = _switch_point(losses, plain_error, math.log(tilted_l1) + normalizer
+                                                       if tilted_l1 > 0 else -math.inf, plan.tilt)
         if start < length:
-            exponent = normalizer - plan.tilt * losses[start:]
-            values[start:] = tilted[start:] * np.exp(exponent)
-            scale = math.exp(exponent[0]) * (1 + 4 * U * (4 + abs(normalizer) + plan.tilt * abs(losses[start])))
-            error, tilt, tilted_error = 0.0, plan.tilt, tilted_l1 * scale
-            bulk_error, bulk_top = (plain_error if start > 0 else 0.0), float(losses[start])
-            rounding = max(rounding, tilted_rounding + 2 * U * (abs(normalizer) + plan.tilt * np.max(np.abs(losses))))
+            values[start:] = tilted[start:] * np.exp(normalizer - plan.tilt * losses[start:])
+            untilting = 4 * U * (4 + abs(normalizer) + plan.tilt * float(np.max(np.abs(losses))))
+            rounding = max(rounding, tilted_rounding + untilting)
     if base.pessimistic:
         values[0] += plan.lower_mass
         composed_inf += plan.upper_mass
-    return DiscretePLD(h, plan.bottom, values, min(1.0, composed_inf), base.pessimistic,
-                       relative_error=rho + rounding + 2 * U * (abs(count * mgf(0.0)[0]) + 4),
-                       error=eta + (1 + rho) * error, bulk_error=(1 + rho) * bulk_error, bulk_top=bulk_top,
-                       tilted_error=(1 + rho) * tilted_error, tilt=tilt)
+    relative = (1 + rho) * (1 + rounding + 2 * U * (abs(count * mgf(0.0)[0]) + 4)) - 1
+    return _with_error(DiscretePLD(h, plan.bottom, values, min(1.0, composed_inf), base.pessimistic,
+                                   relative_error=relative),
+                       error + fresh, float(np.logaddexp(log_tilted, fresh_log_tilted)), plan.tilt)
 
 
-def _composed_inf_mass(finite: float, inf_mass: float, count: int) -> float:
-    """Mass at +inf of the count-fold power: (F + a)^k - F^k (1 - (1 - a)^k for F + a = 1)."""
+def _power_error(log_mass: float, log_error: float, count: int, log: bool = False) -> float:
+    """(|S| + 2|E|)^k - |S|^k from logs of a norm of S and of E (its log if ``log``; -inf / 0 when E = 0)."""
+    if log_error == -math.inf:
+        return -math.inf if log else 0.0
+    if log_mass == -math.inf:
+        value = count * (log_error + math.log(2.0))
+    else:
+        ratio = 2 * math.exp(log_error - log_mass) if log_error - log_mass < 700 else math.inf
+        value = count * log_mass + math.log(math.expm1(count * math.log1p(ratio))) if math.isfinite(ratio) else \
+            count * (log_error + math.log(2.0) + math.log1p(math.exp(log_mass - log_error) / 2))
+    value += 16 * U * (4 + count * (abs(log_mass) if math.isfinite(log_mass) else 0.0) + count * abs(log_error))
+    return value if log else math.exp(min(value, 709.0))
+
+
+def _log_or_minus_inf(value: float) -> float:
+    return math.log(value) if value > 0 else -math.inf
+
+
+def _switch_point(losses: np.ndarray, plain_error: float, log_tilted_error: float,
+                  tilt: float) -> tuple[int, float, float]:
+    """(start, l1 bound, log tilted bound) of values taken from the plain computation below index ``start`` and
+    from the untilted tilted one from it up.
+
+    The plain values' error has l1 norm <= ``plain_error``; the untilted tilted values' error has tilted norm
+    sum |F_i| e^{tilt x_i} <= e^{log_tilted_error}.  Below x_start the plain error's tilted norm is at most
+    plain_error e^{tilt x_start}; from x_start up the tilted error's l1 norm is at most e^{log_tilted_error -
+    tilt x_start}.  The switch is where the two balance, so each norm is at most twice its better part.
+    """
+    if log_tilted_error == -math.inf:
+        return 0, 0.0, -math.inf
+    if plain_error > 0:
+        switch = (log_tilted_error - math.log(plain_error)) / tilt
+    else:
+        switch = math.inf
+    start = int(np.searchsorted(losses, switch, side="left"))
+    if start >= losses.size:
+        return start, plain_error, math.log(plain_error) + tilt * float(losses[-1])
+    at = float(losses[start])
+    l1 = math.exp(min(log_tilted_error - tilt * at, 709.0)) * (1 + 4 * U * (4 + tilt * abs(at)))
+    log_tilted = log_tilted_error
+    if start > 0:
+        l1 += plain_error
+        log_tilted = float(np.logaddexp(log_tilted, math.log(plain_error) + tilt * float(losses[start - 1])))
+    return start, l1, log_tilted + 16 * U * (4 + abs(log_tilted))
+
+
+def _with_error(pld: DiscretePLD, error: float, log_tilted: float, tilt: float) -> DiscretePLD:
+    """``pld`` with the error E given by its l1 bound and the log of its tilted-norm bound at ``tilt``: the slack
+    error e^{-tilt max(eps - decay_start, 0)} with decay_start where the two bounds meet (rounded up)."""
+    if error == 0.0:
+        return dataclasses.replace(pld, error=0.0, tilt=0.0, decay_start=0.0)
+    if tilt == 0.0 or log_tilted == -math.inf:
+        return dataclasses.replace(pld, error=error, tilt=0.0, decay_start=0.0)
+    decay_start = (float(log_tilted) - math.log(error)) / tilt
+    return dataclasses.replace(pld, error=error, tilt=tilt, decay_start=decay_start + 8 * U * (1 + abs(decay_start)))
+
+
+def _fft_bytes(size: int) -> int:
+    """Memory of the arrays one FFT convolution of length ``size`` holds at once (a few real and complex copies)."""
+    return 48 * size
+
+
+def _composed_inf_mass(finite: float, inf_mass: float, count: int, upward: bool = True) -> float:
+    """Mass at +inf of the count-fold power: (F + a)^k - F^k (1 - (1 - a)^k for F + a = 1), rounded up
+    (``upward``) or down by its rounding (a few ulps per factor)."""
     if inf_mass == 0.0:
         return 0.0
     if finite == 0.0:
-        return math.exp(count * math.log(inf_mass))
-    total = finite + inf_mass
-    return math.exp(count * math.log(total)) * -math.expm1(count * math.log1p(-inf_mass / total))
+        value = math.exp(count * math.log(inf_mass))
+    else:
+        total = finite + inf_mass
+        value = math.exp(count * math.log(total)) * -math.expm1(count * math.log1p(-inf_mass / total))
+    margin = 16 * U * (4 + count * (1 + abs(math.log(finite + inf_mass))))
+    return min(1.0, value * (1 + margin)) if upward else value * max(0.0, 1 - margin)
 
 
 class _LogMGF:
@@ -891,8 +1184,9 @@ class _WindowPlan:
     holds all but tolerance / 2 on each side.  If the FFT rounding (about 4 k c log2(M) u) exceeds
     ``rounding_tolerance`` / 4, the tilt lam is the Chernoff order of the point beyond which the plain mass
     is below tolerance / (4 * rounding) -- where the untilted rounding, about rounding e^{k K(lam) - lam x},
-    reaches tolerance / 4 -- and the window also holds the tilted measure p_i e^{lam x_i} / M(lam)
-    (its own spread and orders: its tails can be far heavier than the plain ones) to within rounding / 8.
+    reaches tolerance / 4 -- unless ``tilt`` gives it (0: none); the window then also holds the tilted
+    measure p_i e^{lam x_i} / M(lam) (its own spread and orders: its tails can be far heavier than the plain
+    ones) to within rounding / 8.
 
     ``lower_mass``, ``upper_mass`` bound the plain mass strictly outside the window (it goes to the
     bottom point or to +inf when pessimistic).  ``outside_mass`` and ``tilted_outside_mass`` bound the
@@ -903,7 +1197,7 @@ class _WindowPlan:
     """
 
     def __init__(self, mgf: _LogMGF, count: int, tolerance: float, rounding_tolerance: float, interval: float,
-                 first: int, last: int):
+                 first: int, last: int, tilt: float | None = None):
         x_low, x_high = count * first * interval, count * last * interval
         log_half = math.log(tolerance / 2)
         orders = self._orders(mgf, count, log_half, interval)
@@ -912,16 +1206,19 @@ class _WindowPlan:
         rounding = _power_rounding(count, max(1, int((high - low) / interval) + 1))
         self.tilt, self.cut = 0.0, math.inf
         tilted = tilted_orders = None
-        if rounding > rounding_tolerance / 4:
+        if tilt is not None and tilt > 0:
+            self.tilt = tilt
+        elif tilt is None and rounding > rounding_tolerance / 4:
             log_cut = math.log(tolerance / (4 * rounding))
-            cut, tilt = _chernoff_point(mgf, count, log_cut, self._orders(mgf, count, log_cut, interval), x_high)
+            cut, chosen = _chernoff_point(mgf, count, log_cut, self._orders(mgf, count, log_cut, interval), x_high)
             if cut < high:
-                self.tilt, self.cut = tilt, cut
-                tilted = _ShiftedLogMGF(mgf, tilt)
-                log_rounding = math.log(rounding / 8)
-                tilted_orders = self._orders(tilted, count, log_rounding, interval)
-                low = min(low, _chernoff_point(tilted, count, log_rounding, -tilted_orders, x_low)[0])
-                high = max(high, _chernoff_point(tilted, count, log_rounding, tilted_orders, x_high)[0])
+                self.tilt, self.cut = chosen, cut
+        if self.tilt > 0:
+            tilted = _ShiftedLogMGF(mgf, self.tilt)
+            log_rounding = math.log(rounding / 8)
+            tilted_orders = self._orders(tilted, count, log_rounding, interval)
+            low = min(low, _chernoff_point(tilted, count, log_rounding, -tilted_orders, x_low)[0])
+            high = max(high, _chernoff_point(tilted, count, log_rounding, tilted_orders, x_high)[0])
         self.bottom = max(math.floor(low / interval), count * first)
         self.top = min(math.ceil(high / interval), count * last)
         self.size = _fft_size(self.top - self.bottom + 1)
@@ -1109,9 +1406,10 @@ def _fft_size(length: int) -> int:
 
 
 def _check_size(points: int, what: str) -> None:
+    """Refuse (PLDTooLargeError) more than MAX_GRID_POINTS points (``points`` may be a capped count)."""
     if points > MAX_GRID_POINTS:
         raise PLDTooLargeError(
-            f"{what} needs {points:.3g} grid points (limit {MAX_GRID_POINTS:.3g}); use a coarser "
+            f"{what} needs more than {MAX_GRID_POINTS:.3g} grid points (the limit); use a coarser "
             "value_discretization_interval, a larger tail_mass, or the analytic engine (method='contour')")
 
 
@@ -1119,20 +1417,88 @@ def _tail_tolerance(value) -> float:
     return check.in_interval("tail_mass_truncation", value, 0.0, 1.0, low_open=True, high_open=True)
 
 
-def _combined_slack(first: DiscretePLD, second: DiscretePLD) -> tuple[float, float]:
-    """(rho, eta) of a composition of two PLDs, before its own rounding.
+def _common_tilt(first: DiscretePLD, second: DiscretePLD) -> float:
+    """The smaller positive tilt of two PLDs (0 if neither has one): converting an error's tilted norm down to a
+    smaller tilt costs at most a factor 2, up to a larger one a factor e^{(difference) x_top}."""
+    tilts = [pld_.tilt for pld_ in (first, second) if pld_.tilt > 0]
+    return min(tilts, default=0.0)
 
-    From delta_{X+Y}(eps) = int delta_X(eps - y) dY(y) and the bounds on each factor (module
-    docstring): rho = (1 + rho_X)(1 + rho_Y) - 1, eta = (eta_X + (1 + rho_X) eta_Y) max(1, |X|, |Y|).
+
+def _tilt_argument(tilt) -> float:
+    tilt = check.non_negative("tilt", tilt)
+    if not math.isfinite(tilt):
+        raise ValueError(f"tilt must be finite, got {tilt!r}")
+    return tilt
+
+
+def _fft_convolution(first: np.ndarray, second: np.ndarray, size: int, length: int) -> tuple[np.ndarray, float]:
+    """(the linear convolution of two non-negative vectors by one FFT of ``size`` >= ``length``, l1 bound on its
+    rounding): componentwise forward errors (Higham Sec. 24.1) through the product, then ``_inverse``."""
+    left, left_eta = _spectrum(first, size)
+    right, right_eta = _spectrum(second, size)
+    product = left * right
+    bound = (np.abs(left) * right_eta + np.abs(right) * left_eta + left_eta * right_eta
+             + 4 * U * np.abs(product))
+    return _inverse(product, bound, size, 0, length)
+
+
+def _tilted_weights(pld: DiscretePLD, tilt: float) -> tuple[np.ndarray, float, float]:
+    """(p_i e^{tilt x_i - m}, m, relative rounding of the weights) with m = log sum_i p_i e^{tilt x_i} (rounded up:
+    any normalizer serves, untilting multiplies by e^{m} again).  Weights below the normal range underflow
+    (an absolute error of a subnormal spacing each, which the callers add)."""
+    log_mgf = _log_mgf_of(pld, tilt)
+    exponents = tilt * pld.losses - log_mgf
+    big = exponents > 700.0  # p e^{y} <= 1, but e^{y} alone may overflow where p is tiny
+    with np.errstate(divide="ignore", over="ignore"):
+        weights = np.where(big, np.exp(np.where(big, np.log(pld.probs) + exponents, 0.0)),
+                           pld.probs * np.exp(np.where(big, 0.0, exponents)))
+    positive_big = big & (pld.probs > 0)
+    magnitude = float(np.max(np.abs(exponents))) + (float(np.max(np.abs(np.log(pld.probs[positive_big]))))
+                                                   if np.any(positive_big) else 0.0)
+    return np.where(pld.probs > 0, weights, 0.0), log_mgf, 4 * U * (4 + magnitude)
+
+
+def _propagated_error(first: DiscretePLD, second: DiscretePLD, tilt: float) -> tuple[float, float, float, float]:
+    """(rho, l1 bound, log tilted bound at ``tilt``, bound on the mass at +inf's error) of the composition of
+    two stored measures before its own rounding (module docstring, "Soundness").
+
+    With S = A + E (A = (1 + theta) T plus or minus positive mass), S_X * S_Y = A_X * A_Y + E_X * S_Y + A_X * E_Y,
+    and the l1 and tilted norms are submultiplicative under convolution (e^{t (x + y)} = e^{t x} e^{t y}):
+    |E_X * S_Y| <= |E_X| |S_Y| and |A_X * E_Y| <= (|S_X| + |E_X|) |E_Y| in either norm (S's tilted norm is its
+    moment-generating function).  The mass at +inf, a_X |S_Y| + |S_X| a_Y, is off by at most
+    a_X |E_Y| + |E_X| a_Y in total (l1).
     """
     rho = (1 + first.relative_error) * (1 + second.relative_error) - 1
-    mass = max(1.0, first.total_mass, second.total_mass)
-    eta = (first.max_error + (1 + first.relative_error) * second.max_error) * mass
-    return rho, eta
+    first_mass, second_mass = float(first.probs.sum()), float(second.probs.sum())
+    error = first.error * second_mass + (first_mass + first.error) * second.error
+    inf_error = first.inf_mass * second.error + first.error * second.inf_mass
+    log_tilted = -math.inf
+    if tilt > 0 and (first.error > 0 or second.error > 0):
+        first_mgf, second_mgf = _log_mgf_of(first, tilt), _log_mgf_of(second, tilt)
+        first_error, second_error = first.log_tilted_error(tilt), second.log_tilted_error(tilt)
+        log_tilted = np.logaddexp(first_error + second_mgf,
+                                  np.logaddexp(first_mgf, first_error) + second_error)
+        magnitudes = sum(abs(v) for v in (first_mgf, second_mgf, first_error, second_error) if math.isfinite(v))
+        log_tilted = float(log_tilted) + 16 * U * (8 + magnitudes)
+    return rho, error * (1 + 8 * U), log_tilted, inf_error * (1 + 8 * U)
 
 
-def _certify(value: np.ndarray, rounding: np.ndarray, rho: float, eta, pessimistic: bool) -> np.ndarray:
-    """The certified bound from a computed delta_S, its rounding bound and the slacks (rho, eta)."""
+def _log_mgf_of(pld: DiscretePLD, tilt: float) -> float:
+    """log sum_i p_i e^{tilt x_i} of the stored finite masses (-inf if there are none), raised by its rounding."""
+    support = np.flatnonzero(pld.probs > 0)
+    if support.size == 0:
+        return -math.inf
+    exponents = np.log(pld.probs[support]) + tilt * pld.losses[support]
+    value = float(_log_sum_exp(exponents))
+    return value + 8 * U * (4 + float(np.max(np.abs(exponents))) + math.log(support.size))
+
+
+def _certify(value: np.ndarray, rounding: np.ndarray, rho: float, slack, pessimistic: bool) -> np.ndarray:
+    """The certified bound from a computed delta_S, its rounding bound, the relative error rho and the slack.
+
+    delta_S >= (1 - rho) delta_T - slack (pessimistic) and delta_S <= (1 + rho) delta_T + slack (optimistic),
+    for the exact measure T the PLD stands for (module docstring).
+    """
     if pessimistic:
-        return np.minimum(1.0, (1 + rho) * (value + rounding) + eta)
-    return np.maximum(0.0, (value - rounding - eta) / (1 + rho))
+        return np.minimum(1.0, (value + rounding + slack) / (1 - rho) * (1 + 4 * U))
+    return np.maximum(0.0, (value - rounding - slack) / (1 + rho) * (1 - 4 * U))

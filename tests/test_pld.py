@@ -572,7 +572,7 @@ def test_tilted_power_keeps_composed_gaussian_bracket(mu, count, delta, toleranc
         widths.append(upper - lower)
     assert max(widths) < 3e-5 * exact, widths  # measured <= 8.5e-6 relative
     assert widths[-1] <= 1.1 * widths[0], widths
-    # The last PLDs use the tilted power (slack decaying above bulk_top): certified and monotone
+    # The last PLDs use the tilted power (slack decaying above decay_start): certified and monotone
     # curves over the whole range, and epsilon() consistent with delta() on both sides.
     assert pessimistic.tilt > 0 and optimistic.tilt > 0
     epsilons = np.linspace(-0.5, 3 * exact, 2001)
@@ -598,7 +598,7 @@ def test_rounding_tolerance_decides_the_tilted_power():
         pairs[rounding_tolerance] = [builder(GaussianTails(mu), 1e-4, tolerance / count).self_compose(
             count, tolerance, rounding_tolerance) for builder in (connect_the_dots, greedy_hull_optimistic)]
     tilted, plain = pairs[None], pairs[1e-8]
-    assert all(p.tilt > 0 for p in tilted) and all(p.tilt == 0 == p.tilted_error for p in plain)
+    assert all(p.tilt > 0 for p in tilted) and all(p.tilt == 0 for p in plain)
     assert all(p.probs.size < t.probs.size for p, t in zip(plain, tilted))
     slack = max(p.max_error for p in plain)
     assert 0 < slack < 1e-8 / 4
@@ -753,7 +753,9 @@ def test_too_large_composition(monkeypatch):
     (lambda: DiscretePLD(0.1, 0.5, [1.0], 0.0, True), TypeError, "offset"),
     (lambda: DiscretePLD(0.1, 0, [1.0], 1.5, True), ValueError, "inf_mass"),
     (lambda: DiscretePLD(0.1, 0, [1.0], 0.0, True, tilt=-1.0), ValueError, "tilt"),
-    (lambda: DiscretePLD(0.1, 0, [1.0], 0.0, False, tilted_error=1e-9, tilt=1.0), ValueError, "bulk_top"),
+    (lambda: DiscretePLD(0.1, 0, [1.0], 0.0, False, error=1e-9, tilt=1.0, decay_start=math.inf), ValueError,
+     "decay_start"),
+    (lambda: DiscretePLD(0.1, 0, [1.0], 0.0, True, relative_error=0.5), ValueError, "relative_error"),
 ])
 def test_validation(call, error, name):
     with pytest.raises(error, match=name):
