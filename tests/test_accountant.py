@@ -30,7 +30,10 @@ def test_exp2_heterogeneous_composition(total):
                 for i in range(half + 1))
     result = acc.delta_result(2.0, method="quadrature")
     assert abs(result.value - truth) <= 1e-12
-    assert acc.delta(2.0, method="exact") == pytest.approx(truth, rel=1e-12)
+    exact_result = acc.delta_result(2.0, method="exact")
+    assert exact_result.value == pytest.approx(truth, rel=1e-12)
+    # what a user reads is the upper bound: never below the truth, and close to it
+    assert truth * (1 - 1e-15) <= exact_result.upper <= truth * (1 + 1e-8)
 
 
 # -- compositions with no continuous part are answered exactly --------------------------------
@@ -39,7 +42,9 @@ def test_randomized_response_thousand_fold():
     acc = afa.Accountant().compose(afa.RandomizedResponse(0.6), times=1000)
     epsilons = np.array([0.0, 1.0, 5.0, 20.0, 60.0])
     truth = exact.randomized_response_delta(epsilons, 0.6, 1000)
-    assert np.allclose(acc.privacy_profile(epsilons), truth, rtol=1e-12, atol=0)
+    assert np.allclose(acc.privacy_profile(epsilons, estimate=True), truth, rtol=1e-12, atol=0)
+    upper = acc.privacy_profile(epsilons)  # what a user reads: never below the truth, and close to it
+    assert np.all(upper >= truth * (1 - 1e-15)) and np.allclose(upper, truth, rtol=1e-9, atol=0)
     assert acc.delta_result(1.0).method == "exact"
     for delta in (1e-2, 1e-6, 1e-12):
         eps = acc.epsilon(delta)
@@ -61,7 +66,10 @@ def test_kary_randomized_response_hundred_fold_substitution_by_enumeration():
     losses, weights = np.concatenate(losses), np.exp(np.concatenate(log_w))
     acc = afa.Accountant("substitution").compose(afa.KaryRandomizedResponse(k, p), times=n)
     for eps in (0.0, 2.0, 10.0, 30.0):
-        assert acc.delta(eps) == pytest.approx(brute_force_delta(eps, losses, weights), rel=1e-12)
+        truth = brute_force_delta(eps, losses, weights)
+        result = acc.delta_result(eps)
+        assert result.value == pytest.approx(truth, rel=1e-12)
+        assert truth * (1 - 1e-13) <= result.upper <= truth * (1 + 1e-9)  # what a user reads
 
 
 def test_approx_dp_fifty_fold_matches_papers004_example1():
@@ -167,9 +175,12 @@ def test_a_million_uses_keep_their_accuracy():
     """Counts multiply log-CFs: RR x 10^6 with a Gaussian, quadrature against the exact binomial mixture."""
     acc = afa.Accountant().compose(afa.RandomizedResponse(0.5005), times=1_000_000).compose(afa.Gaussian(2.0))
     epsilons = np.array([0.0, 0.5, 1.0, 2.0, 3.0])
-    quadrature = acc.privacy_profile(epsilons, method="quadrature")
-    exact_profile = acc.privacy_profile(epsilons, method="exact")
+    quadrature = acc.privacy_profile(epsilons, method="quadrature", estimate=True)
+    exact_profile = acc.privacy_profile(epsilons, method="exact", estimate=True)
     assert np.max(np.abs(quadrature - exact_profile)) <= 1e-12
+    # The exact upper bounds (what a user reads) carry a million uses' rounding of log p: a few 1e-9.
+    assert np.all(acc.privacy_profile(epsilons, method="exact") >= exact_profile)
+    assert np.allclose(acc.privacy_profile(epsilons, method="exact"), exact_profile, rtol=1e-8, atol=0)
 
 
 def test_profile_of_one_direction():
