@@ -81,11 +81,10 @@ def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: fl
     def gap(log_mu: float) -> float:
         return _clip(float(exact.gaussian_log_delta(epsilon, math.exp(log_mu))) - log_delta)
 
-    # Each use's sensitivity / sigma = mu / sqrt(steps) must stay <= MAX_MU (Gaussian's range).
-    top = math.log(MAX_MU) + 0.5 * math.log(steps)
-    low, high = _bracket(gap, 0.0, True, (-math.inf, top),
+    # The composition's loss variance mu^2 must stay <= MAX_MU^2 = MAX_LOSS (Accountant.compose's range).
+    low, high = _bracket(gap, 0.0, True, (-math.inf, math.log(MAX_MU)),
                          lambda side, _: f"epsilon={epsilon:g} and delta={delta:g} are met by every Gaussian: even "
-                                         f"sensitivity / sigma = {MAX_MU:g}, the largest supported, meets them")
+                                         f"sqrt(steps) sensitivity / sigma = {MAX_MU:g}, the largest supported, meets them")
     log_mu = brentq(gap, low, high, xtol=1e-14, rtol=1e-15)
     return sensitivity * math.sqrt(steps) / math.exp(log_mu)
 
@@ -116,7 +115,8 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
         raise ValueError(f"sampling_probability={sampling_probability:g} is so small that every sigma meets the "
                          f"target: in {steps} steps a record is used with probability "
                          f"{-math.expm1(steps * math.log1p(-sampling_probability)):.3g} <= delta={delta:g}")
-    smallest = sensitivity / (MAX_SUBSAMPLED_SHIFT if subsampled else MAX_MU)
+    # (plain Gaussians: the composed loss variance steps (sensitivity / sigma)^2 <= MAX_MU^2, see compose)
+    smallest = sensitivity / MAX_SUBSAMPLED_SHIFT if subsampled else sensitivity * math.sqrt(steps) / MAX_MU
     start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
     if sampling_probability is not None:
         start *= sampling_probability  # privacy amplification: roughly q times less noise
