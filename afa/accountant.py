@@ -65,7 +65,7 @@ class Accountant:
     neighboring : {"add_remove", "substitution"}
         The neighbouring relation of the datasets.
     value_discretization_interval : float, optional
-        Grid step of the privacy loss for ``method="pld"`` (default: chosen per composition).
+        Grid step of the privacy loss for ``method="pld"``, in [1e-12, 350] (default: chosen per composition).
     budget : Budget, optional
         Time and memory limits of each query (default ``Budget()``: 30 s).  A query that exceeds
         them raises :class:`afa.BudgetExceededError` naming what was tried.
@@ -102,7 +102,13 @@ class Accountant:
 
     # -- composition -----------------------------------------------------
     def compose(self, mechanism: Mechanism, times: int = 1) -> "Accountant":
-        """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
+        """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain.
+
+        ``times`` is an integer in [1, 2**53] (counts are exact floats there), also in total per mechanism;
+        the sum over all uses of each one's largest |loss|, |mean| or variance must stay <= 1e300
+        (``MAX_LOSS``), so that the engines' sums and exponents of losses cannot overflow.  A ValueError
+        naming ``times`` leaves the accountant unchanged.
+        """
         if not isinstance(mechanism, Mechanism) or type(mechanism)._losses is Mechanism._losses:
             raise TypeError(f"mechanism must be an afa mechanism defining its privacy losses (Gaussian, Laplace, "
                             f"...), got {type(mechanism).__name__}")
