@@ -351,11 +351,30 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
     lattice = _common_lattice(first, second) if pairs >= LATTICE_MIN_PAIRS else None
     if lattice is not None:
         return _lattice_convolve(first, second, lattice, threshold, log_cutoff, log_dropped)
+    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
+    if log_cutoff > -math.inf and pairs > MAX_ATOMS:
+        # The pairs heavy enough to be kept, before forming any: with no threshold, counted exactly (for each
+        # atom of `first`, the atoms of `second` with log w2 >= cutoff - log w1 - the largest error); above a
+        # threshold, estimated from a fixed sample of the pairs.  Refused when clearly too many.
+        margin = (alpha1 + alpha2 + max(beta1, beta2) * (float(np.max(np.abs(first.log_masses)))
+                                                          + float(np.max(np.abs(second.log_masses)))) + 4 * U) * PAD
+        if threshold == -math.inf:
+            heavy = np.sort(second.log_masses)
+            kept = float(np.sum(second.size - np.searchsorted(heavy, log_cutoff - margin - first.log_masses)))
+        else:
+            sample = np.random.default_rng(0).integers(0, pairs, PAIR_SAMPLE)
+            rows = np.searchsorted(np.cumsum(counts), sample, side="right")
+            columns = starts[rows] + sample - (np.cumsum(counts) - counts)[rows]
+            heavy_share = np.mean(first.log_masses[rows] + second.log_masses[columns] >= log_cutoff - margin)
+            kept = 0.5 * heavy_share * pairs  # half the estimate: refuse only when clearly too many
+        if kept > DISTINCT_SUMS * MAX_ATOMS:
+            raise CompositionTooLargeError(
+                f"exact discrete composition would have about {kept:.3g} distinct loss values (limit {MAX_ATOMS})")
     if pairs > MAX_PAIRS:
         raise CompositionTooLargeError(
             f"exact discrete composition needs {pairs:.3g} atom pairs (limit {MAX_PAIRS:.0e}); "
             "compose fewer discrete mechanisms exactly, or add a continuous mechanism and use method='quadrature'")
-    _spend(pairs / 4)  # forming and pruning the pairs; sorting and merging the rest is counted below
+    _spend(pairs)
     budget.reserve(BYTES_PER_PAIR * pairs, f"the exact convolution of {first.size} and {second.size} atoms")
     budget.check("convolving privacy-loss atoms")
     if threshold > -math.inf:
@@ -366,7 +385,6 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
         i = np.repeat(np.arange(first.size), second.size)
         j = np.tile(np.arange(second.size), first.size)
     log_masses = first.log_masses[i] + second.log_masses[j]
-    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
     if log_cutoff > -math.inf:
         # A pair lighter than the cutoff (with its error) is dropped before sorting: sound whatever it would
         # have merged with, since its mass is counted in log_dropped.
@@ -380,14 +398,12 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
         # Off a common lattice, sums of two atoms rarely coincide: about this many distinct values would remain.
         raise CompositionTooLargeError(
             f"exact discrete composition would have about {i.size:.3g} distinct loss values (limit {MAX_ATOMS})")
-    _spend(i.size)
     losses = first.losses[i] + second.losses[j]
     loss_errors = (first.loss_errors[i] + second.loss_errors[j] + U * np.abs(losses)) * PAD
     del i, j
     if threshold > -math.inf:
         keep = losses + loss_errors > threshold
         losses, loss_errors, log_masses = losses[keep], loss_errors[keep], log_masses[keep]
-    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
     beta = max(beta1, beta2)
     # |log w1| + |log w2| = |log w1 + log w2| for masses <= 1; a log-mass above 0 is rounding, covered by alpha.
     positive = max(float(first.log_masses.max()), 0.0) + max(float(second.log_masses.max()), 0.0)
@@ -504,6 +520,8 @@ MAX_TOTAL_PAIRS = 30_000_000
 #: Pairs of atoms not on a common lattice, per allowed distinct atom, beyond which a convolution is refused
 #: before it is formed (its sums would hardly coincide).
 DISTINCT_SUMS = 1
+#: Pairs sampled to estimate how many survive the mass cutoff above a threshold.
+PAIR_SAMPLE = 4096
 _allowance: contextvars.ContextVar[list | None] = contextvars.ContextVar("afa_discrete_pairs", default=None)
 
 

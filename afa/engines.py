@@ -32,7 +32,7 @@ from .certified import TAIL_TOLERANCE as CERTIFIED_TAIL_TOLERANCE
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import LOG_NEGLIGIBLE, DiscreteComposition, verified_epsilon_bounds
+from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, verified_epsilon_bounds
 from .loss_tails import GaussianTails, LossTails
 from .pld import (LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots,
                   greedy_hull_optimistic)
@@ -47,6 +47,8 @@ UNIT_ROUNDOFF = np.finfo(float).eps / 2
 RESOLUTION_FACTOR = 100.0
 #: Engines whose bounds are certified (never refused for a wide bracket).
 CERTIFIED_METHODS = ("certified", "pld")
+#: Most atoms ExactEngine mixes with a Gaussian profile (each evaluation costs about 0.5 us per atom).
+MAX_MIXTURE_ATOMS = 100_000
 #: Widest eps bracket (relative to max(1, eps)) ClosedFormEngine returns before refusing.
 CLOSED_FORM_EPSILON_RTOL = 1e-8
 #: Iterations of the eps(delta) Newton solver (bisection steps included).
@@ -86,6 +88,10 @@ class ExactEngine:
         if mu > 0 and self.composition.full is None:
             self.composition.compose(-math.inf, LOG_NEGLIGIBLE)  # raises CompositionTooLargeError, with the sizes
         self.atoms = self.composition.full
+        if mu > 0 and self.atoms.size > MAX_MIXTURE_ATOMS:
+            raise CompositionTooLargeError(
+                f"the exact Gaussian mixture over {self.atoms.size} atoms (limit {MAX_MIXTURE_ATOMS}) costs the "
+                "closed form at every atom near each eps tried; use method='contour'")
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         epsilons = np.asarray(epsilons, dtype=float)

@@ -54,6 +54,12 @@ _MAX_AMPLIFICATION = 8.0
 _LOG_NEGLIGIBLE = -800.0
 # Elements per block when forming (epsilon × atoms) matrices.
 _BLOCK = 1 << 18
+# A mixture's Gaussian term is the point mass's (1 - e^y) where Φ(μ - a) <= e^_LOG_POINT_MASS (1 - e^y); terms
+# whose bound w Φ(a) is e^_MIXTURE_CUT below the largest are left out while their bounds add up to at most
+# e^_LOG_DROPPED_RTOL of the sum.
+_LOG_POINT_MASS = math.log(1e-17)
+_MIXTURE_CUT = 60.0
+_LOG_DROPPED_RTOL = math.log(1e-17)
 
 
 
@@ -249,9 +255,15 @@ def mixture_log_delta(
     eps: NDArray, losses: NDArray, log_weights: NDArray, mu: float
 ) -> NDArray:
     """log Σ_j w_j δ_μ(ε − ℓ_j): δ_μ the Gaussian N(μ²/2, μ²) profile, or for μ = 0
-    the point-mass profile (1 − e^{ε−ℓ})_+ (papers/003, Observation 2 and Sec. 5.1).
+    the point-mass profile (1 − e^{ε−ℓ})_+ (Google DP team 2025, PLD supplement Sec. 2 and 5.1).
 
-    Inputs are not validated (the engines pass checked arrays); ``eps`` is an array.
+    Inputs are not validated (the engines pass checked arrays); ``eps`` is an array.  With
+    y = ε − ℓ and a = μ/2 − y/μ, δ_μ(y) = Φ(a) − e^y Φ(a − μ) (Sommer, Meiser & Mohammadi 2019,
+    Thm 5) is formed in closed form only where it matters: where Φ(μ − a) <= 1e-17 (1 − e^y) the
+    term is the point mass's (1 − e^y) to that relative accuracy, and terms whose bound w Φ(a)
+    is below e^-_MIXTURE_CUT of the largest such bound are left out, unless what they add up to
+    could exceed 1e-17 of the sum (then every term is formed).  A mixture over many atoms then
+    costs the closed form of the few next to ε.
     """
     keep = log_weights > _LOG_NEGLIGIBLE
     losses, log_weights = losses[keep], log_weights[keep]
@@ -260,9 +272,28 @@ def mixture_log_delta(
     flat = eps.ravel()
     out = np.empty(flat.shape)
     rows = max(1, _BLOCK // losses.size)
-    for start in range(0, flat.size, rows):
-        hi, lo = _gaussian_log_delta_parts(flat[start:start + rows, None] - losses[None, :], mu)
-        out[start:start + rows] = logsumexp(hi + lo + log_weights, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for start in range(0, flat.size, rows):
+            gap = flat[start:start + rows, None] - losses[None, :]
+            a = mu / 2 - gap / mu
+            log_point = np.log(-np.expm1(np.minimum(gap, 0.0)))  # -inf for y >= 0
+            point = log_ndtr(mu - a) <= _LOG_POINT_MASS + log_point
+            bound = log_weights + log_ndtr(a)
+            top = np.max(np.where(point, log_weights + log_point, bound), axis=1, keepdims=True)
+            closed = ~point & (bound >= top - _MIXTURE_CUT)
+            left_out = ~point & ~closed
+            terms = np.where(point, log_weights + log_point, -np.inf)
+            if np.any(closed):
+                rows_c, cols_c = np.nonzero(closed)
+                hi, lo = _gaussian_log_delta_parts(gap[rows_c, cols_c], mu)
+                terms[rows_c, cols_c] = hi + lo + log_weights[cols_c]
+            value = logsumexp(terms, axis=1)
+            dropped = logsumexp(np.where(left_out, bound, -np.inf), axis=1)
+            redo = np.flatnonzero(dropped > value + _LOG_DROPPED_RTOL)
+            if redo.size:
+                hi, lo = _gaussian_log_delta_parts(gap[redo], mu)
+                value[redo] = logsumexp(hi + lo + log_weights, axis=1)
+            out[start:start + rows] = value
     return out.reshape(eps.shape)
 
 
