@@ -514,14 +514,15 @@ def _merge_gaussians(terms: list[tuple[LossTails, int]], interval: float,
     Meiser & Mohammadi 2019, Thm 5; Dong, Roth & Su 2022), and so do c uses with mu^2 / c each: an exact
     reduction.  c = 1 (no power, no FFT) unless the PLD of one Gaussian, whose grid holds 0 and reaches about
     mu^2 / 2 + 40 mu, would need more than ``most_points`` points at ``interval``; then the smallest power of two
-    that fits.  The float sum, square roots and scaling are relatively accurate to (n + 12) u for n terms, so
-    mu' (1 +- (n + 12) u) bracket it.
+    that fits.  The float sum (of (mu_i / max mu)^2), square roots and scalings are relatively accurate to
+    (n + 12) u for n terms, so mu' (1 +- (n + 12) u) bracket it.
     """
     gaussians = [(tails, count) for tails, count in terms if type(tails) is GaussianTails]
     others = [(tails, count) for tails, count in terms if type(tails) is not GaussianTails]
     if not gaussians:
         return others, None
-    mu = math.sqrt(math.fsum(count * tails.mu ** 2 for tails, count in gaussians))
+    largest = max(tails.mu for tails, _ in gaussians)  # scaled: mu_i^2 underflows for mu_i < 1e-154
+    mu = largest * math.sqrt(math.fsum(count * (tails.mu / largest) ** 2 for tails, count in gaussians))
     uses = 1
     while (mu ** 2 / (2 * uses) + 40 * mu / math.sqrt(uses)) / interval > most_points and uses < 2 ** 40:
         uses *= 2

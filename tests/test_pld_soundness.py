@@ -182,6 +182,17 @@ def test_gaussian_with_losses_beyond_700():
     assert result.upper - result.lower < 1e-6 * result.upper
 
 
+def test_merged_tiny_gaussians_do_not_underflow():
+    """Gaussian(sigma=1e300) x 100: mu_i^2 = 1e-600 underflowed to 0 in the merge (mu = 0: NaN masses).  delta(0) =
+    2 Phi(mu / 2) - 1 = erf(mu / (2 sqrt 2)) with mu = 1e-299 (mpmath) lies in the bracket (the grid step 1e-4
+    is far coarser than this loss: the upper end is 1.7e-14), and eps(1e-5) = 0."""
+    acc = afa.Accountant().compose(afa.Gaussian(1e300), 100)
+    truth = float(mp.erf(mp.mpf("1e-299") / (2 * mp.sqrt(2))))
+    bracket = acc.delta_result(0.0, method="pld")
+    assert bracket.lower <= truth <= bracket.upper < 1e-13, (bracket, truth)
+    assert acc.epsilon_result(1e-5, method="pld").upper == 0.0
+
+
 # ----- 2. certified brackets at tiny delta ------------------------------------------------------------
 
 def test_issue_case_certified_and_pld_agree_on_one_subsampled_gaussian():
