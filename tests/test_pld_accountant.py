@@ -167,6 +167,13 @@ def wrong_engine(base):
         def epsilon(self, delta):
             return None  # solve through the wrong delta
 
+    if hasattr(base, "epsilon_bracket"):  # its own verified solver: solve through the wrong delta instead
+        def epsilon_bracket(self, delta):
+            from afa.engines import smallest_epsilon
+            epsilon = smallest_epsilon(lambda eps: float(self.delta(np.array([eps]))[0][0]), delta, self.epsilon_scale)
+            return epsilon, epsilon, epsilon
+        Wrong.epsilon_bracket = epsilon_bracket
+
     if hasattr(base, "delta_and_slope"):
         def delta_and_slope(self, epsilon):
             value, error, slope = base.delta_and_slope(self, epsilon)
