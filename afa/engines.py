@@ -3,10 +3,13 @@
 An engine answers delta(eps) for one direction of the composition with an
 absolute error for each value.  Two exist so far:
 
-* :class:`ExactEngine` -- closed forms: composed Gaussians (papers/004
-  Thm 5) convolved with the exact composition of every finite-output
-  mechanism (papers/002 Exp 2 uses this for RR x Gaussian); only rounding
-  error remains.
+* :class:`ExactEngine` -- closed forms: composed Gaussians (Sommer, Meiser &
+  Mohammadi 2019, Thm 5) convolved with the exact composition of every
+  finite-output mechanism (Zhu, Dong & Wang 2022, Exp 2 uses this for RR x
+  Gaussian); its error bounds the rounding of the atoms' positions and masses
+  and of the evaluation (:mod:`afa.discrete`), and eps(delta) is a verified bracket.
+* :class:`ClosedFormEngine` -- one use of a mechanism with a continuous loss, from a
+  closed form with its error bound; eps(delta) is a verified bracket.
 * :class:`QuadratureEngine` -- the real-line Levy inversion of the composed
   CF (:mod:`afa.quadrature`); its error is the quadrature's estimate.
 * :class:`ContourEngine` -- the saddle-point contour inversion of the MGF
