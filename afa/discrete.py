@@ -193,7 +193,11 @@ class LossAtoms:
         """
         count = check.positive_integer("count", count)
         if count == 1:
-            return self.above(threshold)
+            atoms = self.above(threshold)
+            if log_cutoff == -math.inf or atoms.size == 0:
+                return atoms
+            return _merged(atoms.losses, atoms.loss_errors, atoms.log_masses, *atoms.log_mass_error, log_cutoff,
+                           atoms.log_dropped)
         if self.size == 0:
             return self
         if self.size == 2:
@@ -562,7 +566,7 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
     term, the exponential; then the pairwise sum and the final exponential), the
     masses' errors weighted by each term's share, and the position errors:
     moving atom l by at most e changes its term by at most
-    w min(1, e^{eps - l}) expm1(e), for every atom with l + e > eps.  ``slope`` is
+    w min(1, e^{eps - l} expm1(e)), for every atom with l + e > eps.  ``slope`` is
     -d value / d eps = sum_{l > eps} w e^{eps - l}.
     """
     out = np.zeros((3, epsilons.size))
@@ -605,12 +609,13 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
             size = above.sum(axis=1)
             relative = share + U * (2 * np.log2(size + 1) + 32 + 2 * np.abs(np.where(total > 0, log_value, 0.0))
                                     + 2 * np.abs(safe_top[:, 0]))
-            # Position errors: every atom with l + e > eps.
-            near = np.where(gap < e, lw + np.minimum(gap, 0.0) + np.log(np.expm1(e)), -np.inf)
+            # Position errors: every atom with l + e > eps, its mass up to e^{alpha + beta |log w|} larger; a
+            # term is in [0, w] whatever the position (log expm1(e) = e beyond e = 40, without overflow).
+            log_expm1 = np.where(e > 40, e, np.log(np.expm1(np.minimum(e, 40.0))))
+            shift = np.minimum(np.minimum(gap, 0.0) + log_expm1, 0.0)
+            near = np.where(gap < e, lw + (alpha + beta * np.abs(lw)) + shift, -np.inf)
             position = np.exp(logsumexp(near, axis=1))
             slope = np.exp(logsumexp(np.where(above, lw + gap, -np.inf), axis=1))
-            # Masses may be up to e^{alpha + beta |log w|} larger in the position term too.
-            position *= math.exp(alpha + beta * float(np.max(np.abs(lw)))) * PAD
             error = (relative * value + position) * PAD
             # A contribution below the smallest subnormal still counts: never state 0 error above 0.
             error = np.where((size > 0) & (error == 0), 5e-324, error)
@@ -675,7 +680,7 @@ MAX_STEPS = 200
 
 
 def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, float]], target: float, root: float,
-                            floor: float, ceiling: float) -> tuple[float, float]:
+                            floor: float, ceiling: float, tighten: bool = False) -> tuple[float, float]:
     """(lower, upper) on the smallest eps >= ``floor`` with delta(eps) <= ``target``, each verified.
 
     ``evaluate(eps)`` returns (delta estimate, a bound on its error, -d delta / d eps) of a
@@ -684,12 +689,24 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     root by Newton steps on delta + error, doubling when a step falls short; +inf if none
     exists below ``ceiling`` (beyond which delta + error no longer changes).  ``lower`` is
     an eps whose delta - error is > target (so the true delta is, and by monotonicity at
-    every smaller eps), found the same way downwards; ``floor`` if the steps reach it (the
-    caller guarantees the floor is a valid lower bound).
+    every smaller eps), found the same way downwards (a step that would pass the floor halves the
+    distance to it instead); ``floor`` if that fails (the caller guarantees the floor is a valid
+    lower bound).  A step is Newton's when the slope gives a finite one, else twice the last.  With
+    ``tighten`` (for slopes that are only estimates), each bound is then moved back towards the last
+    point that failed by bisection (:func:`_tighten`).
     """
     tiny = 4 * np.finfo(float).eps
+
+    def holds_upper(x: float) -> bool:
+        value, error, _ = evaluate(x)
+        return value + error <= target
+
+    def holds_lower(x: float) -> bool:
+        value, error, _ = evaluate(x)
+        return value - error > target
+
     # upper
-    x, step = root, 0.0
+    x, step, failed = root, 0.0, root
     upper = math.inf
     for attempt in range(MAX_STEPS):
         budget.check("bracketing eps(delta)")
@@ -698,32 +715,62 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
         if excess <= 0:
             upper = x
             break
+        failed = x
         if x >= ceiling:
             break
-        newton = excess / slope * (1 + 1e-6) if slope > 0 else 0.0
-        step = max(newton, 2 * step, tiny * max(abs(x), 1e-300))
+        with np.errstate(over="ignore"):
+            newton = excess / slope * (1 + 1e-6) if slope > 0 else 0.0
+        step = max(newton if math.isfinite(newton) else 0.0, 2 * step, tiny * max(abs(x), 1e-300))
         x = min(x + step, ceiling) if math.isfinite(ceiling) else x + step
         if not math.isfinite(x):
             break
+    if tighten and math.isfinite(upper) and upper > root:
+        upper = _tighten(holds_upper, failed, upper, root, tiny)
     # lower
     if root <= floor:
         return floor, upper
-    x, distance = root, 0.0
+    x, distance, failed = root, 0.0, root
     value, error, slope = evaluate(root)
     lower = floor
     for attempt in range(MAX_STEPS):
         budget.check("bracketing eps(delta)")
         shortfall = target - (value - error)
-        newton = shortfall / slope * (1 + 1e-6) if slope > 0 and shortfall >= 0 else 0.0
+        with np.errstate(over="ignore"):
+            newton = shortfall / slope * (1 + 1e-6) if slope > 0 and shortfall >= 0 else 0.0
+        newton = newton if math.isfinite(newton) else 0.0
         distance = max(distance + newton, 2 * distance, tiny * max(abs(root), 1e-300))
         x = root - distance
-        if x <= floor:
-            break
+        if x <= floor:  # halve the way to the floor instead
+            x = floor + (failed - floor) / 2
+            distance = root - x
+            if x <= floor or x >= failed:
+                break
         value, error, slope = evaluate(x)
         if value - error > target:
             lower = x
             break
+        failed = x
+    if tighten and floor < lower < root:
+        lower = _tighten(holds_lower, failed, lower, root, tiny)
     return lower, upper
+
+
+def _tighten(holds: Callable[[float], bool], failed: float, good: float, root: float, tiny: float) -> float:
+    """Move the verified end ``good`` towards ``failed`` (where the check failed) by bisection, keeping it
+    verified, until the gap is within 1 % of the failed point's distance from the root, or a few ulps:
+    an overshooting step (a slope estimated across a kink) then costs a few evaluations, not the bound."""
+    for _ in range(64):
+        if abs(good - failed) <= max(0.01 * abs(failed - root), tiny * max(abs(good), 1e-300)):
+            break
+        budget.check("bracketing eps(delta)")
+        middle = failed + (good - failed) / 2
+        if middle in (failed, good):
+            break
+        if holds(middle):
+            good = middle
+        else:
+            failed = middle
+    return good
 
 
 def _suffix_log_sums(values: np.ndarray) -> np.ndarray:
@@ -926,10 +973,11 @@ class DiscreteComposition:
                 continue
             step = float(np.min(np.diff(atoms.losses)))
             _, weights = normalize(atoms.log_masses)
-            mean = float(np.dot(weights, atoms.losses))
-            variance = float(np.dot(weights, (atoms.losses - mean) ** 2))
+            scale = float(np.max(np.abs(atoms.losses))) or 1.0  # (losses up to 1e300: no overflow in squares)
+            mean = float(np.dot(weights, atoms.losses / scale))
+            deviation = scale * math.sqrt(float(np.dot(weights, (atoms.losses / scale - mean) ** 2)))
             span = float(atoms.losses[-1] - atoms.losses[0])
-            width = min(count * span, 2 * math.sqrt(2 * reach * count * variance)) / step + 1
+            width = min(count * span, 2 * math.sqrt(2 * reach * count) * deviation) / step + 1
             if step <= 0 or _lattice_of(atoms, step) is None:
                 multisets = math.exp(min(700.0, math.lgamma(count + atoms.size) - math.lgamma(count + 1)
                                          - math.lgamma(atoms.size)))

@@ -64,6 +64,28 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
     return max(1.0, abs(mean) + 10 * math.sqrt(max(variance, 0.0)))
 
 
+def crossing(delta_of: Callable[[float], float], target: float, scale: float) -> float:
+    """The smallest eps >= 0 with delta_of(eps) <= target for a non-increasing delta_of, to ~4 ulps (an
+    estimate: the engines verify their bounds around it), +inf if delta_of stays above the target up to the
+    largest double.  Brent's method on log delta in a bracket grown by doubling from ``scale``."""
+    if delta_of(0.0) <= target:
+        return 0.0
+    log_target = math.log(target)
+
+    def gap(eps: float) -> float:
+        return math.log(max(delta_of(eps), 1e-320)) - log_target
+
+    low, high = 0.0, scale
+    while gap(high) > 0:
+        budget.check("bracketing eps(delta)")
+        low, high = high, 2 * high
+        if not math.isfinite(high):
+            high = np.finfo(float).max
+            if gap(high) > 0:
+                return math.inf
+    return brentq(gap, low, high, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=400)
+
+
 class ExactEngine:
     """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms,
     with error bounds.
@@ -116,12 +138,13 @@ class ExactEngine:
             value = self.inf_mass + np.exp(exact.mixture_log_delta(epsilons, losses, log_masses, mu))
             log_upper = exact.mixture_log_delta(epsilons, losses + shift, log_masses + mass_error, mu)
             log_lower = exact.mixture_log_delta(epsilons, losses - shift, log_masses - mass_error, mu)
-            upper = self.inf_mass + inf_error + np.exp(log_upper) * (1 + rtol + 2 * UNIT_ROUNDOFF * np.abs(log_upper))
-            lower = self.inf_mass - inf_error + np.exp(log_lower) * (1 - rtol - 2 * UNIT_ROUNDOFF * np.abs(log_lower))
+            # (a log of -inf is a zero mixture: no rounding to add, and no 0 * inf)
+            widen = rtol + 2 * UNIT_ROUNDOFF * np.abs(np.where(np.isfinite(log_upper), log_upper, 0.0))
+            narrow = rtol + 2 * UNIT_ROUNDOFF * np.abs(np.where(np.isfinite(log_lower), log_lower, 0.0))
+            upper = self.inf_mass + inf_error + np.exp(log_upper) * (1 + widen)
+            lower = self.inf_mass - inf_error + np.exp(log_lower) * (1 - narrow)
         if atoms.log_dropped > -math.inf:  # atoms dropped as negligible: each adds at most its mass
             upper = upper + math.exp(atoms.log_dropped)
-        # A Gaussian profile is positive everywhere: below the smallest double, the bound is that double.
-        upper = np.where(upper > 0, upper, 5e-324)
         return value, np.minimum(lower, value), np.maximum(upper, value)
 
     def _mixture_slope(self, epsilon: float) -> float:
@@ -140,7 +163,7 @@ class ExactEngine:
             estimate = exact.gaussian_epsilon(delta, self.mu)
         else:
             atoms = self.atoms
-            estimate = smallest_epsilon(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
+            estimate = crossing(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
                 np.array([eps]), atoms.losses, atoms.log_masses, self.mu))[0]), delta, self.epsilon_scale)
         if math.isinf(estimate):
             return math.inf, 0.0, math.inf
@@ -195,10 +218,10 @@ class ClosedFormEngine:
         def value(eps: float) -> float:
             return float(self.delta(np.array([eps]))[0][0])
 
-        estimate = smallest_epsilon(value, delta, self.epsilon_scale)
+        estimate = crossing(value, delta, self.epsilon_scale)
         if math.isinf(estimate):
-            lower = smallest_epsilon(lambda eps: float(np.subtract(*self.delta(np.array([eps])))[0]), delta,
-                                     self.epsilon_scale)
+            lower = crossing(lambda eps: float(np.subtract(*self.delta(np.array([eps])))[0]), delta,
+                             self.epsilon_scale)
             return estimate, (0.0 if math.isfinite(lower) else lower), estimate
 
         def evaluate(eps: float) -> tuple[float, float, float]:
@@ -209,7 +232,7 @@ class ClosedFormEngine:
         def step(eps: float) -> float:
             return 1e-7 * max(1.0, abs(eps))
 
-        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf, tighten=True)
         lower, upper = min(lower, estimate), max(upper, estimate)
         if not upper - lower <= CLOSED_FORM_EPSILON_RTOL * max(1.0, abs(estimate)):
             raise AccuracyError(
