@@ -511,13 +511,24 @@ class PLDEngine:
     def cheap_upper(self, epsilons: np.ndarray) -> np.ndarray:
         """A certified upper bound on delta: exactly the mass at +infinity where every eps is at or beyond the
         largest finite composed loss (Poisson subsampling's add direction for eps >= -count log(1 - q): no
-        PLD is built), else from the finest pessimistic PLD built so far (else the first tolerance's,
-        pessimistic only).  Enough to see that a direction stays below a target."""
+        PLD is built), else the Chernoff bound of the composed pessimistic bases (no convolution: the exact
+        composition of the stored measures, whose delta bounds the true one up to their relative errors, has
+        finite mass above eps at most min_t e^{K(t) - t eps} and mass at +infinity at most sum_i k_i a_i), or
+        the finest pessimistic PLD built so far where that is lower.  Enough to see that a direction stays
+        below a target."""
+        epsilons = np.asarray(epsilons, dtype=float)
         if np.all(epsilons >= self._loss_max):
             return np.full(np.shape(epsilons), self._inf_mass)
+        bases = self.bases(connect_the_dots, self.FIRST_TAIL)
+        inf_mass = math.fsum(count * base.inf_mass for base, count in bases)
+        growth = math.exp(sum(count * math.log1p(base.relative_error) for base, count in bases))
+        chernoff = np.array([math.exp(min(chernoff_log_mass(bases, float(eps)), 0.0)) for eps in epsilons.ravel()])
+        bound = np.minimum(1.0, (inf_mass + chernoff.reshape(epsilons.shape)) / (2 - growth) * (1 + 1e-12))
         built = [(tail, tilt) for build, tail, tilt in self._built if build is connect_the_dots]
-        tail, tilt = min(built, default=(self.FIRST_TAIL, None), key=lambda key: key[0])
-        return self.composed(connect_the_dots, tail, tilt).delta(epsilons)
+        if built:
+            tail, tilt = min(built, key=lambda key: key[0])
+            bound = np.minimum(bound, self.composed(connect_the_dots, tail, tilt).delta(epsilons))
+        return bound
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs, composed at the

@@ -560,10 +560,15 @@ def composition_tilt(terms, *, delta: float | None = None, epsilon: float | None
 
 
 def chernoff_log_mass(terms, epsilon: float) -> float:
-    """log of the Chernoff bound min_{t >= 0} e^{K(t) - t epsilon} on the composed stored mass at or above
-    ``epsilon`` (K as in :func:`composition_tilt`): an upper bound on delta_S(epsilon) of the composition,
-    which sizes a query's truncation before anything is composed."""
-    return _chernoff_search(terms, None, epsilon)[1]
+    """log of the Chernoff bound min_{t >= 0} e^{K(t) - t epsilon} on the exactly composed stored finite mass at or
+    above ``epsilon`` (K as in :func:`composition_tilt`), raised by the rounding of K: an upper bound on the finite
+    part of delta_S(epsilon) of the composition (as (1 - e^{eps - x})_+ <= [x > eps]) without composing anything."""
+    tilt, value = _chernoff_search(terms, None, epsilon)
+    if value == -math.inf:
+        return value
+    magnitude = abs(tilt * epsilon) + sum(check.positive_integer("count", count) * _LogMGF(
+        pld_.probs, pld_.interval, pld_.offset).magnitude(tilt) for pld_, count in terms if np.any(pld_.probs > 0))
+    return value + 16 * U * (8 + magnitude)
 
 
 def _chernoff_search(terms, delta: float | None, epsilon: float | None) -> tuple[float, float]:
