@@ -22,6 +22,8 @@ from .contour import MAX_NUMERIC_NODES
 from .discrete import CompositionTooLargeError
 from .engines import (
     CERTIFIED_METHODS,
+    RESOLUTION_FACTOR,
+    UNIT_ROUNDOFF,
     CertifiedEngine,
     ClosedFormEngine,
     ContourEngine,
@@ -283,7 +285,7 @@ class Accountant:
         +infinity: sum_i k_i m_i >= 1 - prod_i (1 - m_i)^k_i."""
         return float(sum(count * mechanism.truncated_mass for mechanism, count in self._counts.items()))
 
-    def _run(self, method: str, query, relative_width: Callable | None = None):
+    def _run(self, method: str, query, relative_width: Callable | None = None, delta: float | None = None):
         """(engine name, query(engines)) under this accountant's budget.
 
         A named method answers or refuses.  Under 'auto' the candidates are tried in order -- the
@@ -294,7 +296,9 @@ class Accountant:
         ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the contour method with a
         larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
-        result.  When nothing answers, the AccuracyError lists what was tried.
+        result.  When nothing answers, the AccuracyError lists what was tried.  ``delta``, the target of
+        an eps(delta) query, lets 'auto' see which later candidates cannot serve it (:meth:`_may_serve`), so
+        that an engine followed only by those gets all the time left.
         """
         with budgets.limits(self.budget):
             if method != "auto":
@@ -302,15 +306,29 @@ class Accountant:
                 engines = self._engines_for(name)
                 budgets.check(f"preparing method={name!r}")
                 return name, query(engines)
-            return self._run_auto(query, relative_width)
+            return self._run_auto(query, relative_width, delta)
 
-    def _run_auto(self, query, relative_width: Callable | None):
+    def _may_serve(self, name: str, delta: float | None) -> bool:
+        """False where a cheap check shows that method ``name`` refuses: the quadrature below its rounding
+        floor or without a continuous part, the certified bracket for anything but one noise pair."""
+        if name == "quadrature":
+            continuous = any(losses[0].continuous for losses in self._losses.values())
+            return continuous and (delta is None or delta >= RESOLUTION_FACTOR * UNIT_ROUNDOFF)
+        if name == "certified":
+            try:
+                self._engines_for(name)
+            except ValueError:
+                return False
+        return True
+
+    def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None):
         first = self._resolve("auto")
         candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS if name != first]
         failures, kept, wide_tried = [], None, False
         while candidates:
             name = candidates.pop(0)
-            share = budgets.remaining() * (AUTO_SHARE if candidates else 1.0)
+            later = any(self._may_serve(other, delta) for other in candidates)
+            share = budgets.remaining() * (AUTO_SHARE if later else 1.0)
             try:
                 with budgets.limits(seconds=share):
                     engines = self._engines_for(name)
@@ -366,7 +384,7 @@ class Accountant:
         delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
         name, solutions = self._run(method, lambda engines: _solve_directions(engines, delta),
                                     lambda answer: max((upper - lower) / max(value, 1e-300)
-                                                       for value, lower, upper in answer))
+                                                       for value, lower, upper in answer), delta)
         value, lower, upper = (max(column) for column in zip(*solutions))
         widened = delta + self._truncated_mass()
         if widened != delta:  # truncation over-estimates delta by at most that mass: the lower eps solves delta + it
@@ -467,7 +485,12 @@ def _solve_directions(engines, delta: float) -> list[tuple[float, float, float]]
     solutions = [solve_epsilon(engines[0], delta)]
     for engine in engines[1:]:
         epsilon = solutions[0][0]
-        if math.isfinite(epsilon) and upper_delta(engine, np.array([epsilon]))[0] <= delta:
-            continue
+        if math.isfinite(epsilon):
+            try:
+                below = upper_delta(engine, np.array([epsilon]))[0] <= delta
+            except CompositionTooLargeError:  # delta(eps) alone too costly: the eps(delta) search prunes by delta
+                below = False
+            if below:
+                continue
         solutions.append(solve_epsilon(engine, delta))
     return solutions

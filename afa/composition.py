@@ -16,7 +16,7 @@ import math
 import numpy as np
 import sympy
 
-from .discrete import LossAtoms
+from .discrete import LossAtoms, estimated_atoms
 from .privacy_loss import PrivacyLoss, Template, atoms_log_phi, batched_log_phi
 
 
@@ -133,6 +133,11 @@ class ComposedLoss:
     def atomic_log_phi_numeric(self, nodes: np.ndarray) -> np.ndarray:
         """log-CF of the atomic part at 1-d ``nodes``: sum_i k_i log phi_{atoms_i}."""
         return atoms_log_phi(np.asarray(nodes, dtype=float), [loss.atoms for loss in self.terms]) @ self._counts
+
+    @functools.cached_property
+    def estimated_atom_count(self) -> float:
+        """A rough count of the composed atoms (:func:`afa.discrete.estimated_atoms`), before composing any."""
+        return estimated_atoms([(loss.atoms, count) for loss, count in self.terms.items() if loss.atoms.size])
 
     @functools.cached_property
     def atoms(self) -> LossAtoms:

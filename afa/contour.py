@@ -68,7 +68,7 @@ from scipy.special import gammaln, logsumexp
 
 from . import budget
 from .composition import ComposedLoss
-from .discrete import CompositionTooLargeError
+from .discrete import ESTIMATE_SLACK, CompositionTooLargeError, estimated_atoms
 from .mechanisms import LAPLACE_LOG_PHI
 from .privacy_loss import batched_log_phi
 from .results import AccuracyError
@@ -804,6 +804,9 @@ def lattice_groups(loss: ComposedLoss):
 
     Raises CompositionTooLargeError beyond MAX_GROUPS groups.
     """
+    finite = [(term.atoms, times) for term, times in loss.terms.items() if not term.continuous]
+    if estimated_atoms(finite) > ESTIMATE_SLACK * MAX_GROUPS:  # refused before composing them
+        raise CompositionTooLargeError(f"the lattice contour would need more than {MAX_GROUPS} groups")
     shifts, counts, log_weights = np.zeros(1), np.zeros(1), np.zeros(1)
     laplace_count, atoms = 0, None
     for term, times in loss.terms.items():

@@ -475,7 +475,7 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
         dense.append((log_w, top, band, float(logsumexp(atoms.log_masses))))
     out = np.full(size, -np.inf)
     pairs_of_bands, terms = 0, min(first.size, second.size)
-    with np.errstate(divide="ignore", under="ignore"):
+    with np.errstate(divide="ignore", under="ignore", over="ignore"):  # exp outside a band is discarded
         for b1 in range(int(dense[0][2].max()) + 1):
             in1 = dense[0][2] == b1
             if not np.any(in1):
@@ -898,6 +898,47 @@ PRUNE = 80.0
 ESTIMATE_SLACK = 16.0
 
 
+def estimated_atoms(terms: list[tuple[LossAtoms, int]], log_cutoff: float = -math.inf) -> float:
+    """A rough number of atoms heavier than e^``log_cutoff`` in the composition of ``terms`` ((atoms, count)
+    pairs), to refuse hopeless compositions before composing.
+
+    A term whose atoms lie on a lattice (:func:`_lattice_of` with their smallest spacing) spans at most
+    count * (its range) and, where its mass is above the cutoff, about 2 sqrt(2 (-cutoff) count
+    variance) (a sub-Gaussian radius): in units of the spacing, its number of atoms.  Terms whose
+    spacings are commensurate (ratio within 1e-7 of an integer up to 64) share a lattice and their
+    widths add; other terms multiply, each by the smaller of that width and the number of multisets of
+    ``count`` of its atoms, C(count + size - 1, size - 1).
+    """
+    groups: list[list[float]] = []  # [step, width in units of step]
+    product = 1.0
+    reach = max(-log_cutoff, 1.0) + 10.0
+    for atoms, count in terms:
+        if atoms.size < 2:
+            continue
+        step = float(np.min(np.diff(atoms.losses)))
+        _, weights = normalize(atoms.log_masses)
+        scale = float(np.max(np.abs(atoms.losses))) or 1.0  # (losses up to 1e300: no overflow in squares)
+        mean = float(np.dot(weights, atoms.losses / scale))
+        deviation = scale * math.sqrt(float(np.dot(weights, (atoms.losses / scale - mean) ** 2)))
+        span = float(atoms.losses[-1] - atoms.losses[0])
+        width = min(count * span, 2 * math.sqrt(2 * reach * count) * deviation) / step + 1
+        if step <= 0 or _lattice_of(atoms, step) is None:
+            multisets = math.exp(min(700.0, math.lgamma(count + atoms.size) - math.lgamma(count + 1)
+                                     - math.lgamma(atoms.size)))
+            product *= min(width, multisets)
+            continue
+        for group in groups:
+            small, large = min(group[0], step), max(group[0], step)
+            ratio = large / small
+            if abs(ratio - round(ratio)) < 1e-7 * ratio and round(ratio) <= 64:
+                group[1] = group[1] * group[0] / small + width * step / small
+                group[0] = small
+                break
+        else:
+            groups.append([step, width])
+    return product * math.prod(width for _, width in groups)
+
+
 class DiscreteComposition:
     """sum_t k_t L_t for finite losses L_t: in full when the enumeration fits, else what a query needs.
 
@@ -919,6 +960,8 @@ class DiscreteComposition:
 
     #: Thresholds tried below the top, as fractions of the loss range: 2^-FIRST_LEVEL, then doubling.
     FIRST_LEVEL = 24
+    #: Bisections of the threshold between the last two levels when the lower one has too many atoms.
+    REFINEMENTS = 10
 
     def __init__(self, terms: list[tuple[LossAtoms, int]], inf_mass: float):
         self.terms = [(atoms, int(count)) for atoms, count in terms]
@@ -955,44 +998,8 @@ class DiscreteComposition:
             return self._compose(threshold, log_cutoff, tops)
 
     def estimated_size(self, log_cutoff: float) -> float:
-        """A rough number of composed atoms heavier than e^``log_cutoff`` (to refuse hopeless compositions
-        before composing).
-
-        A term whose atoms lie on a lattice (:func:`_lattice_of` with their smallest spacing) spans at most
-        count * (its range) and, where its mass is above the cutoff, about 2 sqrt(2 (-cutoff) count
-        variance) (a sub-Gaussian radius): in units of the spacing, its number of atoms.  Terms whose
-        spacings are commensurate (ratio within 1e-7 of an integer up to 64) share a lattice and their
-        widths add; other terms multiply, each by the smaller of that width and the number of multisets of
-        ``count`` of its atoms, C(count + size - 1, size - 1).
-        """
-        groups: list[list[float]] = []  # [step, width in units of step]
-        product = 1.0
-        reach = max(-log_cutoff, 1.0) + 10.0
-        for atoms, count in self.terms:
-            if atoms.size < 2:
-                continue
-            step = float(np.min(np.diff(atoms.losses)))
-            _, weights = normalize(atoms.log_masses)
-            scale = float(np.max(np.abs(atoms.losses))) or 1.0  # (losses up to 1e300: no overflow in squares)
-            mean = float(np.dot(weights, atoms.losses / scale))
-            deviation = scale * math.sqrt(float(np.dot(weights, (atoms.losses / scale - mean) ** 2)))
-            span = float(atoms.losses[-1] - atoms.losses[0])
-            width = min(count * span, 2 * math.sqrt(2 * reach * count) * deviation) / step + 1
-            if step <= 0 or _lattice_of(atoms, step) is None:
-                multisets = math.exp(min(700.0, math.lgamma(count + atoms.size) - math.lgamma(count + 1)
-                                         - math.lgamma(atoms.size)))
-                product *= min(width, multisets)
-                continue
-            for group in groups:
-                small, large = min(group[0], step), max(group[0], step)
-                ratio = large / small
-                if abs(ratio - round(ratio)) < 1e-7 * ratio and round(ratio) <= 64:
-                    group[1] = group[1] * group[0] / small + width * step / small
-                    group[0] = small
-                    break
-            else:
-                groups.append([step, width])
-        return product * math.prod(width for _, width in groups)
+        """A rough number of composed atoms heavier than e^``log_cutoff`` (:func:`estimated_atoms`)."""
+        return estimated_atoms(self.terms, log_cutoff)
 
     def _compose(self, threshold: float, log_cutoff: float, tops: list[float]) -> LossAtoms:
         result = None
@@ -1049,13 +1056,49 @@ class DiscreteComposition:
         if atoms is not None:
             return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
         span = max(self.top - self.bottom, 1e-300)
+        above = None  # the lowest threshold tried so far whose atoms put the crossing below it
         for level in range(self.FIRST_LEVEL, 0, -1):
             threshold = self.top - span * 2.0 ** -level
             if threshold <= 0:
                 break
-            atoms = self.atoms_above(threshold, log_cutoff)
-            value, error = hockey_stick_with_error(atoms, np.array([threshold]), self.inf_mass, self.inf_mass_error)
-            if value[0] - error[0] > delta:
-                return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, threshold, self.inf_mass_error)
-        atoms = self.atoms_above(0.0, log_cutoff)
+            try:
+                answer = self._bounds_above(threshold, delta, log_cutoff)
+            except CompositionTooLargeError:
+                if above is None:
+                    raise
+                return self._refined_bounds(threshold, above, delta, log_cutoff)
+            if answer is not None:
+                return answer
+            above = threshold
+        try:
+            atoms = self.atoms_above(0.0, log_cutoff)
+        except CompositionTooLargeError:
+            if above is None:
+                raise
+            return self._refined_bounds(0.0, above, delta, log_cutoff)
         return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
+
+    def _bounds_above(self, threshold: float, delta: float, log_cutoff: float) -> tuple[float, float, float] | None:
+        """eps(delta) bounds from the atoms above ``threshold`` if the crossing provably lies above it, else None."""
+        atoms = self.atoms_above(threshold, log_cutoff)
+        value, error = hockey_stick_with_error(atoms, np.array([threshold]), self.inf_mass, self.inf_mass_error)
+        if value[0] - error[0] > delta:
+            return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, threshold, self.inf_mass_error)
+        return None
+
+    def _refined_bounds(self, low: float, high: float, delta: float, log_cutoff: float) -> tuple[float, float, float]:
+        """Bisect the threshold between ``low`` (too many atoms above it) and ``high`` (the crossing lies
+        below it) for one close enough under the crossing to compose; CompositionTooLargeError if none is."""
+        for _ in range(self.REFINEMENTS):
+            middle = 0.5 * (low + high)
+            try:
+                answer = self._bounds_above(middle, delta, log_cutoff)
+            except CompositionTooLargeError:
+                low = middle
+                continue
+            if answer is not None:
+                return answer
+            high = middle
+        raise CompositionTooLargeError(
+            f"exact discrete composition: the atoms above eps = {low:.6g} are too many, and eps({delta:.3g}) "
+            f"lies below {high:.6g}")

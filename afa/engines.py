@@ -614,7 +614,9 @@ class QuadratureEngine(_InversionEngine):
         return values, np.full(values.shape, error)
 
     def epsilon(self, delta: float) -> None:
-        """No closed form; refuses early a delta below the resolution (the error is absolute)."""
+        """No closed form; refuses early a delta below the resolution (the error is absolute, and never below
+        the rounding of a sum of terms of size up to 1: UNIT_ROUNDOFF, checked before building any grid)."""
+        _check_resolution(self, delta, UNIT_ROUNDOFF)
         _check_resolution(self, delta, float(self.delta(np.array([0.0]))[1][0]))
         return None
 

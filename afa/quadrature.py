@@ -34,8 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import roots_legendre
 
+from . import budget
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError, hockey_stick
+from .privacy_loss import batched_log_phi
 from .results import AccuracyError
 
 GL_ORDER = 16
@@ -48,6 +50,11 @@ MAX_HALVINGS = 12
 #: otherwise need up to MAX_NODES nodes at t ~ 1e5 (hours).  Beyond it the grid stops where the
 #: budget ends and the tail estimate reports what was left out.
 MAX_WORK = 6e7
+#: Most composed atoms (estimated before composing) whose hockey stick is computed exactly; more are left in
+#: the CF (which then does not decay, and the tail estimate says so).
+MAX_ATOMS = 2_000_000
+#: Nodes per evaluation of the composed CF between checks of the time budget.
+PHI_CHUNK = 65_536
 _GL_X, _GL_W = roots_legendre(GL_ORDER)
 
 
@@ -98,7 +105,7 @@ class LevyInversion:
         self.inf_mass = loss.inf_mass
         finite_mass = math.exp(loss.log_finite_mass)
         self.atoms = None
-        if loss.log_atomic_mass > math.log(atol) - 8:
+        if loss.log_atomic_mass > math.log(atol) - 8 and loss.estimated_atom_count <= MAX_ATOMS:
             try:
                 self.atoms = loss.atoms
             except CompositionTooLargeError:
@@ -132,10 +139,14 @@ class LevyInversion:
 
     # -- grid construction -------------------------------------------------
     def residual_phi(self, nodes: np.ndarray) -> np.ndarray:
-        """phi(t) minus the CF of the atoms handled exactly."""
-        phi = np.exp(self.loss.log_phi_numeric(nodes))
-        if self.atoms is not None:
-            phi -= np.exp(self.loss.atomic_log_phi_numeric(nodes))
+        """phi(t) minus the CF of the atoms handled exactly (in chunks, the time budget checked between them)."""
+        phi = np.empty(nodes.shape, dtype=complex)
+        for start in range(0, nodes.size, PHI_CHUNK):
+            budget.check("evaluating the composed CF at the quadrature's nodes")
+            chunk = nodes[start:start + PHI_CHUNK]
+            phi[start:start + PHI_CHUNK] = np.exp(self.loss.log_phi_numeric(chunk))
+            if self.atoms is not None:
+                phi[start:start + PHI_CHUNK] -= np.exp(self.loss.atomic_log_phi_numeric(chunk))
         return phi
 
     def _grid(self, kind: str, xs: np.ndarray) -> Grid:
@@ -165,6 +176,7 @@ class LevyInversion:
         previous, previous_change = None, math.inf
         for _ in range(MAX_HALVINGS):
             nodes, weights = _panels(upper, width)
+            budget.reserve(64.0 * nodes.size, "the quadrature's nodes")
             weighted = weights * self.residual_phi(nodes) * kernel(nodes)
             current = Grid(nodes, weighted, low, high, math.inf).integral(probes)
             if previous is not None:
@@ -188,14 +200,22 @@ class LevyInversion:
         return float(np.sum(self.loss.evaluation_cost(nodes)))
 
     def _envelope(self, kernel, nodes: np.ndarray) -> np.ndarray:
-        """|phi K| t / pi at increasing ``nodes``, as far as the CF can be evaluated.
+        """A bound on |phi_R K| t / pi at increasing ``nodes`` that does not oscillate, as far as the CF can be evaluated.
 
-        A numeric CF refuses (AccuracyError) beyond its cost limit; the envelope
-        then stops at the last node it could evaluate, and the tail estimate
-        built from it reports what was left out.
+        |phi_R| itself is no guide to the tail: a term with atoms on a lattice is periodic in t
+        (period 2 pi / spacing), so |phi_R| has replicas of its bump at t = 0 wherever the atoms'
+        phases realign -- between the scan's nodes, damped only by the continuous terms.  Writing
+        each term's CF as a_i + c_i (its atoms a_i, of mass A_i, and its continuous part c_i),
+        |prod_i (a_i + c_i)^{k_i}| <= prod_i (A_i + |c_i|)^{k_i} =: B, and with the composed atoms
+        removed |phi_R| <= B - prod_i A_i^{k_i} (the difference is increasing in every |a_i|).
+        B keeps only the continuous parts' decay.  A numeric CF refuses (AccuracyError) beyond its
+        cost limit; the envelope then stops at the last node it could evaluate, and the tail
+        estimate built from it reports what was left out.
         """
         try:
-            return np.abs(self.residual_phi(nodes) * kernel(nodes)) * nodes / math.pi
+            return np.exp(self._log_residual_bound(nodes)) * np.abs(kernel(nodes)) * nodes / math.pi
+        except budget.BudgetExceededError:
+            raise
         except AccuracyError:
             if nodes.size == 1:
                 return np.zeros(0)
@@ -204,6 +224,27 @@ class LevyInversion:
             if first.size < half:
                 return first
             return np.concatenate((first, self._envelope(kernel, nodes[half:])))
+
+    def _log_residual_bound(self, nodes: np.ndarray) -> np.ndarray:
+        """log of the bound of :meth:`_envelope` on |phi_R(t)| at real ``nodes``."""
+        atomless = {term: count for term, count in self.loss.terms.items() if term.atoms.size == 0}
+        log_bound = ComposedLoss(atomless).log_phi_numeric(nodes).real if atomless else np.zeros(nodes.shape)
+        log_ratio = np.zeros(nodes.shape)  # log(B / prod A_i^k_i) over the terms with atoms
+        for term, count in self.loss.terms.items():
+            if term.atoms.size == 0:
+                continue
+            log_bound = log_bound + count * term.atoms.log_mass
+            if term.continuous:
+                log_atoms = term.atoms.log_phi(nodes)
+                log_term = batched_log_phi(nodes, [term])[:, 0]
+                top = np.maximum(log_term.real, log_atoms.real)
+                with np.errstate(divide="ignore"):
+                    log_continuous = top + np.log(np.abs(np.exp(log_term - top) - np.exp(log_atoms - top)))
+                log_ratio += count * np.log1p(np.exp(log_continuous - term.atoms.log_mass))
+        if self.atoms is None:
+            return log_bound + log_ratio
+        with np.errstate(divide="ignore"):
+            return log_bound + np.log(np.expm1(log_ratio))
 
     def _upper_limit(self, kernel, width: float) -> tuple[float, float]:
         """T with estimated tail (1/pi) int_T^inf |phi K| dt below atol/4, and that estimate.

@@ -1,6 +1,6 @@
 """Soundness fuzz: counts per check over many seeded random compositions.
 
-    python benchmarks/fuzz.py --start 0 --count 10000 --workers 2 [--failures fuzz_failures.txt]
+    python benchmarks/fuzz.py --start 0 --count 10000 --workers 2 [--cross-every 10] [--progress progress.txt]
 
 Each seed gives one composition (tests/_fuzz.py: 1-5 distinct mechanisms among Gaussian, Laplace,
 randomized response, k-ary RR, discrete Laplace, discrete Gaussian and Poisson-subsampled Gaussian,
@@ -42,6 +42,10 @@ def main(argv=None) -> int:
     parser.add_argument("--hard-timeout", type=float, default=300.0, help="a composition taking longer is a hang (s)")
     parser.add_argument("--max-count", type=int, default=10_000, help="largest count of one mechanism")
     parser.add_argument("--no-cross", action="store_true", help="skip the PLD cross-checks")
+    parser.add_argument("--cross-every", type=int, default=1,
+                        help="run the PLD cross-checks on every k-th seed only (they cost most of the time)")
+    parser.add_argument("--progress", default=None,
+                        help="rewrite the table in this file every 100 compositions (a long run can be read early)")
     parser.add_argument("--failures", default="fuzz_failures.txt")
     args = parser.parse_args(argv)
 
@@ -52,7 +56,9 @@ def main(argv=None) -> int:
     with open(args.failures, "w") as failures:
         while seeds:
             pool = multiprocessing.Pool(args.workers, maxtasksperchild=50)
-            pending = {seed: pool.apply_async(_run, (seed, args.budget, not args.no_cross, args.max_count))
+            pending = {seed: pool.apply_async(_run, (seed, args.budget,
+                                                     not args.no_cross and seed % args.cross_every == 0,
+                                                     args.max_count))
                        for seed in seeds}
             seeds = []
             restart = False
@@ -75,20 +81,27 @@ def main(argv=None) -> int:
                     if not passed:
                         failures.write(f"{seed}\t{name}\t{text}\t{detail}\n")
                 failures.flush()
+                if args.progress and len(times) % 100 == 0:
+                    with open(args.progress, "w") as progress:
+                        progress.write(_table(args, counts, times, hangs, time.monotonic() - began, len(times)))
             pool.terminate()
             pool.join()
-    elapsed = time.monotonic() - began
-    print(f"# afa soundness fuzz: seeds {args.start}..{args.start + args.count - 1}, query budget {args.budget:g} s, "
-          f"{elapsed / 60:.1f} min on {args.workers} workers")
-    print(f"{'check':45s} {'passed':>9s} {'failed':>7s}")
-    for name, (passed, failed) in sorted(counts.items()):
-        print(f"{name:45s} {passed:9d} {failed:7d}")
-    if times:
-        times.sort()
-        print(f"seconds per composition: median {times[len(times) // 2]:.2f}, max {times[-1]:.1f}")
-    if hangs:
-        print("hangs (seeds):", " ".join(map(str, hangs)))
+    print(_table(args, counts, times, hangs, time.monotonic() - began, len(times)), end="")
     return 0 if all(failed == 0 for _, failed in counts.values()) else 1
+
+
+def _table(args, counts, times, hangs, elapsed: float, done: int) -> str:
+    lines = [f"# afa soundness fuzz: seeds {args.start}..{args.start + args.count - 1} ({done} done), query budget "
+             f"{args.budget:g} s, PLD cross-checks on seeds divisible by {args.cross_every}"
+             f"{' (none)' if args.no_cross else ''}, {elapsed / 60:.1f} min on {args.workers} workers",
+             f"{'check':45s} {'passed':>9s} {'failed':>7s}"]
+    lines += [f"{name:45s} {passed:9d} {failed:7d}" for name, (passed, failed) in sorted(counts.items())]
+    if times:
+        ordered = sorted(times)
+        lines.append(f"seconds per composition: median {ordered[len(ordered) // 2]:.2f}, max {ordered[-1]:.1f}")
+    if hangs:
+        lines.append("hangs (seeds): " + " ".join(map(str, hangs)))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

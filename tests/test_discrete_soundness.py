@@ -442,3 +442,26 @@ def test_gaussian_mixture_over_many_atoms_forms_only_the_terms_that_matter():
         truth = mp.fsum(w * (mp.ncdf(-(e - l) / mu + mu / 2) - mp.exp(e - l) * mp.ncdf(-(e - l) / mu - mu / 2))
                         for l, w in atoms)
         assert abs(got / truth - 1) < 1e-13, (eps, got, mp.nstr(truth, 20))
+
+
+def test_threshold_bisection_answers_when_the_next_level_is_too_large(monkeypatch):
+    """Without the full enumeration, eps(delta) composes the atoms above thresholds top - span 2^-level;
+    when the first level below the crossing has too many atoms, the threshold is bisected between the
+    last two levels.  With MAX_ATOMS lowered that path answers, and its bracket overlaps the full
+    enumeration's (the two share only the mechanisms' atoms)."""
+    krr = afa.KaryRandomizedResponse(k=3, p=0.3456).privacy_losses()[0]
+    dlap = afa.DiscreteLaplace(a=1.167, sensitivity=2).privacy_losses()[0]
+    terms = [(krr.atoms, 300), (dlap.atoms, 160)]
+    delta = 1e-10
+    _, full_lower, full_upper = DiscreteComposition(terms, 0.0).epsilon_bounds(delta)
+    refined = []
+    original = DiscreteComposition._refined_bounds
+    monkeypatch.setattr(DiscreteComposition, "_refined_bounds",
+                        lambda self, *args: refined.append(args) or original(self, *args))
+    monkeypatch.setattr(discrete, "MAX_ATOMS", 2000)
+    partial = DiscreteComposition(terms, 0.0)
+    assert partial.full is None
+    _, lower, upper = partial.epsilon_bounds(delta)
+    assert refined, "the bisection between levels was not needed: the test no longer exercises it"
+    assert lower <= full_upper and full_lower <= upper
+    assert upper - lower <= 1e-9 * upper
