@@ -64,10 +64,14 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
     return max(1.0, abs(mean) + 10 * math.sqrt(max(variance, 0.0)))
 
 
-def crossing(delta_of: Callable[[float], float], target: float, scale: float) -> float:
-    """The smallest eps >= 0 with delta_of(eps) <= target for a non-increasing delta_of, to ~4 ulps (an
-    estimate: the engines verify their bounds around it), +inf if delta_of stays above the target up to the
-    largest double.  Brent's method on log delta in a bracket grown by doubling from ``scale``."""
+def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: float,
+                     near: float | None = None) -> float:
+    """The smallest eps >= 0 with delta_of(eps) <= target for a non-increasing delta_of, to ~4 ulps.
+
+    Brent's method on log delta (no absolute delta tolerance) in a bracket grown by doubling from
+    ``scale``, or outwards from ``near`` (a guess of the root) when given; +inf if delta_of stays above
+    the target up to the largest double.  The time budget is checked while the bracket grows.
+    """
     if delta_of(0.0) <= target:
         return 0.0
     log_target = math.log(target)
@@ -76,6 +80,15 @@ def crossing(delta_of: Callable[[float], float], target: float, scale: float) ->
         return math.log(max(delta_of(eps), 1e-320)) - log_target
 
     low, high = 0.0, scale
+    if near is not None:
+        step = 1e-9 * max(1.0, near)
+        while step < scale:
+            low, high = max(0.0, near - step), near + step
+            if gap(low) > 0 >= gap(high):
+                break
+            step *= 16
+        else:
+            low, high = 0.0, scale
     while gap(high) > 0:
         budget.check("bracketing eps(delta)")
         low, high = high, 2 * high
@@ -163,7 +176,7 @@ class ExactEngine:
             estimate = exact.gaussian_epsilon(delta, self.mu)
         else:
             atoms = self.atoms
-            estimate = crossing(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
+            estimate = smallest_epsilon(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
                 np.array([eps]), atoms.losses, atoms.log_masses, self.mu))[0]), delta, self.epsilon_scale)
         if math.isinf(estimate):
             return math.inf, 0.0, math.inf
@@ -218,9 +231,9 @@ class ClosedFormEngine:
         def value(eps: float) -> float:
             return float(self.delta(np.array([eps]))[0][0])
 
-        estimate = crossing(value, delta, self.epsilon_scale)
+        estimate = smallest_epsilon(value, delta, self.epsilon_scale)
         if math.isinf(estimate):
-            lower = crossing(lambda eps: float(np.subtract(*self.delta(np.array([eps])))[0]), delta,
+            lower = smallest_epsilon(lambda eps: float(np.subtract(*self.delta(np.array([eps])))[0]), delta,
                              self.epsilon_scale)
             return estimate, (0.0 if math.isfinite(lower) else lower), estimate
 
@@ -720,37 +733,6 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
         epsilon = proposal
     raise AccuracyError(f"Newton's method for eps(delta = {target:.3g}) did not converge "
                         f"in {MAX_NEWTON_EPSILON} steps (bracket [{low:.17g}, {high:.17g}])")
-
-
-def smallest_epsilon(delta_of, target: float, scale: float, near: float | None = None) -> float:
-    """The smallest eps >= 0 with delta_of(eps) <= target, for non-increasing delta_of.
-
-    Brent's method on log delta (never an absolute delta tolerance); returns
-    +inf when delta_of stays above ``target`` for every eps (mass at infinity).
-    ``near`` is a guess of the root: the bracket then grows outwards from it.
-    """
-    if delta_of(0.0) <= target:
-        return 0.0
-    log_target = math.log(target)
-
-    def gap(eps: float) -> float:
-        return math.log(max(delta_of(eps), 1e-320)) - log_target
-
-    low, high = 0.0, scale
-    if near is not None:
-        step = 1e-9 * max(1.0, near)
-        while step < scale:
-            low, high = max(0.0, near - step), near + step
-            if gap(low) > 0 >= gap(high):
-                break
-            step *= 16
-        else:
-            low, high = 0.0, scale
-    while gap(high) > 0:
-        low, high = high, 2 * high
-        if high > 1e7:
-            return math.inf
-    return brentq(gap, low, high, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200)
 
 
 def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:

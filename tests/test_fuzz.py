@@ -7,17 +7,12 @@ The default run checks a small sample; ``-m slow`` a larger one; ``benchmarks/fu
 
 import pytest
 
+import afa
+
 from _fuzz import check_composition, random_composition
 
-#: Seeds of the fast sample that still fail (issue 16 open), with what fails.
-KNOWN_OPEN = {
-    2: "Laplace x104 + k-RR x64 + subsampled Gaussian x43 at delta 1.1e-26: no engine answers within the budget",
-    4: "subsampled Gaussian x2 + k-RR x97 + discrete Laplace x22 (+ one more discrete Laplace) at delta 4.2e-19: "
-       "no engine answers",
-    9: "subsampled Gaussian x84 + discrete Laplace x135 (+ one more subsampled Gaussian) at delta 5.2e-30: "
-       "no engine answers",
-    17: "discrete Gaussian x8 + k-RR x12 + Laplace x67 at delta 7.2e-24: no engine answers within the budget",
-}
+#: Seeds of the fast sample that still fail, with what fails (none today).
+KNOWN_OPEN: dict[int, str] = {}
 FAST_SEEDS = [pytest.param(seed, marks=pytest.mark.xfail(reason=KNOWN_OPEN[seed], strict=False))
               if seed in KNOWN_OPEN else seed for seed in range(12)]
 SLOW_SEEDS = range(1000, 1200)
@@ -27,7 +22,7 @@ SLOW_SEEDS = range(1000, 1200)
 REGRESSION_SEEDS = [16, 50, 51]
 
 
-def _assert_sound(seed: int, budget_seconds: float = 20.0, **options) -> None:
+def _assert_sound(seed: int, budget_seconds: float = afa.Budget().seconds, **options) -> None:
     composition = random_composition(seed, **options)
     outcome = check_composition(composition, budget_seconds=budget_seconds)
     assert not outcome.failures, f"{composition!r}: {outcome.failures}"
@@ -35,7 +30,7 @@ def _assert_sound(seed: int, budget_seconds: float = 20.0, **options) -> None:
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)
 def test_fuzzed_composition_is_sound(seed):
-    _assert_sound(seed, budget_seconds=10.0, max_count=300, max_distinct=3)
+    _assert_sound(seed, budget_seconds=afa.Budget().seconds, max_count=300, max_distinct=3)
 
 
 @pytest.mark.slow
