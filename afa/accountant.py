@@ -18,7 +18,7 @@ import sympy
 from . import _validation as check
 from . import budget as budgets
 from .composition import ComposedLoss
-from .contour import MAX_NUMERIC_NODES
+from .contour import MAX_NUMERIC_NODES, NodeBudgetError
 from .discrete import CompositionTooLargeError
 from .engines import (
     CERTIFIED_METHODS,
@@ -292,7 +292,8 @@ class Accountant:
         first choice of :meth:`_resolve` (closed forms, else the contour), then the contour and
         AUTO_FALLBACKS -- each with AUTO_SHARE of the time left (the last with all of it), so no
         engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
-        engine that cannot serve the composition) moves on to the next.  A certified answer whose
+        engine that cannot serve the composition) moves on to the next; a contour refused for its node
+        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one.  A certified answer whose
         ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the contour method with a
         larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
@@ -341,6 +342,9 @@ class Accountant:
                 continue
             except (AccuracyError, ValueError, NotImplementedError) as error:
                 failures.append(f"{name}: {error}")
+                if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
+                    wide_tried = True
+                    candidates.insert(0, WIDE_CONTOUR)
                 continue
             width = relative_width(answer) if relative_width is not None else 0.0
             if name not in CERTIFIED_METHODS or width <= AUTO_BRACKET_RTOL:

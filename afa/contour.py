@@ -513,7 +513,7 @@ class _SaddlePointContour:
         return log_f, log_f.real, None
 
     def _no_decay(self, epsilon: float) -> AccuracyError:
-        return AccuracyError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
+        return NodeBudgetError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
                              "(a loss piled up near one value, e.g. subsampling with small q * count, or a CF "
                              "decaying slowly); use method='certified' or 'quadrature'")
 
@@ -649,6 +649,10 @@ class ContourInversion(_SaddlePointContour):
         with np.errstate(invalid="ignore"):  # -inf - s eps at the nodes left out
             log_f = np.where(np.isneginf(log_m.real), -np.inf, self._integrand_from(log_m, s, epsilon))
         return log_f, log_bound - scale, None if log_skipped is None else log_skipped - scale
+
+
+class NodeBudgetError(AccuracyError):
+    """A contour sum needs more nodes than its node budget (a larger one, ``numeric_nodes``, may answer)."""
 
 
 #: Re(s) times a finite term's largest |loss| above which its MGF is summed with the largest loss factored out.

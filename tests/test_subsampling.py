@@ -117,17 +117,23 @@ def test_tiny_delta_two_quadrature_rules_agree(monkeypatch, target):
 
 
 def test_near_atom_regime_real_line_inside_the_certified_brackets():
-    """sigma 2, q 0.001, 1000 steps (q k = 1): the contour refuses (the tilted loss is bimodal); 'auto'
-    answers with the discretized PLD's certified bracket; the real line's answer, to 1e-6 relative by
-    its own error estimate, lies inside it and inside the certified Algorithm 2 bracket (two
-    independent algorithms)."""
+    """sigma 2, q 0.001, 1000 steps (q k = 1): the contour refuses at its default node budget (the tilted
+    loss is bimodal) and 'auto' retries it with a larger one.  Its answer and the real line's (to 1e-6
+    relative by its own error estimate) lie inside the discretized PLD's certified bracket and the
+    certified Algorithm 2 bracket (independent algorithms)."""
     acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=1000)
-    result = acc.epsilon_result(1e-6, method="quadrature")
-    assert result.upper - result.lower <= 1e-6 * result.value
-    for method in ("auto", "certified"):
+    with pytest.raises(afa.AccuracyError, match="nodes"):
+        acc.epsilon_result(1e-6, method="contour")
+    real_line = acc.epsilon_result(1e-6, method="quadrature")
+    assert real_line.upper - real_line.lower <= 1e-6 * real_line.value
+    auto = acc.epsilon_result(1e-6)
+    assert auto.method == "contour" and auto.upper - auto.lower <= 1e-10 * auto.value
+    assert auto.lower <= real_line.upper and real_line.lower <= auto.upper
+    for method in ("pld", "certified"):
         bracket = acc.epsilon_result(1e-6, method=method)
-        assert bracket.certified and bracket.method == ("pld" if method == "auto" else method)
-        assert bracket.lower <= result.lower <= result.upper <= bracket.upper
+        assert bracket.certified and bracket.method == method
+        for result in (real_line, auto):
+            assert bracket.lower <= result.lower <= result.upper <= bracket.upper
     assert (bracket.upper - bracket.lower) / bracket.value < 2e-5
 
 
@@ -451,8 +457,9 @@ def test_fourier_sums_match_a_30_digit_sum(layout):
 def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
     """sigma = 2, q = 0.001, k = 100 (near-atom): the integrand has not decayed where a quarter of the node
     budget would end, so the contour refuses after the decay probe instead of after two full levels of
-    ~2000 nodes (0.28 s of the 0.3 s 'auto' took); 'auto' then answers from the PLD, whose certified
-    bracket straddles delta = 1e-5 by the contour with a 64x budget (the remove direction, which dominates)."""
+    ~2000 nodes (0.28 s of the 0.3 s 'auto' took); 'auto' then answers from the contour with a 64x node
+    budget, inside the PLD's certified bracket, which straddles delta = 1e-5 by that contour (the remove
+    direction, which dominates)."""
     acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=100)
     inversion = ContourInversion(acc._composed(0))
     evaluated = []
@@ -463,8 +470,10 @@ def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
     assert sum(evaluated) < 100, evaluated
     answer = acc.epsilon_result(1e-5)
     wide = ContourInversion(acc._composed(0), numeric_nodes=64 * contour_module.MAX_NUMERIC_NODES)
-    assert answer.method == "pld"
-    assert wide.delta_and_slope(answer.upper)[0] <= 1e-5 <= wide.delta_and_slope(answer.lower)[0]
+    bracket = acc.epsilon_result(1e-5, method="pld")
+    assert answer.method == "contour"
+    assert bracket.lower <= answer.lower <= answer.upper <= bracket.upper
+    assert wide.delta_and_slope(bracket.upper)[0] <= 1e-5 <= wide.delta_and_slope(bracket.lower)[0]
 
 
 def test_pld_tilt_for_few_steps_of_small_q_at_tiny_delta():
