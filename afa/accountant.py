@@ -100,6 +100,7 @@ class Accountant:
         self._counts: dict[Mechanism, int] = {}
         self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
         self._engines: dict[str, list] = {}
+        self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
         self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
@@ -129,6 +130,7 @@ class Accountant:
         self._counts[mechanism] = total
         self._loss_magnitude = magnitude
         self._engines.clear()
+        self._unbuildable.clear()
         return self
 
     @property
@@ -186,20 +188,33 @@ class Accountant:
         if not self._counts:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
         if method == "auto":
-            # Closed forms first, then relative accuracy (contour), then the real line.
-            for candidate, available in (("exact", self._exact_available), ("contour", lambda: True)):
-                if available():
-                    try:
-                        self._engines_for(candidate)
-                        return candidate
-                    except (CompositionTooLargeError, ValueError):
-                        pass
-            # The real line needs a continuous part; a finite composition too large to enumerate goes to the PLD.
-            return "quadrature" if any(losses[0].continuous for losses in self._losses.values()) else "pld"
+            return self._auto_first()[0]
         if method == "exact" and not self._exact_available():
             raise ValueError("method='exact' needs a composition of Gaussian and finite-output mechanisms only "
                              "(or one use of a single mechanism); use method='contour', 'pld' or 'quadrature'")
         return method
+
+    def _auto_first(self) -> tuple[str, list[str]]:
+        """'auto''s first choice and the reasons of the candidates passed over: closed forms first, then
+        relative accuracy (contour), then the real line if the composition has a continuous part, else the
+        PLD.  Building a candidate's engines gets AUTO_SHARE of the time left, as trying it would."""
+        failures = []
+        for candidate, available in (("exact", self._exact_available), ("contour", lambda: True)):
+            if not available():
+                continue
+            if candidate in self._unbuildable:  # refused before, whatever the budget
+                failures.append(f"{candidate}: {self._unbuildable[candidate]}")
+                continue
+            try:
+                with budgets.limits(seconds=budgets.remaining() * AUTO_SHARE):
+                    self._engines_for(candidate)
+                return candidate, failures
+            except BudgetExceededError as error:
+                failures.append(f"{candidate}: {error}")
+            except (CompositionTooLargeError, ValueError) as error:
+                self._unbuildable[candidate] = str(error)
+                failures.append(f"{candidate}: {error}")
+        return ("quadrature" if any(losses[0].continuous for losses in self._losses.values()) else "pld"), failures
 
     def _engines_for(self, method: str) -> list:
         if method not in self._engines:
@@ -323,9 +338,13 @@ class Accountant:
         return True
 
     def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None):
-        first = self._resolve("auto")
-        candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS if name != first]
-        failures, kept, wide_tried = [], None, False
+        if not self._counts:
+            raise ValueError("the accountant is empty: compose at least one mechanism first")
+        first, failures = self._auto_first()
+        passed_over = {failure.split(":", 1)[0] for failure in failures}
+        candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
+                                if name != first and name not in passed_over]
+        kept, wide_tried = None, False
         while candidates:
             name = candidates.pop(0)
             later = any(self._may_serve(other, delta) for other in candidates)

@@ -809,7 +809,8 @@ def lattice_groups(loss: ComposedLoss):
     Raises CompositionTooLargeError beyond MAX_GROUPS groups.
     """
     finite = [(term.atoms, times) for term, times in loss.terms.items() if not term.continuous]
-    if estimated_atoms(finite) > ESTIMATE_SLACK * MAX_GROUPS:  # refused before composing them
+    shifts_bound = math.prod(times + 1 for term, times in loss.terms.items() if term.batch[0] is LAPLACE_LOG_PHI)
+    if estimated_atoms(finite) * shifts_bound > ESTIMATE_SLACK * MAX_GROUPS:  # refused before composing them
         raise CompositionTooLargeError(f"the lattice contour would need more than {MAX_GROUPS} groups")
     shifts, counts, log_weights = np.zeros(1), np.zeros(1), np.zeros(1)
     laplace_count, atoms = 0, None
