@@ -514,8 +514,8 @@ class _SaddlePointContour:
 
     def _no_decay(self, epsilon: float) -> AccuracyError:
         return NodeBudgetError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
-                             "(a loss piled up near one value, e.g. subsampling with small q * count, or a CF "
-                             "decaying slowly); use method='certified' or 'quadrature'")
+                               "(a loss piled up near one value, e.g. subsampling with small q * count, or a CF "
+                               "decaying slowly); use method='certified' or 'quadrature'")
 
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
         """(delta, absolute error, -d delta / d eps) at one ``epsilon``."""
