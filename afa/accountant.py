@@ -344,7 +344,7 @@ class Accountant:
         passed_over = {failure.split(":", 1)[0] for failure in failures}
         candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
                                 if name != first and name not in passed_over]
-        kept, wide_tried = None, False
+        kept, wide_tried, bracket = None, False, None  # bracket: the best certified bound a refusal carried
         while candidates:
             name = candidates.pop(0)
             later = any(self._may_serve(other, delta) for other in candidates)
@@ -361,6 +361,9 @@ class Accountant:
                 continue
             except (AccuracyError, ValueError, NotImplementedError) as error:
                 failures.append(f"{name}: {error}")
+                partial = getattr(error, "bracket", None)
+                if partial is not None and (bracket is None or partial.lower > bracket.lower):
+                    bracket = partial
                 if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
                     wide_tried = True
                     candidates.insert(0, WIDE_CONTOUR)
@@ -378,7 +381,9 @@ class Accountant:
         if kept is not None:
             return kept[0], kept[1]
         error = BudgetExceededError if budgets.remaining() <= 0 else AccuracyError
-        raise error("no method answers this query for this composition; " + "; ".join(failures))
+        raise error("no method answers this query for this composition; " + "; ".join(failures)
+                    + ("" if bracket is None else f"; certified: eps in [{bracket.lower!r}, {bracket.upper!r}] "
+                       "(the error's .bracket)"), bracket=bracket)
 
     def _profile(self, epsilons: np.ndarray, method: str, direction: str | None = None):
         if direction is None:

@@ -40,7 +40,7 @@ from .loss_tails import GaussianTails, LossTails
 from .pld import (LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots,
                   greedy_hull_optimistic)
 from .quadrature import LevyInversion
-from .results import AccuracyError
+from .results import AccuracyError, Result
 
 #: Relative rounding error assumed for closed-form values.
 EXACT_RTOL = 1e-13
@@ -359,7 +359,8 @@ def _refuse_infinite(method: str, delta: float, inf_mass: float, lower: float, u
         raise AccuracyError(
             f"method={method!r} found no finite upper bound on eps(delta={delta:.3g}) although the mass at "
             f"+infinity is {inf_mass:.3g} < delta (certified lower bound {lower:.17g}); delta is below what its "
-            "truncation and rounding resolve here: try method='contour', or a larger delta")
+            "truncation and rounding resolve here: try method='contour', or a larger delta",
+            bracket=Result(lower, lower, math.inf, math.inf, method, certified=True))
 
 
 def _checked_crossing(bound: Callable[[float], float], target: float, scale: float, above: bool) -> float:

@@ -8,8 +8,14 @@ from dataclasses import dataclass
 class AccuracyError(ArithmeticError):
     """The requested quantity cannot be computed to a known accuracy by the chosen method.
 
-    The message says which range is reliable and which method to use instead.
+    The message says which range is reliable and which method to use instead.  ``bracket`` is what
+    was still certified (a :class:`Result` whose ``upper`` may be +inf, e.g. a certified lower bound
+    on epsilon with no finite upper bound), or None.
     """
+
+    def __init__(self, *args, bracket: "Result | None" = None):
+        super().__init__(*args)
+        self.bracket = bracket
 
 
 class ValidationError(AccuracyError):

@@ -296,6 +296,12 @@ def check_composition(composition: Composition, *, budget_seconds: float = 30.0,
             result = acc.epsilon_result(delta)
         except afa.AccuracyError as error:
             outcome.record("auto answers", False, f"eps({delta:.3g}): {type(error).__name__}: {str(error)[:300]}")
+            bracket = getattr(error, "bracket", None)
+            outcome.record("a refusal carries a certified bracket", bracket is not None, f"eps({delta:.3g})")
+            if bracket is not None and reference.available:
+                at_lower = reference.delta(bracket.lower)
+                outcome.record("lower bound <= truth", at_lower >= delta / (1 + REFERENCE_RTOL),
+                               f"eps({delta:.3g}): refusal's lower {bracket.lower!r} has true delta {at_lower:.17g}")
             continue
         finally:
             took = time.monotonic() - began
