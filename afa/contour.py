@@ -94,6 +94,8 @@ SADDLE_TOL = 1e-4
 #: Most nodes one contour sum may use, all levels together (closed forms; numeric MGFs cost far more per node).
 MAX_NODES = 1_000_000
 MAX_NUMERIC_NODES = 4_096
+#: Nodes of a numeric MGF evaluated between checks of the time budget.
+NUMERIC_CHUNK = 2_048
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
 #: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
@@ -628,9 +630,11 @@ class ContourInversion(_SaddlePointContour):
             del self._lines[next(iter(self._lines))]
         heights = s.imag.tolist()
         missing = [u for u in dict.fromkeys(heights) if (index, u) not in line]
-        if missing:
-            values = batched_log_phi(-1j * (s.real[0] + 1j * np.array(missing)), [term])[:, 0]
-            line.update(zip(((index, u) for u in missing), values.tolist()))
+        for start in range(0, len(missing), NUMERIC_CHUNK):  # numeric MGFs are costly: the budget is checked
+            budget.check("evaluating a numeric MGF along the contour")
+            chunk = missing[start:start + NUMERIC_CHUNK]
+            values = batched_log_phi(-1j * (s.real[0] + 1j * np.array(chunk)), [term])[:, 0]
+            line.update(zip(((index, u) for u in chunk), values.tolist()))
         return np.array([line[index, u] for u in heights], dtype=complex)
 
     def _log_integrand(self, s, epsilon):

@@ -29,6 +29,7 @@ import time
 
 import mpmath
 import numpy as np
+import scipy.special
 
 import afa
 
@@ -245,11 +246,19 @@ class Reference:
                     total += mpmath.mpf(mass) * -mpmath.expm1(eps - mpmath.mpf(loss))
             else:
                 mu = mpmath.mpf(self.mu)
-                reach = epsilon - 0.5 * self.mu ** 2 - 60 * self.mu - 60  # farther atoms add < e^-1800 relative
-                keep = (losses > reach) & (masses > 0)
-                for loss, mass in zip(losses[keep], masses[keep]):
-                    x = eps - mpmath.mpf(loss)
-                    total += mpmath.mpf(mass) * (mpmath.ncdf(-x / mu + mu / 2) - mpmath.exp(x) * mpmath.ncdf(-x / mu - mu / 2))
+                keep = masses > 0
+                losses, masses = losses[keep], masses[keep]
+                # Each atom adds at most mass * Phi(mu/2 - x/mu), x = eps - loss (the Gaussian's delta is below
+                # its first term).  Largest bounds first; stop once the bounds left sum to < 1e-15 of the total.
+                bounds = masses * scipy.special.ndtr(self.mu / 2 - (epsilon - losses) / self.mu)
+                order = np.argsort(-bounds)
+                left = np.cumsum(bounds[order][::-1])[::-1]
+                for position, index in enumerate(order):
+                    if total > 0 and left[position] < 1e-15 * float(total):
+                        break
+                    x = eps - mpmath.mpf(losses[index])
+                    total += mpmath.mpf(masses[index]) * (mpmath.ncdf(-x / mu + mu / 2)
+                                                          - mpmath.exp(x) * mpmath.ncdf(-x / mu - mu / 2))
             best = max(best, total)
         return float(best)
 
