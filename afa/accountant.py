@@ -46,8 +46,9 @@ DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
 STEP_RESOLUTION = 20.0
 #: What 'auto' tries, in order, after its first choice and the contour method refuse a query (see Accountant._run).
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
-#: The share of the time left that 'auto' gives each engine but the last.
-AUTO_SHARE = 0.5
+#: The share of the time left that 'auto' gives each engine but the last, and the contour's retry with a wide
+#: node budget (a long shot after the first contour refused: it answers within a few seconds or not at all).
+AUTO_SHARE, WIDE_SHARE = 0.5, 0.25
 #: A certified fallback's bracket wider than this (relative) makes 'auto' retry the contour method with
 #: WIDE_NUMERIC_NODES nodes per sum (e.g. DP-SGD q = 0.001, k = 1e5 at delta = 1e-10: PLD width 4 %).
 AUTO_BRACKET_RTOL = 1e-2
@@ -348,7 +349,7 @@ class Accountant:
         while candidates:
             name = candidates.pop(0)
             later = any(self._may_serve(other, delta) for other in candidates)
-            share = budgets.remaining() * (AUTO_SHARE if later else 1.0)
+            share = budgets.remaining() * ((WIDE_SHARE if name == WIDE_CONTOUR else AUTO_SHARE) if later else 1.0)
             try:
                 with budgets.limits(seconds=share):
                     engines = self._engines_for(name)
