@@ -102,6 +102,7 @@ class Accountant:
         self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
         self._engines: dict[str, list] = {}
         self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
+        self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
         self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
@@ -132,6 +133,7 @@ class Accountant:
         self._loss_magnitude = magnitude
         self._engines.clear()
         self._unbuildable.clear()
+        self._contour_demoted = False
         return self
 
     @property
@@ -309,7 +311,8 @@ class Accountant:
         AUTO_FALLBACKS -- each with AUTO_SHARE of the time left (the last with all of it), so no
         engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
         engine that cannot serve the composition) moves on to the next; a contour refused for its node
-        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one.  A certified answer whose
+        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one; once that retry
+        fails, later queries of the same composition try the PLD before the contour.  A certified answer whose
         ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the contour method with a
         larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
@@ -345,7 +348,11 @@ class Accountant:
         passed_over = {failure.split(":", 1)[0] for failure in failures}
         candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
                                 if name != first and name not in passed_over]
-        kept, wide_tried, bracket = None, False, None  # bracket: the best certified bound a refusal carried
+        if self._contour_demoted and "contour" in candidates and "pld" in candidates:
+            candidates.remove("contour")  # both contours failed an earlier query: the PLD first
+            candidates.insert(candidates.index("pld") + 1, "contour")
+        kept, bracket = None, None  # bracket: the best certified bound a refusal carried
+        wide_tried = self._contour_demoted
         while candidates:
             name = candidates.pop(0)
             later = any(self._may_serve(other, delta) for other in candidates)
@@ -357,6 +364,8 @@ class Accountant:
                     answer = query(engines)
             except BudgetExceededError as error:
                 failures.append(f"{name}: {error}")
+                if name == WIDE_CONTOUR:
+                    self._contour_demoted = True
                 if budgets.remaining() <= 0:
                     break
                 continue
@@ -368,6 +377,8 @@ class Accountant:
                 if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
                     wide_tried = True
                     candidates.insert(0, WIDE_CONTOUR)
+                elif name == WIDE_CONTOUR:
+                    self._contour_demoted = True
                 continue
             width = relative_width(answer) if relative_width is not None else 0.0
             if name not in CERTIFIED_METHODS or width <= AUTO_BRACKET_RTOL:
