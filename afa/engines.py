@@ -630,7 +630,7 @@ class QuadratureEngine(_InversionEngine):
     def epsilon(self, delta: float) -> None:
         """No closed form; refuses early a delta below the resolution (the error is absolute, and never below
         the rounding of a sum of terms of size up to 1: UNIT_ROUNDOFF, checked before building any grid)."""
-        _check_resolution(self, delta, UNIT_ROUNDOFF)
+        _check_resolution(self, delta, UNIT_ROUNDOFF, floor=True)
         _check_resolution(self, delta, float(self.delta(np.array([0.0]))[1][0]))
         return None
 
@@ -799,13 +799,15 @@ def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: floa
     return lower, upper
 
 
-def _check_resolution(engine, delta: float, error: float) -> None:
+def _check_resolution(engine, delta: float, error: float, floor: bool = False) -> None:
     """Refuse a target delta that the engine's absolute error estimate cannot resolve (a certified
-    bracket's bounds stay valid however wide, so it is never refused)."""
+    bracket's bounds stay valid however wide, so it is never refused); ``floor``: ``error`` is the least
+    the engine's error can be, checked before any work."""
     if engine.method not in CERTIFIED_METHODS and error * RESOLUTION_FACTOR > delta:
+        size, best = ("at least", " at best") if floor else ("about", "")
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
-            f"(absolute error about {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}). "
+            f"(absolute error {size} {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}{best}). "
             "For smaller delta use method='contour' (relative accuracy; closed-form and subsampled "
             "mechanisms, not MixtureOfGaussians), method='exact' (Gaussian and finite-output "
             "mechanisms only), or the certified brackets of method='pld' or 'certified' (which also "
