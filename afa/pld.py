@@ -503,7 +503,8 @@ class DiscretePLD:
         return _self_power(base, count, tail_mass_truncation, rounding_tolerance, tilt)
 
     def truncated(self, tail_mass: float) -> DiscretePLD:
-        """Cut each end's longest run of mass <= tail_mass / 2, keeping the bound's direction.
+        """Cut each end's longest run of mass <= tail_mass / 2, keeping the bound's direction (a pessimistic
+        upper run only as far as the stored error's bound beyond it is also <= tail_mass / 2).
 
         Pessimistic: the lower run joins the lowest kept point, the upper run goes to +inf
         (papers/003 Sec. 2.1); optimistic: the lower run is dropped, the upper run joins the highest
@@ -517,6 +518,13 @@ class DiscretePLD:
         lower_sums, upper_sums = np.cumsum(self.probs), np.cumsum(self.probs[::-1])
         cut_low = min(int(np.searchsorted(lower_sums, tail_mass / 2, side="right")), n - 1)
         cut_high = min(int(np.searchsorted(upper_sums, tail_mass / 2, side="right")), n - 1 - cut_low)
+        moved_error = 0.0
+        while self.pessimistic and cut_high:
+            # The stored error beyond the cut goes to +inf too: cut only where that bound is small as well.
+            moved_error = float(self.slack(self.losses[n - cut_high - 1], at_grid=True)[()])
+            if moved_error <= tail_mass / 2:
+                break
+            cut_high, moved_error = cut_high // 2, 0.0
         if cut_low == cut_high == 0:
             return self
         kept = self.probs[cut_low:n - cut_high].copy()
@@ -525,7 +533,6 @@ class DiscretePLD:
         inf_mass = self.inf_mass
         if self.pessimistic:
             kept[0] += lower * (1 + n * U)
-            moved_error = float(self.slack(self.losses[n - cut_high - 1], at_grid=True)[()]) if cut_high else 0.0
             inf_mass = min(1.0, inf_mass + upper * (1 + n * U) + moved_error)
         else:
             kept[-1] += upper * (1 - n * U)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import afa
-from afa import exact
+from afa import discrete, exact
+from afa.engines import PLDEngine
 
 
 def discrete_gaussian_delta_mpmath(epsilon: float, sigma: float, count: int) -> float:
@@ -133,40 +134,32 @@ def test_nested_limits_never_extend_the_outer_budget():
 
 
 # A refusal carries what is still certified.
-_DISCRETE_TRIO = [(afa.KaryRandomizedResponse(8, 0.19790721473268152), 25),
-                  (afa.KaryRandomizedResponse(3, 0.34560450180353597), 3152),
-                  (afa.DiscreteLaplace(1.1673701643267524, sensitivity=2), 1621)]
+
+def _discrete_pair() -> afa.Accountant:
+    return afa.Accountant().compose(afa.DiscreteLaplace(0.5, 1), times=300).compose(afa.RandomizedResponse(0.7), 100)
 
 
-def test_a_pld_refusal_carries_its_certified_lower_bound():
-    """Three discrete mechanisms (fuzz seed 16) at delta = 6.05e-12: the PLD finds no finite upper bound (its
-    truncation and rounding go to +infinity), so it refuses; the refusal's bracket is its certified lower
-    bound with upper +inf, and the exact engine's answer lies above it."""
-    acc = afa.Accountant()
-    for mechanism, times in _DISCRETE_TRIO:
-        acc.compose(mechanism, times=times)
-    delta = 6.0512584522603935e-12
+def test_a_pld_refusal_carries_its_certified_lower_bound(monkeypatch):
+    """With its smallest truncated tail held at 1e-100, the PLD cannot reach a finite upper bound on
+    eps(1e-150), so it refuses; the refusal's bracket is its certified lower bound with upper +inf, below
+    the exact engine's answer."""
+    truth = _discrete_pair().epsilon_result(1e-150, method="exact")
+    monkeypatch.setattr(PLDEngine, "SMALLEST_TAIL", 1e-100)
     with pytest.raises(afa.AccuracyError, match="no finite upper bound") as refusal:
-        acc.epsilon_result(delta, method="pld")
+        _discrete_pair().epsilon_result(1e-150, method="pld")
     bracket = refusal.value.bracket
     assert bracket is not None and bracket.certified and bracket.method == "pld"
-    assert math.isinf(bracket.upper) and 0 < bracket.lower
-    exact_answer = acc.epsilon_result(delta, method="exact")
-    assert bracket.lower <= exact_answer.lower
+    assert math.isinf(bracket.upper) and 0 < bracket.lower <= truth.lower
 
 
-@pytest.mark.slow
-def test_auto_refusal_attaches_the_best_certified_bracket():
-    """Laplace and randomized response (fuzz seed 319) at delta = 9.15e-14: the lattice contour has too many
-    groups, the quadrature cannot resolve delta, the PLD reaches no finite upper bound and Algorithm 2
-    does not apply, so 'auto' refuses -- with the PLD's certified lower bound attached."""
-    acc = afa.Accountant(neighboring="substitution")
-    for mechanism, times in [(afa.Laplace(17.183346516549083), 15), (afa.RandomizedResponse(0.6634610138538098), 26),
-                             (afa.Laplace(7.6779123203567865), 556), (afa.RandomizedResponse(0.6451239264786978), 827),
-                             (afa.DiscreteGaussian(14.826886964749809), 6)]:
-        acc.compose(mechanism, times=times)
-    with pytest.raises(afa.AccuracyError, match="no method answers") as refusal:
-        acc.epsilon_result(9.15009287061668e-14)
+def test_auto_refusal_attaches_the_best_certified_bracket(monkeypatch):
+    """The same query with the exact enumeration limited to one atom: no engine answers, so 'auto' refuses
+    -- with the PLD's certified lower bound attached and named in the message."""
+    truth = _discrete_pair().epsilon_result(1e-150, method="exact")
+    monkeypatch.setattr(PLDEngine, "SMALLEST_TAIL", 1e-100)
+    monkeypatch.setattr(discrete, "MAX_ATOMS", 1)
+    with pytest.raises(afa.AccuracyError, match="no method answers.*certified: eps in") as refusal:
+        _discrete_pair().epsilon_result(1e-150)
     bracket = refusal.value.bracket
     assert bracket is not None and bracket.certified and math.isinf(bracket.upper)
-    assert bracket.lower > 0
+    assert 0 < bracket.lower <= truth.lower
