@@ -311,8 +311,9 @@ class Accountant:
         AUTO_FALLBACKS -- each with AUTO_SHARE of the time left (the last with all of it), so no
         engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
         engine that cannot serve the composition) moves on to the next; a contour refused for its node
-        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one; once that retry
-        fails, later queries of the same composition try the PLD before the contour.  A certified answer whose
+        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one (WIDE_SHARE of
+        the time left), and once that retry fails, later queries of the same composition try the PLD
+        before the contour.  A certified answer whose
         ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the contour method with a
         larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
@@ -352,7 +353,7 @@ class Accountant:
             candidates.remove("contour")  # both contours failed an earlier query: the PLD first
             candidates.insert(candidates.index("pld") + 1, "contour")
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
-        wide_tried = self._contour_demoted
+        wide_tried, node_retry = self._contour_demoted, False
         while candidates:
             name = candidates.pop(0)
             later = any(self._may_serve(other, delta) for other in candidates)
@@ -364,7 +365,7 @@ class Accountant:
                     answer = query(engines)
             except BudgetExceededError as error:
                 failures.append(f"{name}: {error}")
-                if name == WIDE_CONTOUR:
+                if name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
                 if budgets.remaining() <= 0:
                     break
@@ -375,9 +376,9 @@ class Accountant:
                 if partial is not None and (bracket is None or partial.lower > bracket.lower):
                     bracket = partial
                 if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
-                    wide_tried = True
+                    wide_tried = node_retry = True
                     candidates.insert(0, WIDE_CONTOUR)
-                elif name == WIDE_CONTOUR:
+                elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
                 continue
             width = relative_width(answer) if relative_width is not None else 0.0

@@ -200,7 +200,8 @@ class LevyInversion:
         return float(np.sum(self.loss.evaluation_cost(nodes)))
 
     def _envelope(self, kernel, nodes: np.ndarray) -> np.ndarray:
-        """A bound on |phi_R K| t / pi at increasing ``nodes`` that does not oscillate, as far as the CF can be evaluated.
+        """A bound on |phi_R K| t / pi at increasing ``nodes`` that does not oscillate, as far as the CF can be
+        evaluated.
 
         |phi_R| itself is no guide to the tail: a term with atoms on a lattice is periodic in t
         (period 2 pi / spacing), so |phi_R| has replicas of its bump at t = 0 wherever the atoms'

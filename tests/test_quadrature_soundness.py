@@ -29,7 +29,8 @@ def _composition(seed: int) -> Composition:
         lattice = Spec("dgauss", (float(np.exp(rng.uniform(math.log(0.7), math.log(1.2)))), 1))
     gaussian = Spec("gaussian", (float(np.exp(rng.uniform(math.log(8.0), math.log(30.0)))),))
     neighboring = ("add_remove", "substitution")[int(rng.integers(2))]
-    return Composition(seed, neighboring, ((lattice, int(rng.integers(20, 120))), (gaussian, int(rng.integers(1, 4)))), ())
+    terms = ((lattice, int(rng.integers(20, 120))), (gaussian, int(rng.integers(1, 4))))
+    return Composition(seed, neighboring, terms, ())
 
 
 #: The replicas lie between the tail scan's nodes: without them the stated error was 28x too small here.
