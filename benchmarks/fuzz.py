@@ -44,6 +44,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-cross", action="store_true", help="skip the PLD cross-checks")
     parser.add_argument("--cross-every", type=int, default=1,
                         help="run the PLD cross-checks on every k-th seed only (they cost most of the time)")
+    parser.add_argument("--markdown", default=None,
+                        help="also write the table as a RESULTS.md section to this file (benchmarks/fuzz_results.md "
+                             "is included by run_all.py)")
     parser.add_argument("--progress", default=None,
                         help="rewrite the table in this file every 100 compositions (a long run can be read early)")
     parser.add_argument("--failures", default="fuzz_failures.txt")
@@ -87,6 +90,9 @@ def main(argv=None) -> int:
             pool.terminate()
             pool.join()
     print(_table(args, counts, times, hangs, time.monotonic() - began, len(times)), end="")
+    if args.markdown:
+        with open(args.markdown, "w") as markdown:
+            markdown.write(markdown_section(_table(args, counts, times, hangs, time.monotonic() - began, len(times))))
     return 0 if all(failed == 0 for _, failed in counts.values()) else 1
 
 
@@ -102,6 +108,21 @@ def _table(args, counts, times, hangs, elapsed: float, done: int) -> str:
     if hangs:
         lines.append("hangs (seeds): " + " ".join(map(str, hangs)))
     return "\n".join(lines) + "\n"
+
+
+def markdown_section(text: str, note: str = "") -> str:
+    """A RESULTS.md section from a table of :func:`_table` (its first line the header, then the counts)."""
+    lines = text.rstrip("\n").split("\n")
+    header, rows, rest = lines[0].lstrip("# "), [], []
+    for line in lines[2:]:
+        parts = line.rsplit(None, 2)
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            rows.append(f"| {parts[0]} | {parts[1]} | {parts[2]} |")
+        else:
+            rest.append(line)
+    body = ["## 6. Soundness fuzz (benchmarks/fuzz.py)", "", header + ".", "", "| check | passed | failed |",
+            "|---|---|---|"] + rows + [""] + [f"{line}  " for line in rest]
+    return "\n".join(body + ([note] if note else [])) + "\n"
 
 
 if __name__ == "__main__":

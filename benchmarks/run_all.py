@@ -784,7 +784,12 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
         ]),
         "## Flags\n\n" + flags.markdown(),
     ]
-    return "\n\n".join(head + [section.markdown() for section in sections]) + "\n"
+    fuzz = [FUZZ_RESULTS.read_text().strip()] if FUZZ_RESULTS.exists() else []
+    return "\n\n".join(head + [section.markdown() for section in sections] + fuzz) + "\n"
+
+
+#: The soundness fuzz's latest counts (``benchmarks/fuzz.py --markdown``), kept in RESULTS.md when it is rewritten.
+FUZZ_RESULTS = Path(__file__).resolve().parent / "fuzz_results.md"
 
 
 def main() -> None:
