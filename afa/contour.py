@@ -704,6 +704,8 @@ def _mgf_parts(loss: ComposedLoss):
     return ComposedLoss(closed), mixed, finite, numeric
 
 
+#: Rounding units per term allowed for each lattice group's shift (its atoms' losses and the binomial sums).
+SHIFT_ULPS = 4.0
 #: Most lattice groups (distinct (l, J) pairs) the lattice contour handles.
 MAX_GROUPS = 20_000
 #: Terms of the small-gap series of a lattice group.
@@ -742,6 +744,9 @@ class LatticeContourInversion(_SaddlePointContour):
                              "like 1/t^2: use method='quadrature'")
         super().__init__(loss, numeric_nodes)
         self.shifts, self.counts, self.log_weights, self.laplace_count = groups
+        #: A bound on the rounding of every shift (a sum over the composition's terms of products count * loss).
+        self.shift_rounding = SHIFT_ULPS * np.finfo(float).eps * (float(np.max(np.abs(self.shifts))) + 1.0) \
+            * (len(loss.terms) + 1)
         self.near_gap = 2.0 / (self.laplace_count + 2)
         # Far enough up the contour that |U|^K and |r|^J are within a factor e of their limits.
         self.width = 3.0 * math.sqrt(self.laplace_count + float(np.max(self.counts)) + 1.0)
@@ -800,11 +805,15 @@ class LatticeContourInversion(_SaddlePointContour):
             super().verify(epsilon)
 
     def delta_and_slope(self, epsilon):
+        """As the vertical contour's, plus the near groups' series; the error also covers the rounding of
+        the shifts l_g (sums of many losses): moving every atom by at most r moves delta by about
+        r -delta'(eps), which matters where delta is tiny, e.g. at the top of a bounded loss (truth 0)."""
         near, near_slope = self._near_delta(epsilon)
         if not np.any(self._above(epsilon, near=False)):
-            return self.inf_mass + near, 1e-15 * near, near_slope
+            return self.inf_mass + near, 1e-15 * near + 2 * abs(near_slope) * self.shift_rounding, near_slope
         value, error, slope = super().delta_and_slope(epsilon)
-        return value + near, error + 1e-15 * near, slope + near_slope
+        return (value + near, error + 1e-15 * near + 2 * abs(slope + near_slope) * self.shift_rounding,
+                slope + near_slope)
 
 
 def lattice_groups(loss: ComposedLoss):

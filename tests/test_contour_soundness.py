@@ -358,3 +358,13 @@ def test_seeded_lattice_and_gaussian_sweep(seed):
 @pytest.mark.parametrize("seed", range(8, 80))
 def test_seeded_lattice_and_gaussian_sweep_large(seed):
     _check_case(*_random_case(np.random.default_rng([16, seed])))
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_lattice_contour_bounds_hold_zero_at_the_largest_loss(count):
+    """count uses of Laplace(40) never lose more than count / 40, so delta(count / 40) = 0 exactly, while the
+    near groups' series at a gap of one rounding unit gave 2^-59 with a relative error bound (lower bound
+    above the truth).  The error covers the rounding of the groups' shifts: the bounds hold 0."""
+    acc = afa.Accountant().compose(afa.Laplace(40.0), times=count)
+    result = acc.delta_result(count / 40.0, method="contour")
+    assert result.lower == 0.0 and result.upper < 1e-12

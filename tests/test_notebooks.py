@@ -33,11 +33,7 @@ def test_the_four_research_notebooks_exist():
 
 
 #: Notebooks with a known open failure (issue 16): the reason, shown by pytest as an expected failure.
-KNOWN_OPEN = {
-    "privacy_loss_classes": "Fig. 8 (Laplace, lambda = 1.26e6, n up to 2^20): afa's tight eps exceeds the improved RDP "
-                            "conversion by more than 1e-9 relative at some n since the soundness engines landed; "
-                            "not yet explained",
-}
+KNOWN_OPEN: dict[str, str] = {}  # notebook stem -> why its assertions are expected to fail (none today)
 
 
 @pytest.mark.parametrize("path", [pytest.param(path, marks=pytest.mark.xfail(reason=KNOWN_OPEN[path.stem], strict=False))
