@@ -94,8 +94,8 @@ SADDLE_TOL = 1e-4
 #: Most nodes one contour sum may use, all levels together (closed forms; numeric MGFs cost far more per node).
 MAX_NODES = 1_000_000
 MAX_NUMERIC_NODES = 4_096
-#: Nodes of a numeric MGF evaluated between checks of the time budget.
-NUMERIC_CHUNK = 2_048
+#: Nodes of a numeric MGF evaluated between checks of the time budget, and most nodes of one chunk of a sum.
+NUMERIC_CHUNK, NODE_CHUNK = 2_048, 65_536
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
 #: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
@@ -391,7 +391,7 @@ class _SaddlePointContour:
                     tails[0] += tail
                     tails[1] = max(tails[1], float(u[-1]))
                     return total
-                chunk *= 2
+                chunk = min(2 * chunk, NODE_CHUNK)  # bounded: the time budget is checked between chunks
 
         # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
         total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5]
@@ -623,7 +623,11 @@ class ContourInversion(_SaddlePointContour):
     def _numeric_term(self, index: int, term, s: np.ndarray) -> np.ndarray:
         """log M of one numeric term at ``s``, kept per vertical line (CACHED_LINES of them) and height."""
         if s.size == 0 or not np.all(s.real == s.real[0]):
-            return batched_log_phi(-1j * s, [term])[:, 0]
+            out = np.empty(s.shape, dtype=complex)
+            for start in range(0, s.size, NUMERIC_CHUNK):
+                budget.check("evaluating a numeric MGF along the contour")
+                out[start:start + NUMERIC_CHUNK] = batched_log_phi(-1j * s[start:start + NUMERIC_CHUNK], [term])[:, 0]
+            return out
         line = self._lines.pop(float(s.real[0]), {})
         self._lines[float(s.real[0])] = line  # (re)inserted last: the most recent line
         while len(self._lines) > CACHED_LINES:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from . import budget
 from ._accurate import weighted_cumulants
 from .results import AccuracyError
 
@@ -212,6 +213,7 @@ class PairMGF:
                 continue
             members = members[np.argsort(np.abs(flat[members].imag))]
             for start in range(0, members.size, self.BLOCK):
+                budget.check("evaluating a subsampled mechanism's MGF")  # far nodes need long output rules
                 block = members[start:start + self.BLOCK]
                 out[block] = self._log_sum(float(c), flat[block].imag)
         return out.reshape(s.shape)
