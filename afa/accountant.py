@@ -197,27 +197,27 @@ class Accountant:
                              "(or one use of a single mechanism); use method='contour', 'pld' or 'quadrature'")
         return method
 
-    def _auto_first(self) -> tuple[str, list[str]]:
-        """'auto''s first choice and the reasons of the candidates passed over: closed forms first, then
+    def _auto_first(self) -> tuple[str, dict[str, str]]:
+        """'auto''s first choice and the candidates passed over with their reasons: closed forms first, then
         relative accuracy (contour), then the real line if the composition has a continuous part, else the
         PLD.  Building a candidate's engines gets AUTO_SHARE of the time left, as trying it would."""
-        failures = []
+        passed_over = {}
         for candidate, available in (("exact", self._exact_available), ("contour", lambda: True)):
             if not available():
                 continue
             if candidate in self._unbuildable:  # refused before, whatever the budget
-                failures.append(f"{candidate}: {self._unbuildable[candidate]}")
+                passed_over[candidate] = self._unbuildable[candidate]
                 continue
             try:
                 with budgets.limits(seconds=budgets.remaining() * AUTO_SHARE):
                     self._engines_for(candidate)
-                return candidate, failures
+                return candidate, passed_over
             except BudgetExceededError as error:
-                failures.append(f"{candidate}: {error}")
+                passed_over[candidate] = str(error)
             except (CompositionTooLargeError, ValueError) as error:
-                self._unbuildable[candidate] = str(error)
-                failures.append(f"{candidate}: {error}")
-        return ("quadrature" if any(losses[0].continuous for losses in self._losses.values()) else "pld"), failures
+                self._unbuildable[candidate] = passed_over[candidate] = str(error)
+        continuous = any(losses[0].continuous for losses in self._losses.values())
+        return ("quadrature" if continuous else "pld"), passed_over
 
     def _engines_for(self, method: str) -> list:
         if method not in self._engines:
@@ -345,8 +345,8 @@ class Accountant:
     def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None):
         if not self._counts:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
-        first, failures = self._auto_first()
-        passed_over = {failure.split(":", 1)[0] for failure in failures}
+        first, passed_over = self._auto_first()
+        failures = [f"{name}: {reason}" for name, reason in passed_over.items()]
         candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
                                 if name != first and name not in passed_over]
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
