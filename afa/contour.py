@@ -70,7 +70,7 @@ from . import budget
 from .composition import ComposedLoss
 from .discrete import ESTIMATE_SLACK, CompositionTooLargeError, estimated_atoms
 from .mechanisms import LAPLACE_LOG_PHI
-from .privacy_loss import batched_log_phi
+from .privacy_loss import batched_log_phi, log_phi_and_continuous_part
 from .results import AccuracyError
 
 #: Relative accuracy the trapezoid sum is refined to (by halving its step)...
@@ -587,11 +587,7 @@ class ContourInversion(_SaddlePointContour):
         log_m = closed.log_phi_numeric(nodes) if closed.terms else np.zeros(s.shape, dtype=complex)
         log_bound = log_m.real.copy()
         for term, count in mixed:  # |M_i(c + it)| <= |M_i(c + it) - A_i(c + it)| + A_i(c)
-            log_term = batched_log_phi(nodes, [term])[:, 0]
-            log_atoms = term.atoms.log_phi(nodes)
-            top = np.maximum(log_term.real, log_atoms.real)
-            with np.errstate(divide="ignore"):
-                log_rest = top + np.log(np.abs(np.exp(log_term - top) - np.exp(log_atoms - top)))
+            log_term, log_rest = log_phi_and_continuous_part(term, nodes)
             log_m = log_m + count * log_term
             log_bound += count * np.logaddexp(log_rest, term.atoms.log_phi(real_lines).real[line_of])
         if not finite and not numeric:

@@ -300,6 +300,16 @@ def batched_log_phi(nodes: np.ndarray, losses: list[PrivacyLoss]) -> np.ndarray:
     return out
 
 
+def log_phi_and_continuous_part(loss: PrivacyLoss, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log phi, log |phi - phi_atoms|) of one loss with atoms at ``nodes`` (real t, or complex t = -i s for the
+    MGF): its CF and the modulus of its continuous part, which bounds how far phi is from its non-decaying atoms."""
+    log_phi = batched_log_phi(nodes, [loss])[:, 0]
+    log_atoms = loss.atoms.log_phi(nodes)
+    top = np.maximum(log_phi.real, log_atoms.real)
+    with np.errstate(divide="ignore"):
+        return log_phi, top + np.log(np.abs(np.exp(log_phi - top) - np.exp(log_atoms - top)))
+
+
 def atoms_log_phi(nodes: np.ndarray, plds: list[LossAtoms], log_masses: list[float] | None = None) -> np.ndarray:
     """log-CF of several finite measures at 1-d ``nodes``: shape (nodes, measures); -inf for empty ones.
 

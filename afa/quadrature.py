@@ -37,7 +37,7 @@ from scipy.special import roots_legendre
 from . import budget
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError, hockey_stick
-from .privacy_loss import batched_log_phi
+from .privacy_loss import log_phi_and_continuous_part
 from .results import AccuracyError
 
 GL_ORDER = 16
@@ -236,11 +236,7 @@ class LevyInversion:
                 continue
             log_bound = log_bound + count * term.atoms.log_mass
             if term.continuous:
-                log_atoms = term.atoms.log_phi(nodes)
-                log_term = batched_log_phi(nodes, [term])[:, 0]
-                top = np.maximum(log_term.real, log_atoms.real)
-                with np.errstate(divide="ignore"):
-                    log_continuous = top + np.log(np.abs(np.exp(log_term - top) - np.exp(log_atoms - top)))
+                log_continuous = log_phi_and_continuous_part(term, nodes)[1]
                 log_ratio += count * np.log1p(np.exp(log_continuous - term.atoms.log_mass))
         if self.atoms is None:
             return log_bound + log_ratio
