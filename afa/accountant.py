@@ -10,6 +10,7 @@ delta(eps) is the larger of the two directions' hockey-stick divergences
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Callable
 
 import numpy as np
@@ -58,6 +59,8 @@ WIDE_CONTOUR = "contour (wide node budget)"
 #: Allowed value_discretization_interval: from where the grid's indices of losses up to LOSS_LIMIT would
 #: leave the integers exact in floating point (with a margin) to the PLD's widest step.
 INTERVAL_RANGE = (1e-12, LOSS_LIMIT / 2)
+#: Top-level keys of a spec (:meth:`Accountant.to_dict`).
+SPEC_KEYS = ("neighboring", "mechanisms", "value_discretization_interval", "budget")
 
 
 class Accountant:
@@ -135,6 +138,85 @@ class Accountant:
         self._unbuildable.clear()
         self._contour_demoted = False
         return self
+
+    # -- serialisation ---------------------------------------------------
+    def to_dict(self) -> dict:
+        """The accountant as a spec (the format of ``afa --spec`` files), ready for JSON or TOML.
+
+        Returns
+        -------
+        dict
+            ``neighboring``, ``mechanisms`` (each :meth:`afa.Mechanism.to_dict` with its ``times``),
+            ``value_discretization_interval`` when set, and ``budget`` (``seconds`` and ``memory_bytes``,
+            None for no limit).  :meth:`from_dict` rebuilds an accountant giving the same answers.
+        """
+        spec: dict = {"neighboring": self.neighboring,
+                      "mechanisms": [{**mechanism.to_dict(), "times": count}
+                                     for mechanism, count in self._counts.items()]}
+        if self.value_discretization_interval is not None:
+            spec["value_discretization_interval"] = self.value_discretization_interval
+        spec["budget"] = {name: (None if math.isinf(value) else value)
+                          for name, value in (("seconds", self.budget.seconds),
+                                              ("memory_bytes", self.budget.memory_bytes))}
+        return spec
+
+    @classmethod
+    def from_dict(cls, spec: Mapping) -> "Accountant":
+        """The accountant a spec describes: the inverse of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        spec : mapping
+            ``mechanisms``: a non-empty list of mechanism tables (:meth:`afa.Mechanism.from_dict`), each
+            with an optional ``times`` (default 1); optional ``neighboring`` (default "add_remove"),
+            ``value_discretization_interval`` and ``budget`` (a table of :class:`afa.Budget`'s fields).
+
+        Raises
+        ------
+        ValueError, TypeError
+            A missing, unknown or invalid key; the message names it (``mechanisms[2]: ...``).
+        """
+        if not isinstance(spec, Mapping):
+            raise TypeError(f"spec must be a mapping with a 'mechanisms' list, got {type(spec).__name__}")
+        for key in spec:
+            if key not in SPEC_KEYS:
+                raise ValueError(f"unknown top-level key {key!r} (allowed: {', '.join(SPEC_KEYS)})")
+        neighboring = spec.get("neighboring", "add_remove")
+        if isinstance(neighboring, str):
+            neighboring = neighboring.strip().lower().replace("-", "_")
+        budget = spec.get("budget")
+        if budget is not None:
+            if not isinstance(budget, Mapping):
+                raise TypeError(f"budget must be a table with seconds and/or memory_bytes, got {budget!r}")
+            unknown = set(budget) - {"seconds", "memory_bytes"}
+            if unknown:
+                raise ValueError(f"unknown key {sorted(unknown)[0]!r} in budget (allowed: seconds, memory_bytes)")
+            budget = Budget(**{name: (math.inf if value is None else value) for name, value in budget.items()})
+        accountant = cls(neighboring, spec.get("value_discretization_interval"), budget)
+        tables = spec.get("mechanisms")
+        if not isinstance(tables, (list, tuple)) or not tables:
+            raise ValueError("spec needs a non-empty list 'mechanisms' ([[mechanisms]] tables in TOML)")
+        for index, table in enumerate(tables):
+            try:
+                if not isinstance(table, Mapping):
+                    raise TypeError(f"must be a table/object, got {table!r}")
+                mechanism = Mechanism.from_dict({key: value for key, value in table.items() if key != "times"})
+                accountant.compose(mechanism, table.get("times", 1))
+            except (ValueError, TypeError, OverflowError) as error:
+                kind = table.get("type") if isinstance(table, Mapping) else None
+                where = f"mechanisms[{index}]" + (f" ({kind})" if isinstance(kind, str) else "")
+                raise type(error)(f"{where}: {error}") from None
+        return accountant
+
+    def __getstate__(self) -> dict:
+        """The composition and settings only: losses and engines are rebuilt on first use."""
+        return {"neighboring": self.neighboring, "value_discretization_interval": self.value_discretization_interval,
+                "budget": self.budget, "counts": list(self._counts.items())}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["neighboring"], state["value_discretization_interval"], state["budget"])
+        for mechanism, count in state["counts"]:
+            self.compose(mechanism, count)
 
     @property
     def mechanisms(self) -> dict[Mechanism, int]:

@@ -72,6 +72,10 @@ TOML (``.toml``) or JSON (``.json``), chosen by the file extension:
      "mechanisms": [{"type": "gaussian", "sigma": 5.0, "times": 500},
                     {"type": "randomized_response", "p": 0.52, "times": 500}]}
 
+Optional top-level keys: value_discretization_interval (the PLD's grid step)
+and a budget table (seconds, memory_bytes).  Accountant.to_dict() writes this
+format and Accountant.from_dict() reads it.
+
 Each mechanism's ``type`` is one of gaussian, laplace, randomized_response,
 kary_randomized_response, discrete_laplace, discrete_gaussian, approx_dp,
 propose_test_release, data_dependent_gaussian, mixture_of_gaussians,
@@ -110,17 +114,8 @@ from .engines import smallest_epsilon
 from .mechanisms import (
     NEIGHBORING_RELATIONS,
     ApproxDP,
-    DataDependentGaussian,
-    DiscreteGaussian,
-    DiscreteLaplace,
-    DiscreteMechanism,
-    Gaussian,
-    KaryRandomizedResponse,
-    Laplace,
     Mechanism,
-    MixtureOfGaussians,
     ProposeTestRelease,
-    RandomizedResponse,
 )
 from .results import AccuracyError, Result
 from .subsampling import SCHEMES, Subsampled
@@ -128,19 +123,7 @@ from .subsampling import SCHEMES, Subsampled
 __all__ = ["MECHANISM_TYPES", "SpecError", "accountant_from_spec", "build_parser", "load_spec", "main"]
 
 #: Spec-file type names (underscore form) and their classes.
-MECHANISM_TYPES: dict[str, type[Mechanism]] = {
-    "gaussian": Gaussian,
-    "laplace": Laplace,
-    "randomized_response": RandomizedResponse,
-    "kary_randomized_response": KaryRandomizedResponse,
-    "discrete_laplace": DiscreteLaplace,
-    "discrete_gaussian": DiscreteGaussian,
-    "approx_dp": ApproxDP,
-    "propose_test_release": ProposeTestRelease,
-    "data_dependent_gaussian": DataDependentGaussian,
-    "mixture_of_gaussians": MixtureOfGaussians,
-    "discrete_mechanism": DiscreteMechanism,
-}
+MECHANISM_TYPES: dict[str, type[Mechanism]] = Mechanism.types()
 #: Types available through ``--mechanism`` (the others take lists: use ``--spec``).
 #: The --compare lines: RDP accountant (upper bounds, papers/002 App. F), CLT and GDP (estimates, papers/004).
 COMPARISONS = {"rdp_improved": "RDP accountant, improved conversion (upper bound)",
@@ -155,7 +138,6 @@ _RENAMED_FLAGS: dict[type[Mechanism], dict[str, str]] = {
     ApproxDP: {"epsilon": "--dp-epsilon", "delta": "--dp-delta"},
     ProposeTestRelease: {"epsilon": "--ptr-epsilon", "delta": "--ptr-delta"},
 }
-_SPEC_KEYS = ("neighboring", "mechanisms")
 _EPILOG = __doc__[__doc__.index("Spec file format"):] if __doc__ else None  # None under python -OO
 
 
@@ -267,73 +249,25 @@ def load_spec(path: str | Path) -> dict:
     return data
 
 
-def _mechanism_from_table(table, where: str) -> tuple[Mechanism, object]:
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: must be a table/object, got {table!r}")
-    if "type" not in table:
-        raise SpecError(f"{where}: missing key 'type' (one of {', '.join(MECHANISM_TYPES)})")
-    name = table["type"]
-    if not isinstance(name, str) or _type_key(name) not in MECHANISM_TYPES:
-        raise SpecError(f"{where}: unknown mechanism type {name!r} (expected one of {', '.join(MECHANISM_TYPES)})")
-    cls = MECHANISM_TYPES[_type_key(name)]
-    parameters = _parameters(cls)
-    allowed = [parameter for parameter, _ in parameters] + ["times", "sampling_rate", "sampling"]
-    for key in table:
-        if key != "type" and key not in allowed:
-            raise SpecError(f"{where}: unknown key {key!r} for mechanism {name!r} (allowed: {', '.join(allowed)})")
-    for parameter, required in parameters:
-        if required and parameter not in table:
-            raise SpecError(f"{where}: mechanism {name!r} needs key {parameter!r}")
-    kwargs = {key: value for key, value in table.items() if key not in ("type", "times", "sampling_rate", "sampling")}
-    try:
-        mechanism = cls(**kwargs)
-    except (ValueError, TypeError, OverflowError) as error:
-        raise SpecError(f"{where} ({name}): {_one_line(error)}") from None
-    try:
-        mechanism = _subsampled(mechanism, table.get("sampling_rate"), table.get("sampling"))
-    except (ValueError, TypeError) as error:
-        message = _rename(str(error), {"q": "sampling_rate", "scheme": "sampling"})
-        raise SpecError(f"{where} ({name}): {message}") from None
-    return mechanism, table.get("times", 1)
-
-
 def _subsampled(mechanism: Mechanism, rate, scheme) -> Mechanism:
     """``mechanism`` on a random subsample with ``rate`` (scheme poisson or subset), or itself if no rate."""
     if rate is None:
-        if scheme is not None:
-            raise ValueError("sampling needs a sampling_rate")
         return mechanism
     return Subsampled(mechanism, rate, "poisson" if scheme is None else scheme)
 
 
 def accountant_from_spec(spec: Mapping, neighboring: str | None = None, source: str = "spec") -> Accountant:
-    """An :class:`Accountant` holding the composition a spec describes.
+    """An :class:`Accountant` holding the composition a spec describes (:meth:`afa.Accountant.from_dict`).
 
     ``neighboring`` overrides the spec's own ``neighboring`` (default
     add_remove).  ``source`` (the file name) prefixes every error message.
     """
-    for key in spec:
-        if key not in _SPEC_KEYS:
-            raise SpecError(f"{source}: unknown top-level key {key!r} (allowed: {', '.join(_SPEC_KEYS)})")
-    if neighboring is None:
-        neighboring = spec.get("neighboring", "add_remove")
-        if isinstance(neighboring, str):
-            neighboring = _type_key(neighboring)
+    if neighboring is not None and isinstance(spec, Mapping):
+        spec = {**spec, "neighboring": neighboring}
     try:
-        accountant = Accountant(neighboring)
+        return Accountant.from_dict(spec)
     except (ValueError, TypeError, OverflowError) as error:
         raise SpecError(f"{source}: {_one_line(error)}") from None
-    tables = spec.get("mechanisms")
-    if not isinstance(tables, list) or not tables:
-        raise SpecError(f"{source}: needs a non-empty list 'mechanisms' ([[mechanisms]] tables in TOML)")
-    for index, table in enumerate(tables):
-        where = f"{source}: mechanisms[{index}]"
-        mechanism, times = _mechanism_from_table(table, where)
-        try:
-            accountant.compose(mechanism, times)
-        except (ValueError, TypeError, OverflowError) as error:
-            raise SpecError(f"{where} ({table['type']}): {_one_line(error)}") from None
-    return accountant
 
 
 # ---------------------------------------------------------------------------

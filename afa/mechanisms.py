@@ -20,9 +20,12 @@ mechanisms from the atoms of their privacy losses, the others from their noise.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import sympy
@@ -38,6 +41,8 @@ from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError
 
 NEIGHBORING_RELATIONS = ("add_remove", "substitution")
+#: Keys of a mechanism's table (:meth:`Mechanism.to_dict`) besides ``type`` and the constructor's arguments.
+SAMPLING_KEYS = ("sampling_rate", "sampling")
 
 
 def _gaussian_template() -> Template:
@@ -116,7 +121,99 @@ def _at_most(name: str, value: float, limit: float, what: str) -> None:
 
 
 class Mechanism:
-    """Base class.  Subclasses are frozen dataclasses implementing ``_losses``."""
+    """Base class.  Subclasses are frozen dataclasses implementing ``_losses``.
+
+    A subclass that sets ``type_name`` (snake case, unique) is registered under it: :meth:`to_dict`
+    writes that name and :meth:`from_dict` finds the class by it, so mechanisms defined outside afa
+    serialise like afa's own once their module is imported.
+    """
+
+    #: The name of this mechanism type in spec files and :meth:`to_dict` (empty: not serialisable).
+    type_name: ClassVar[str] = ""
+    _types: ClassVar[dict[str, type[Mechanism]]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("type_name", "")
+        if not name:
+            return
+        if not isinstance(name, str) or _type_key(name) != name:
+            raise TypeError(f"type_name must be a lower-case snake_case string, got {name!r}")
+        known = Mechanism._types.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise TypeError(f"type_name {name!r} is already registered by {known.__module__}.{known.__qualname__}")
+        Mechanism._types[name] = cls
+
+    @staticmethod
+    def types() -> dict[str, type[Mechanism]]:
+        """Every registered mechanism type: {type_name: class}."""
+        return dict(Mechanism._types)
+
+    def to_dict(self) -> dict:
+        """This mechanism as a spec-file table, ready for JSON or TOML.
+
+        Returns
+        -------
+        dict
+            ``{"type": type_name, parameter: value, ...}`` with one entry per constructor argument
+            (sequences as lists of floats); :meth:`from_dict` inverts it exactly.
+        """
+        if not self.type_name:
+            raise TypeError(f"{type(self).__name__} sets no type_name, so it cannot be written as a table")
+        table: dict = {"type": self.type_name}
+        for field in dataclasses.fields(self):
+            if field.init:
+                table[field.name] = _plain(getattr(self, field.name))
+        return table
+
+    @staticmethod
+    def from_dict(table: Mapping) -> Mechanism:
+        """The mechanism a spec-file table describes: the inverse of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        table : mapping
+            ``type`` (a registered ``type_name``; any case, hyphens or underscores) and the class's
+            constructor arguments, plus optionally ``sampling_rate`` and ``sampling`` ("poisson", the
+            default, or "subset") for the mechanism run on a random subsample.
+
+        Raises
+        ------
+        ValueError
+            A missing, unknown or out-of-range key, named in the message.
+        TypeError
+            ``table`` is not a mapping, or a value of the wrong type.
+        """
+        if not isinstance(table, Mapping):
+            raise TypeError(f"a mechanism table must be a mapping (table/object), got {table!r}")
+        names = ", ".join(Mechanism._types)
+        if "type" not in table:
+            raise ValueError(f"missing key 'type' (one of {names})")
+        name = table["type"]
+        if not isinstance(name, str) or _type_key(name) not in Mechanism._types:
+            raise ValueError(f"unknown mechanism type {name!r} (expected one of {names})")
+        cls = Mechanism._types[_type_key(name)]
+        parameters = [(field.name, field.default is dataclasses.MISSING
+                       and field.default_factory is dataclasses.MISSING)
+                      for field in dataclasses.fields(cls) if field.init]
+        allowed = [parameter for parameter, _ in parameters] + list(SAMPLING_KEYS)
+        for key in table:
+            if key != "type" and key not in allowed:
+                raise ValueError(f"unknown key {key!r} for mechanism {name!r} (allowed: {', '.join(allowed)})")
+        for parameter, required in parameters:
+            if required and parameter not in table:
+                raise ValueError(f"mechanism {name!r} needs key {parameter!r}")
+        mechanism = cls(**{key: value for key, value in table.items() if key != "type" and key not in SAMPLING_KEYS})
+        rate, scheme = table.get("sampling_rate"), table.get("sampling")
+        if rate is None:
+            if scheme is not None:
+                raise ValueError("sampling needs a sampling_rate")
+            return mechanism
+        if scheme is None or scheme == "poisson":
+            return _renamed_sampling_error(mechanism.poisson_subsampled, rate)
+        if scheme == "subset":
+            return _renamed_sampling_error(mechanism.subset_subsampled, rate)
+        raise ValueError(f"sampling must be 'poisson' or 'subset', got {scheme!r}")
 
     def privacy_losses(self, neighboring: str = "add_remove") -> tuple[PrivacyLoss, PrivacyLoss]:
         """The two directions (L under P, L' under Q) of the dominating pair for ``neighboring``."""
@@ -170,6 +267,32 @@ class Mechanism:
         return first is second
 
 
+def _type_key(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def _plain(value):
+    """A field's value as JSON-ready data: numpy scalars as Python numbers, sequences as lists."""
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return [_plain(item) for item in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mechanism):
+        return value.to_dict()
+    return value
+
+
+def _renamed_sampling_error(subsample, rate) -> Mechanism:
+    """``subsample(rate)``, with an error about the rate ``q`` renamed to the table's ``sampling_rate``."""
+    try:
+        return subsample(rate)
+    except (ValueError, TypeError) as error:
+        message = str(error)
+        if message.startswith("q "):
+            message = "sampling_rate " + message[2:]
+        raise type(error)(message) from None
+
+
 def _set(instance, **values) -> None:
     for name, value in values.items():
         object.__setattr__(instance, name, value)
@@ -186,6 +309,8 @@ class Gaussian(Mechanism):
     The privacy loss is N(mu^2/2, mu^2) with mu = sensitivity / sigma, in both
     directions; log phi(t) = -mu^2 (t^2 - i t) / 2.
     """
+
+    type_name: ClassVar[str] = "gaussian"
 
     sigma: float
     sensitivity: float = 1.0
@@ -221,6 +346,8 @@ class Laplace(Mechanism):
     the same in both directions (see ``LAPLACE_LOG_PHI``).  (This is Lemma 34's first line with
     lambda = scale / sensitivity; the last line of its proof has a sign slip.)
     """
+
+    type_name: ClassVar[str] = "laplace"
 
     scale: float
     sensitivity: float = 1.0
@@ -284,6 +411,8 @@ class DataDependentGaussian(Mechanism):
     (:func:`afa.exact.data_dependent_gaussian_delta` for one use).
     """
 
+    type_name: ClassVar[str] = "data_dependent_gaussian"
+
     sigma1: float
     sigma2: float
     sensitivity: float = 0.0
@@ -339,6 +468,8 @@ class MixtureOfGaussians(Mechanism):
     M(s) = E_Q[exp(s l(o))], s = 1 + it (direction P) and s = -it (direction Q),
     l(o) = log sum_i p_i exp(c_i o - c_i^2 / 2).
     """
+
+    type_name: ClassVar[str] = "mixture_of_gaussians"
 
     sensitivities: tuple
     probabilities: tuple
@@ -476,6 +607,8 @@ class RandomizedResponse(Mechanism):
     Dominating pair P = (p, 1-p), Q = (1-p, p), the same under both relations.
     """
 
+    type_name: ClassVar[str] = "randomized_response"
+
     p: float
 
     def __post_init__(self):
@@ -509,6 +642,8 @@ class KaryRandomizedResponse(Mechanism):
       (R(x), R(bottom)) with R(bottom) uniform -- its two directions differ.
     """
 
+    type_name: ClassVar[str] = "kary_randomized_response"
+
     k: int
     p: float
 
@@ -535,6 +670,8 @@ class ApproxDP(Mechanism):
     P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0) and Q its
     reversal: loss +infinity with mass delta, +eps and -eps on the rest.
     """
+
+    type_name: ClassVar[str] = "approx_dp"
 
     epsilon: float
     delta: float
@@ -568,6 +705,8 @@ class ProposeTestRelease(Mechanism):
     of order > 1 infinite, so RDP says nothing about this mechanism.
     """
 
+    type_name: ClassVar[str] = "propose_test_release"
+
     epsilon: float
     delta: float
 
@@ -591,6 +730,8 @@ class DiscreteLaplace(Mechanism):
     losses a*sensitivity, a*(sensitivity - 2x) and -a*sensitivity, so the
     privacy loss is finite and exact.
     """
+
+    type_name: ClassVar[str] = "discrete_laplace"
 
     a: float
     sensitivity: int = 1
@@ -624,6 +765,8 @@ class DiscreteGaussian(Mechanism):
     per use (papers/003 Sec. 3.5, Proposition 1); the accountant's bounds
     include it (:attr:`truncated_mass`).
     """
+
+    type_name: ClassVar[str] = "discrete_gaussian"
 
     sigma: float
     sensitivity: int = 1
@@ -692,6 +835,8 @@ class DiscreteMechanism(Mechanism):
 
     Outputs with q = 0 < p send their P-mass to +infinity (and vice versa).
     """
+
+    type_name: ClassVar[str] = "discrete_mechanism"
 
     p_pmf: tuple
     q_pmf: tuple

@@ -68,6 +68,11 @@ class Subsampled(Mechanism):
                              f"sensitivity={shift:g}); with such a shift delta(epsilon) is nearly q at every "
                              "epsilon >= 0, and ApproxDP(epsilon=0, delta=q) is a valid bound to compose instead")
 
+    def to_dict(self) -> dict:
+        """The base's table with ``sampling_rate`` (q) and ``sampling`` (the scheme); see
+        :meth:`afa.Mechanism.to_dict`."""
+        return {**self.base.to_dict(), "sampling_rate": self.q, "sampling": self.scheme}
+
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
         if self.scheme == "subset" and neighboring != "add_remove":
