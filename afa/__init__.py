@@ -1,7 +1,7 @@
 """afa: exact differential-privacy accounting with symbolic characteristic functions.
 
 Mechanisms contribute the log characteristic function of their privacy loss
-(papers/002_658ea0213f8272c6.txt); an :class:`Accountant` adds them and
+(Zhu, Dong & Wang 2022); an :class:`Accountant` adds them and
 inverts the sum into delta(epsilon) and epsilon(delta).  See README.md.
 """
 
@@ -24,14 +24,16 @@ from .privacy_loss import t
 from .rdp import renyi_divergence
 from .calibration import Calibration, calibrate_sampling_rate, calibrate_sigma, calibrate_steps, gaussian_sigma
 from .budget import Budget, BudgetExceededError
-from .results import AccuracyError, Result, Validation, ValidationError
+from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 from .subsampling import Subsampled
 
 __all__ = [
-    "Accountant", "AccuracyError", "ApproxDP", "Budget", "BudgetExceededError", "Calibration", "calibrate_sampling_rate", "calibrate_sigma",
+    "Accountant", "AccuracyError", "ApproxDP", "Attempt", "Budget", "BudgetExceededError", "Calibration",
+    "calibrate_sampling_rate", "calibrate_sigma",
     "calibrate_steps", "gaussian_sigma", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
     "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism", "MixtureOfGaussians",
-    "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled", "Validation", "ValidationError",
+    "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled", "UnsupportedCompositionError", "Validation",
+    "ValidationError",
     "renyi_divergence", "t",
 ]
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """The accountant: a multiset of mechanisms and the queries on their composition.
 
 State is {mechanism: count} under one neighbouring relation
-(papers/002_658ea0213f8272c6.txt Algorithm 1).  Each of the two directions
+(Zhu, Dong & Wang 2022, Algorithm 1).  Each of the two directions
 of the composed dominating pair has log-CF sum_i k_i log phi_i (Prop. 13);
 delta(eps) is the larger of the two directions' hockey-stick divergences
 (Lemma 37), and epsilon(delta) the larger of their inverses.
@@ -9,35 +9,35 @@ delta(eps) is the larger of the two directions' hockey-stick divergences
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping
-from typing import Callable
+import time
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 import sympy
 
 from . import _validation as check
 from . import budget as budgets
+from .budget import Budget, BudgetExceededError
 from .composition import ComposedLoss
 from .contour import MAX_NUMERIC_NODES, NodeBudgetError
 from .discrete import CompositionTooLargeError
 from .engines import (
-    CERTIFIED_METHODS,
     RESOLUTION_FACTOR,
     UNIT_ROUNDOFF,
     CertifiedEngine,
     ClosedFormEngine,
     ContourEngine,
+    Engine,
     ExactEngine,
     PLDEngine,
     QuadratureEngine,
-    solve_epsilon,
-    upper_delta,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
-from .budget import Budget, BudgetExceededError
 from .pld import LOSS_LIMIT, PLDTooLargeError
-from .results import AccuracyError, Result, Validation, ValidationError
+from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
 METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
@@ -109,7 +109,7 @@ class Accountant:
         self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
-    def compose(self, mechanism: Mechanism, times: int = 1) -> "Accountant":
+    def compose(self, mechanism: Mechanism, times: int = 1) -> Accountant:
         """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain.
 
         ``times`` is an integer in [1, 2**53] (counts are exact floats there), also in total per mechanism;
@@ -161,7 +161,7 @@ class Accountant:
         return spec
 
     @classmethod
-    def from_dict(cls, spec: Mapping) -> "Accountant":
+    def from_dict(cls, spec: Mapping) -> Accountant:
         """The accountant a spec describes: the inverse of :meth:`to_dict`.
 
         Parameters
@@ -243,7 +243,7 @@ class Accountant:
 
     @property
     def inf_mass(self) -> dict[str, float]:
-        """Pr[composed loss = +infinity] of each direction (papers/002 Prop. 38)."""
+        """Pr[composed loss = +infinity] of each direction (Zhu, Dong & Wang 2022, Prop. 38)."""
         return {name: self._composed(index).inf_mass for index, name in enumerate(self.directions)}
 
     # -- engines ---------------------------------------------------------
@@ -275,8 +275,9 @@ class Accountant:
         if method == "auto":
             return self._auto_first()[0]
         if method == "exact" and not self._exact_available():
-            raise ValueError("method='exact' needs a composition of Gaussian and finite-output mechanisms only "
-                             "(or one use of a single mechanism); use method='contour', 'pld' or 'quadrature'")
+            raise UnsupportedCompositionError(
+                "method='exact' needs a composition of Gaussian and finite-output mechanisms only (or one use of a "
+                "single mechanism); use method='contour', 'pld' or 'quadrature'")
         return method
 
     def _auto_first(self) -> tuple[str, dict[str, str]]:
@@ -296,33 +297,35 @@ class Accountant:
                 return candidate, passed_over
             except BudgetExceededError as error:
                 passed_over[candidate] = str(error)
-            except (CompositionTooLargeError, ValueError) as error:
+            except UnsupportedCompositionError as error:
                 self._unbuildable[candidate] = passed_over[candidate] = str(error)
         continuous = any(losses[0].continuous for losses in self._losses.values())
         return ("quadrature" if continuous else "pld"), passed_over
 
     def _engines_for(self, method: str) -> list:
+        """The engines of ``method`` for each distinct direction (built once per composition)."""
         if method not in self._engines:
-            engines = []
-            for index in self._distinct_directions():
-                if method == "exact" and self._single_use() is not None:
-                    engines.append(self._single_use_engine(index))
-                elif method == "exact":
-                    mu = math.sqrt(sum(count * m.mu ** 2 for m, count in self._counts.items()
-                                       if isinstance(m, Gaussian)))
-                    engines.append(ExactEngine(mu, self._composed(index, lambda m: not isinstance(m, Gaussian))))
-                elif method == "contour":
-                    engines.append(ContourEngine(self._composed(index)))
-                elif method == WIDE_CONTOUR:
-                    engines.append(ContourEngine(self._composed(index), numeric_nodes=WIDE_NUMERIC_NODES))
-                elif method == "certified":
-                    engines.append(CertifiedEngine(self._composed(index)))
-                elif method == "pld":
-                    engines.append(self._pld_engine(index))
-                else:
-                    engines.append(QuadratureEngine(self._composed(index)))
-            self._engines[method] = engines
+            build = self._BUILDERS[method]
+            self._engines[method] = [build(self, index) for index in self._distinct_directions()]
         return self._engines[method]
+
+    def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine:
+        if self._single_use() is not None:
+            return self._single_use_engine(index)
+        mu = math.sqrt(sum(count * m.mu ** 2 for m, count in self._counts.items() if isinstance(m, Gaussian)))
+        return ExactEngine(mu, self._composed(index, lambda m: not isinstance(m, Gaussian)))
+
+    def _contour_engine(self, index: int) -> ContourEngine:
+        return ContourEngine(self._composed(index))
+
+    def _wide_contour_engine(self, index: int) -> ContourEngine:
+        return ContourEngine(self._composed(index), numeric_nodes=WIDE_NUMERIC_NODES)
+
+    def _certified_engine(self, index: int) -> CertifiedEngine:
+        return CertifiedEngine(self._composed(index))
+
+    def _quadrature_engine(self, index: int) -> QuadratureEngine:
+        return QuadratureEngine(self._composed(index))
 
     def _pld_engine(self, index: int) -> PLDEngine:
         terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self._counts.items()]
@@ -349,13 +352,19 @@ class Accountant:
         tails = self._single_use().loss_tails(self.neighboring)[index]
         return ClosedFormEngine(tails.hockey_stick_with_error, self._composed(index))
 
+    #: How each method's engine for one direction is built (the methods of METHODS but 'auto', and WIDE_CONTOUR).
+    _BUILDERS: dict[str, Callable[[Accountant, int], Engine]] = {
+        "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
+        "certified": _certified_engine, "pld": _pld_engine, "quadrature": _quadrature_engine,
+    }
+
     # -- queries ---------------------------------------------------------
     def delta_result(self, epsilon: float, method: str = "auto", direction: str | None = None) -> Result:
         """delta(epsilon) with its bounds and error estimate (of one ``direction`` if given, else the maximum)."""
         epsilon = check.real_number("epsilon", epsilon)
-        value, lower, upper, error, name = self._profile(np.array([epsilon]), method, direction)
-        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), _label(name),
-                      certified=name in CERTIFIED_METHODS)
+        value, lower, upper, error, run = self._profile(np.array([epsilon]), method, direction)
+        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), _label(run.name),
+                      certified=run.certified, attempts=run.attempts)
 
     def delta(self, epsilon: float, method: str = "auto") -> float:
         """The tight delta(epsilon) of the composition: the upper end of :meth:`delta_result`'s bounds
@@ -369,7 +378,7 @@ class Accountant:
         (``Result.value``), e.g. to locate a maximiser.
 
         ``direction`` (one of :attr:`directions`) gives that direction's hockey-stick divergence
-        alone, e.g. H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (papers/002 Lemma 37).
+        alone, e.g. H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (Zhu, Dong & Wang 2022, Lemma 37).
         """
         epsilons = check.real_array("epsilons", epsilons)
         if epsilons.size == 0:  # nothing to compute; the options are still checked
@@ -386,7 +395,8 @@ class Accountant:
         return float(sum(count * mechanism.truncated_mass for mechanism, count in self._counts.items()))
 
     def _run(self, method: str, query, relative_width: Callable | None = None, delta: float | None = None):
-        """(engine name, query(engines)) under this accountant's budget.
+        """(engine name, query(engines), attempts) under this accountant's budget; ``attempts`` is the
+        :class:`afa.results.Attempt` of every engine tried, in order.
 
         A named method answers or refuses.  Under 'auto' the candidates are tried in order -- the
         first choice of :meth:`_resolve` (closed forms, else the contour), then the contour and
@@ -399,16 +409,21 @@ class Accountant:
         ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the contour method with a
         larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
-        result.  When nothing answers, the AccuracyError lists what was tried.  ``delta``, the target of
+        result.  When nothing answers, the AccuracyError lists what was tried (and carries the attempts).
+        Only declared refusals move on: an AccuracyError (BudgetExceededError included) or an
+        UnsupportedCompositionError; any other exception propagates.  ``delta``, the target of
         an eps(delta) query, lets 'auto' see which later candidates cannot serve it (:meth:`_may_serve`), so
         that an engine followed only by those gets all the time left.
         """
         with budgets.limits(self.budget):
             if method != "auto":
                 name = self._resolve(method)
+                began = time.monotonic()
                 engines = self._engines_for(name)
                 budgets.check(f"preparing method={name!r}")
-                return name, query(engines)
+                answer = query(engines)
+                return _Answer(name, answer, (Attempt(name, "answered", "", time.monotonic() - began),),
+                               engines[0].certified)
             return self._run_auto(query, relative_width, delta)
 
     def _may_serve(self, name: str, delta: float | None) -> bool:
@@ -420,7 +435,7 @@ class Accountant:
         if name == "certified":
             try:
                 self._engines_for(name)
-            except ValueError:
+            except UnsupportedCompositionError:
                 return False
         return True
 
@@ -428,7 +443,7 @@ class Accountant:
         if not self._counts:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
         first, passed_over = self._auto_first()
-        failures = [f"{name}: {reason}" for name, reason in passed_over.items()]
+        attempts = [Attempt(name, "passed over", reason) for name, reason in passed_over.items()]
         candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
                                 if name != first and name not in passed_over]
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
@@ -440,20 +455,21 @@ class Accountant:
             name = candidates.pop(0)
             later = any(self._may_serve(other, delta) for other in candidates)
             share = budgets.remaining() * ((WIDE_SHARE if name == WIDE_CONTOUR else AUTO_SHARE) if later else 1.0)
+            began = time.monotonic()
             try:
                 with budgets.limits(seconds=share):
                     engines = self._engines_for(name)
                     budgets.check(f"preparing method={_label(name)!r}")
                     answer = query(engines)
             except BudgetExceededError as error:
-                failures.append(f"{name}: {error}")
+                attempts.append(Attempt(name, "out of time", str(error), time.monotonic() - began))
                 if name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
                 if budgets.remaining() <= 0:
                     break
                 continue
-            except (AccuracyError, ValueError, NotImplementedError) as error:
-                failures.append(f"{name}: {error}")
+            except (AccuracyError, UnsupportedCompositionError) as error:
+                attempts.append(Attempt(name, "refused", str(error), time.monotonic() - began))
                 partial = getattr(error, "bracket", None)
                 if partial is not None and (bracket is None or partial.lower > bracket.lower):
                     bracket = partial
@@ -463,22 +479,28 @@ class Accountant:
                 elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
                 continue
+            seconds = time.monotonic() - began
             width = relative_width(answer) if relative_width is not None else 0.0
-            if name not in CERTIFIED_METHODS or width <= AUTO_BRACKET_RTOL:
-                return name, answer
+            certified = engines[0].certified
+            if not certified or width <= AUTO_BRACKET_RTOL:
+                return _Answer(name, answer, tuple(attempts) + (Attempt(name, "answered", "", seconds),), certified)
+            attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
             if kept is None or width < kept[2]:
-                kept = (name, answer, width)
+                kept = (name, answer, width, len(attempts) - 1)
             if not wide_tried:  # a finite but wide bracket: only the wide contour may beat it
                 wide_tried = True
                 candidates = [WIDE_CONTOUR] + (candidates if math.isinf(width) else [])
             elif math.isfinite(width):
                 break
         if kept is not None:
-            return kept[0], kept[1]
+            name, answer, _, index = kept
+            attempts[index] = dataclasses.replace(attempts[index], outcome="answered")
+            return _Answer(name, answer, tuple(attempts), True)
         error = BudgetExceededError if budgets.remaining() <= 0 else AccuracyError
-        raise error("no method answers this query for this composition; " + "; ".join(failures)
+        raise error("no method answers this query for this composition; "
+                    + "; ".join(f"{attempt.method}: {attempt.reason}" for attempt in attempts)
                     + ("" if bracket is None else f"; certified: eps in [{bracket.lower!r}, {bracket.upper!r}] "
-                       "(the error's .bracket)"), bracket=bracket)
+                       "(the error's .bracket)"), bracket=bracket, attempts=tuple(attempts))
 
     def _profile(self, epsilons: np.ndarray, method: str, direction: str | None = None):
         if direction is None:
@@ -486,10 +508,11 @@ class Accountant:
         else:  # one direction: its engine, or the only one when both directions coincide
             index = self.directions.index(check.choice("direction", direction, self.directions))
             chosen = slice(index, index + 1) if index < len(self._distinct_directions()) else slice(0, 1)
-        name, outputs = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]],
+        run = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]],
                                   lambda answer: max(float(np.max(errors / np.maximum(values, 1e-300)))
                                                      for values, errors in answer))
-        values, errors = zip(*outputs)
+        name = run.name
+        values, errors = zip(*run.answer)
         values, errors = np.array(values), np.array(errors)
         if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):
             raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
@@ -500,21 +523,22 @@ class Accountant:
         lower = np.clip((values - errors).max(axis=0) - truncated, floor, 1.0)
         upper = np.clip((values + errors).max(axis=0), floor, 1.0)
         error = errors.max(axis=0) + truncated
-        return value, lower, upper, error, name
+        return value, lower, upper, error, run
 
     def epsilon_result(self, delta: float, method: str = "auto") -> Result:
         """The smallest epsilon >= 0 with delta(epsilon) <= delta, with bounds."""
         delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-        name, solutions = self._run(method, lambda engines: _solve_directions(engines, delta),
+        run = self._run(method, lambda engines: _solve_directions(engines, delta),
                                     lambda answer: max((upper - lower) / max(value, 1e-300)
                                                        for value, lower, upper in answer), delta)
-        value, lower, upper = (max(column) for column in zip(*solutions))
+        value, lower, upper = (max(column) for column in zip(*run.answer))
         widened = delta + self._truncated_mass()
         if widened != delta:  # truncation over-estimates delta by at most that mass: the lower eps solves delta + it
-            _, solutions = self._run(name, lambda engines: _solve_directions(engines, min(widened, 0.5 * (1 + delta))))
+            target = min(widened, 0.5 * (1 + delta))
+            solutions = self._run(run.name, lambda engines: _solve_directions(engines, target)).answer
             lower = min(lower, max(solution[1] for solution in solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
-        return Result(value, lower, upper, error, _label(name), certified=name in CERTIFIED_METHODS)
+        return Result(value, lower, upper, error, _label(run.name), certified=run.certified, attempts=run.attempts)
 
     def epsilon(self, delta: float, method: str = "auto") -> float:
         """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity): the
@@ -531,7 +555,7 @@ class Accountant:
         """Answer eps(delta) or delta(eps) with ``method`` and with the discretized PLD, and check them.
 
         The two engines share nothing but the mechanisms' definitions (characteristic functions or
-        closed forms against loss tails on a grid, papers/003), so agreement is strong evidence for
+        closed forms against loss tails on a grid, Google DP team 2025), so agreement is strong evidence for
         both.  Raises :class:`afa.ValidationError` if the estimate lies outside the PLD's certified
         bracket.  Give exactly one of ``delta`` and ``epsilon``.
         """
@@ -578,6 +602,16 @@ class Accountant:
         return f"Accountant(neighboring={self.neighboring!r}, [{items}])"
 
 
+class _Answer(NamedTuple):
+    """What :meth:`Accountant._run` returns: the engine's method name, the query's answer, every attempt
+    and whether the engine's bounds are certified."""
+
+    name: str
+    answer: object
+    attempts: tuple
+    certified: bool
+
+
 def _label(name: str) -> str:
     """The method name a result reports (the wide-budget contour is the contour method)."""
     return "contour" if name == WIDE_CONTOUR else name
@@ -605,15 +639,15 @@ def _solve_directions(engines, delta: float) -> list[tuple[float, float, float]]
     is not solved (one evaluation instead of a root search; the maximum's lower bound stays
     the first direction's, still valid).
     """
-    solutions = [solve_epsilon(engines[0], delta)]
+    solutions = [engines[0].epsilon_bracket(delta)]
     for engine in engines[1:]:
         epsilon = solutions[0][0]
         if math.isfinite(epsilon):
             try:
-                below = upper_delta(engine, np.array([epsilon]))[0] <= delta
+                below = engine.upper_delta(np.array([epsilon]))[0] <= delta
             except CompositionTooLargeError:  # delta(eps) alone too costly: the eps(delta) search prunes by delta
                 below = False
             if below:
                 continue
-        solutions.append(solve_epsilon(engine, delta))
+        solutions.append(engine.epsilon_bracket(delta))
     return solutions

@@ -20,8 +20,8 @@ import contextvars
 import math
 import numbers
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .results import AccuracyError
 

@@ -10,8 +10,8 @@ smooth monotone function of log sigma, with the fast analytic estimate; only the
 final checks use the certifying method (the PLD's pessimistic and optimistic bounds).
 
 For composed Gaussian mechanisms without subsampling the closed form applies
-(papers/004_d41287a43ce5d174.txt Thm 5 and the calibration after Cor. 5.1, the
-"analytic Gaussian mechanism" of Balle and Wang 2018): delta depends on mu =
+(Sommer, Meiser & Mohammadi 2019, Thm 5 and the calibration after Cor. 5.1, the
+"analytic Gaussian mechanism" of Balle & Wang 2018): delta depends on mu =
 sqrt(steps) sensitivity / sigma only, so one root in mu gives sigma
 (:func:`gaussian_sigma`).
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from scipy.optimize import brentq
 
@@ -69,7 +69,7 @@ class Calibration:
 def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: float = 1.0) -> float:
     """The smallest sigma with which ``steps`` Gaussian mechanisms satisfy (epsilon, delta)-DP (closed form).
 
-    Solves delta_Gauss(epsilon; mu) = delta for mu (papers/004 Thm 5; delta increases with mu)
+    Solves delta_Gauss(epsilon; mu) = delta for mu (Sommer, Meiser & Mohammadi 2019, Thm 5; delta increases with mu)
     and returns sensitivity sqrt(steps) / mu, to about 1e-12 relative.
     """
     epsilon = check.in_interval("epsilon", epsilon, 0.0, check.MAX_LOSS)
@@ -84,7 +84,8 @@ def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: fl
     # The composition's loss variance mu^2 must stay <= MAX_MU^2 = MAX_LOSS (Accountant.compose's range).
     low, high = _bracket(gap, 0.0, True, (-math.inf, math.log(MAX_MU)),
                          lambda side, _: f"epsilon={epsilon:g} and delta={delta:g} are met by every Gaussian: even "
-                                         f"sqrt(steps) sensitivity / sigma = {MAX_MU:g}, the largest supported, meets them")
+                                         f"sqrt(steps) sensitivity / sigma = {MAX_MU:g}, the largest supported, "
+                                         "meets them")
     log_mu = brentq(gap, low, high, xtol=1e-14, rtol=1e-15)
     return sensitivity * math.sqrt(steps) / math.exp(log_mu)
 

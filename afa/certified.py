@@ -1,6 +1,6 @@
 """Certified lower and upper bounds on delta(eps) of a k-fold composed noise-mixture pair.
 
-papers/002_658ea0213f8272c6.txt, App. E: Algorithm 2 cuts the output domain [-S, S] of a
+Zhu, Dong & Wang 2022, App. E: Algorithm 2 cuts the output domain [-S, S] of a
 dominating pair (A, B) into N equal cells; Definition 39 bounds the privacy loss
 L = log(A/B) on each cell by its minimum and maximum; Lemma 40 and Corollary 41 turn the
 two grid approximations into a lower and an upper bound on delta(eps) of the k-fold
@@ -95,6 +95,7 @@ from scipy.special import log_ndtr, ndtri
 from . import _validation as check
 from . import budget
 from .noise_pair import NoiseMixturePair
+from .results import AccuracyError
 
 __all__ = ["certified_delta"]
 
@@ -133,7 +134,7 @@ def certified_delta(pair: NoiseMixturePair, count: int, epsilons: ArrayLike, *,
 
     delta(eps) = H_{e^eps}(A^k || B^k) for the pair (A, B) = (``pair``'s A side, B side); the
     other direction of an add/remove analysis is ``pair.swapped()``.  The bracket follows
-    papers/002_658ea0213f8272c6.txt App. E -- Algorithm 2 (cells of the output domain),
+    Zhu, Dong & Wang 2022, App. E -- Algorithm 2 (cells of the output domain),
     Definition 39 / Lemma 40 (loss bounds per cell give lower and upper bounds),
     Corollary 41 (composition), Theorem 44 (truncation adds k * delta_tail) -- made rigorous
     as the module docstring explains: lower <= delta(eps) <= upper holds for every eps,
@@ -282,11 +283,11 @@ class _CellMasses:
     error_b: np.ndarray
 
     @classmethod
-    def of(cls, pair: NoiseMixturePair, edges: np.ndarray) -> "_CellMasses":
+    def of(cls, pair: NoiseMixturePair, edges: np.ndarray) -> _CellMasses:
         log_a, error_a = log_mixture_masses(pair, pair.a_shifts, pair.a_log_weights, edges)
         log_b, error_b = log_mixture_masses(pair, pair.b_shifts, pair.b_log_weights, edges)
         if not (np.all(np.isfinite(error_a)) and np.all(np.isfinite(error_b))):
-            raise ValueError("cells too narrow for double precision at this reach: use fewer cells")
+            raise AccuracyError("cells too narrow for double precision at this reach: use fewer cells")
         return cls(log_a, log_b, error_a, error_b)
 
     @property
@@ -671,13 +672,13 @@ class _ComposedLoss:
     single: np.ndarray
     first: int
     count: int
-    grid: "_LossGrid"
+    grid: _LossGrid
     start: int
     tail_tolerance: float
 
     @classmethod
     def of(cls, index, mass, count, grid: _LossGrid, rounding_direction,
-           tail_tolerance: float = TAIL_TOLERANCE) -> "_ComposedLoss":
+           tail_tolerance: float = TAIL_TOLERANCE) -> _ComposedLoss:
         first = int(index.min())
         offsets = index - first
         single = np.bincount(offsets, weights=mass)
@@ -698,7 +699,7 @@ class _ComposedLoss:
                    single, first, count, grid, window[0], tail_tolerance)
 
     @functools.cached_property
-    def _sums(self) -> "_BlockSums":
+    def _sums(self) -> _BlockSums:
         return _BlockSums.of(self.pmf, self.losses + self.direction * self.loss_rounding)
 
     def hockey_stick(self, epsilons):
@@ -749,7 +750,7 @@ class _ComposedLoss:
             ts = np.geomspace(ts[max(best - 1, 0)], ts[min(best + 1, ts.size - 1)], 9)
         return float(ts[int(np.nanargmin(objective(ts)))])
 
-    def tilted(self, tilt: float) -> "_TiltedPower | None":
+    def tilted(self, tilt: float) -> _TiltedPower | None:
         """The k-fold power of the tilted one-step measure single(x) e^{tilt x - m} on its own window (its mass
         sits higher than the plain one's, and subsampled losses have heavy tilted tails), for relative accuracy
         where delta is tiny (module docstring, refinement 7); None if that window would exceed LARGEST_FFT."""
@@ -874,7 +875,7 @@ class _BlockSums:
     tilted_count_squared: np.ndarray
 
     @classmethod
-    def of(cls, weights: np.ndarray, losses: np.ndarray) -> "_BlockSums":
+    def of(cls, weights: np.ndarray, losses: np.ndarray) -> _BlockSums:
         pad = -losses.size % EVALUATION_BLOCK
         step = losses[1] - losses[0]
         losses = np.concatenate((losses, losses[-1] + step * np.arange(1, pad + 1)))
@@ -927,7 +928,7 @@ def _chernoff_window(single, first, count, grid: _LossGrid, tail_tolerance: floa
     if size > LARGEST_FFT:
         if or_none:
             return None
-        raise ValueError(f"the composed loss needs {size} grid points: use fewer cells")
+        raise AccuracyError(f"the composed loss needs {size} grid points: use fewer cells")
     low = max(low - (size - (high - low)) // 2, lowest)
     outside = _outside_window(log_mass, losses, count, low, low + size, grid, first, single.size, rates)
     return (low, low + size), outside

@@ -124,12 +124,13 @@ __all__ = ["MECHANISM_TYPES", "SpecError", "accountant_from_spec", "build_parser
 
 #: Spec-file type names (underscore form) and their classes.
 MECHANISM_TYPES: dict[str, type[Mechanism]] = Mechanism.types()
-#: Types available through ``--mechanism`` (the others take lists: use ``--spec``).
-#: The --compare lines: RDP accountant (upper bounds, papers/002 App. F), CLT and GDP (estimates, papers/004).
+#: The --compare lines: RDP accountant (upper bounds, Zhu, Dong & Wang 2022, App. F), CLT and GDP (estimates, Sommer,
+#: Meiser & Mohammadi 2019).
 COMPARISONS = {"rdp_improved": "RDP accountant, improved conversion (upper bound)",
                "rdp_standard": "RDP accountant, standard conversion (upper bound)",
                "clt": "CLT of the privacy-loss class (estimate)",
                "gdp": "Gaussian DP with the loss variance (estimate)"}
+#: Types available through ``--mechanism`` (the others take lists: use ``--spec``).
 FLAG_MECHANISMS = ("gaussian", "laplace", "randomized_response", "kary_randomized_response",
                    "discrete_laplace", "discrete_gaussian", "approx_dp", "propose_test_release",
                    "data_dependent_gaussian")
@@ -459,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _comparison(args, accountant: Accountant) -> dict[str, float]:
-    """What the looser accountants say about the same query (papers/002 App. F, papers/004 Thm 4)."""
+    """What the looser accountants say about the same query (Zhu, Dong & Wang 2022, App. F, Sommer, Meiser & Mohammadi
+    2019, Thm 4)."""
     rdp_accountant = rdp.RdpAccountant.from_accountant(accountant)
     mu = clt.gdp_mu(accountant)
     if args.query == "epsilon":

@@ -1,6 +1,6 @@
 """Central-limit views of a composition: privacy-loss classes, Gaussian approximation and its bounds.
 
-papers/004_d41287a43ce5d174.txt (Sommer, Meiser, Mohammadi):
+Sommer, Meiser & Mohammadi 2019, (Sommer, Meiser, Mohammadi):
 
 * the privacy-loss class (mu, sigma^2, omega(inf)) of a direction (Def. 10): mean and
   variance of the *inner* (finite, renormalised) loss and the mass at +infinity.  Under
@@ -13,18 +13,18 @@ papers/004_d41287a43ce5d174.txt (Sommer, Meiser, Mohammadi):
   the tight delta, from the third absolute moments of the terms;
 * the Markov-ADP bound (Thm 3): an *upper bound* from Chernoff tail bounds of the composed
   moment-generating function;
-* a Gaussian-DP parameter mu (Dong, Roth and Su 2022, Thm 3.5), an *estimate*.
+* a Gaussian-DP parameter mu (Dong, Roth & Su 2022, Thm 3.5), an *estimate*.
 
 Each direction of the composed dominating pair is treated separately and the larger value
-taken (papers/004 Thm 6, last step; papers/002 Lemma 37).
+taken (Sommer, Meiser & Mohammadi 2019, Thm 6, last step; Zhu, Dong & Wang 2022, Lemma 37).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.special import logsumexp
@@ -42,8 +42,8 @@ from .results import AccuracyError
 __all__ = ["GDP_ESTIMATES", "LossClass", "berry_esseen_bounds", "clt_delta", "gdp_mu", "markov_delta",
            "privacy_loss_class", "third_absolute_moments"]
 
-#: Berry-Esseen constants of papers/004 Lemma 13 / Thm 6 as printed: (uniform c_u, non-uniform Nagaev
-#: c_t) for identically distributed terms, and the larger ones quoted there for non-identical terms.
+#: Berry-Esseen constants of Sommer, Meiser & Mohammadi 2019, Lemma 13 / Thm 6 as printed: (uniform c_u,
+#: non-uniform Nagaev c_t) for identically distributed terms, and the larger ones quoted there for non-identical terms.
 BERRY_ESSEEN_IID = (0.4748, 25.80)
 BERRY_ESSEEN_NON_IID = (0.5600, 31.935)
 #: GDP estimates: sqrt(variance), sqrt(2 mean), and 2 mean / sqrt(variance) (Dong-Roth-Su's 2K/s).
@@ -62,18 +62,18 @@ _CF_REACH = (8 / (math.pi * 1e-10)) ** (1 / 3)
 
 @dataclass(frozen=True)
 class LossClass:
-    """The privacy-loss class (mean, variance, inf_mass) of one direction (papers/004 Def. 10)."""
+    """The privacy-loss class (mean, variance, inf_mass) of one direction (Sommer, Meiser & Mohammadi 2019, Def. 10)."""
 
     mean: float
     variance: float
     inf_mass: float
 
     def delta(self, epsilons) -> np.ndarray:
-        """delta(eps) of the Gaussian privacy loss of this class (papers/004 Lemma 12).
+        """delta(eps) of the Gaussian privacy loss of this class (Sommer, Meiser & Mohammadi 2019, Lemma 12).
 
         omega + (1 - omega) H for the loss N(m, v): shifting eps by m - v/2 turns it into
         the Gaussian mechanism's N(v/2, v), so the accurate closed form of
-        :func:`afa.exact.gaussian_delta` applies (papers/004 Thm 5).
+        :func:`afa.exact.gaussian_delta` applies (Sommer, Meiser & Mohammadi 2019, Thm 5).
         """
         epsilons = check.real_array("epsilons", epsilons)
         if self.variance <= 0:
@@ -84,12 +84,14 @@ class LossClass:
 
 
 def privacy_loss_class(accountant: Accountant) -> dict[str, LossClass]:
-    """The class (mu, sigma^2, omega(inf)) of each direction of the composition (papers/004 Def. 10, Thm 4)."""
+    """The class (mu, sigma^2, omega(inf)) of each direction of the composition (Sommer, Meiser & Mohammadi 2019, Def.
+    10, Thm 4)."""
     return {name: _class(composed) for name, composed in _directions(accountant).items()}
 
 
 def clt_delta(accountant: Accountant, epsilons) -> np.ndarray:
-    """delta_CLT(eps): the Gaussian approximation of each direction's class, the larger one (papers/004 Thm 4).
+    """delta_CLT(eps): the Gaussian approximation of each direction's class, the larger one (Sommer, Meiser &
+    Mohammadi 2019, Thm 4).
 
     Exact for compositions of Gaussian mechanisms (Thm 5); an estimate, in neither
     direction, for anything else (:func:`berry_esseen_bounds` brackets the truth).
@@ -98,7 +100,8 @@ def clt_delta(accountant: Accountant, epsilons) -> np.ndarray:
 
 
 def berry_esseen_bounds(accountant: Accountant, epsilons) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) bounds on delta(eps) from the CLT with Berry-Esseen / Nagaev errors (papers/004 Thm 6).
+    """(lower, upper) bounds on delta(eps) from the CLT with Berry-Esseen / Nagaev errors (Sommer, Meiser & Mohammadi
+    2019, Thm 6).
 
     Per direction, |delta - Delta| <= beta with Delta the class's Gaussian delta and
 
@@ -129,7 +132,7 @@ def berry_esseen_bounds(accountant: Accountant, epsilons) -> tuple[np.ndarray, n
 
 
 def markov_delta(accountant: Accountant, epsilons) -> np.ndarray:
-    """The Markov-ADP upper bound on delta(eps) (papers/004 Thm 3), the larger direction.
+    """The Markov-ADP upper bound on delta(eps) (Sommer, Meiser & Mohammadi 2019, Thm 3), the larger direction.
 
     With the Chernoff bound T(y) = min_lambda exp(K(lambda) - lambda y) >= Pr[y <= L < inf],
     K the composed log-MGF of the finite part (sum_i k_i log M_i, :func:`afa.rdp.log_mgf`), and
@@ -152,7 +155,7 @@ def gdp_mu(accountant: Accountant, estimate: str = "variance") -> float:
 
     For a loss N(mu^2/2, mu^2) (the Gaussian mechanism) mu = sqrt(variance) = sqrt(2 mean)
     = 2 mean / sqrt(variance); for other compositions these are what the CLT of Dong, Roth
-    and Su (2022, Thm 3.5: mu = 2K/s) and papers/004 Thm 4 converge to, and G_mu may lie
+    and Su (2022, Thm 3.5: mu = 2K/s) and Sommer, Meiser & Mohammadi 2019, Thm 4 converge to, and G_mu may lie
     above or below the true trade-off function.  ``estimate`` picks the formula
     (GDP_ESTIMATES); the larger direction's value is returned.
     """

@@ -1,6 +1,6 @@
 """The composed privacy loss of one direction: a multiset of losses with counts.
 
-Composition of mechanisms multiplies dominating pairs (papers/002_658ea0213f8272c6.txt
+Composition of mechanisms multiplies dominating pairs (Zhu, Dong & Wang 2022
 Thm 10), so characteristic functions multiply (Prop. 13) and log-CFs add:
 log phi = sum_i k_i log phi_i.  The finite parts compose as sub-probability
 measures and the masses at +infinity as 1 - prod_i (1 - m_i)^{k_i}

@@ -71,7 +71,7 @@ from .composition import ComposedLoss
 from .discrete import ESTIMATE_SLACK, CompositionTooLargeError, estimated_atoms
 from .mechanisms import LAPLACE_LOG_PHI
 from .privacy_loss import batched_log_phi, log_phi_and_continuous_part
-from .results import AccuracyError
+from .results import AccuracyError, UnsupportedCompositionError
 
 #: Relative accuracy the trapezoid sum is refined to (by halving its step)...
 RTOL = 1e-13
@@ -479,7 +479,8 @@ class _SaddlePointContour:
         """(c, Psi(c), Psi''(c)) moved onto a coarse grid, so that nearby eps share their contour's nodes.
 
         Numeric MGF terms make every node costly, and eps(delta) evaluates delta at eps a few ulps apart
-        (Newton's last iterates, the bracket checks of :func:`afa.engines.solve_epsilon`): with c rounded
+        (Newton's last iterates, the bracket checks of :meth:`afa.engines.ContourEngine.epsilon_bracket`): with c
+        rounded
         to a multiple of g = 2^floor(log2(0.1 / sqrt(Psi''))) and the step down to STEP_MANTISSA_BITS
         significant bits, their nodes c + i j step / 2^level coincide, and :meth:`_node_log_integrand`
         reuses log M there.  Any c inside the MGF's strip gives the same integral; |c - c*| <= g / 2 +
@@ -542,13 +543,14 @@ class ContourInversion(_SaddlePointContour):
 
     def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         if not loss.analytic:
-            raise ValueError("the contour method needs log-CFs that continue to complex arguments (closed forms, "
-                             "subsampled mechanisms), not a real-line-only numeric CF such as MixtureOfGaussians; "
-                             "use method='quadrature'")
+            raise UnsupportedCompositionError(
+                "the contour method needs log-CFs that continue to complex arguments (closed forms, subsampled "
+                "mechanisms), not a real-line-only numeric CF such as MixtureOfGaussians; use method='quadrature'")
         if not loss.continuous:
-            raise ValueError("the composition has no continuous part; use method='exact'")
+            raise UnsupportedCompositionError("the composition has no continuous part; use method='exact'")
         if loss.log_atomic_mass > math.log(RTOL) - 30:
-            raise ValueError("the composition has atoms of non-negligible mass: use LatticeContourInversion")
+            raise UnsupportedCompositionError(
+                "the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss, numeric_nodes)
         self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
         self._parts = _mgf_parts(loss)
@@ -715,7 +717,7 @@ SERIES_TERMS = 40
 class LatticeContourInversion(_SaddlePointContour):
     """Compositions of Laplace-type losses and finite-output mechanisms, atoms and all.
 
-    One Laplace loss with a = sensitivity / scale (papers/002 Lemma 34) has
+    One Laplace loss with a = sensitivity / scale (Zhu, Dong & Wang 2022, Lemma 34) has
     M(s) = U(s) [e^{as} + e^{-a} e^{-as} r(s)],  U = (s + 1)/(2s + 1),  r = s/(s + 1):
     U is the MGF of (1/2) delta_0 + (1/4) e^{y/2} dy on y < 0, and r that of
     delta_0 - e^{y} dy on y < 0.  A composition of K Laplace losses (any a_i,
@@ -736,12 +738,12 @@ class LatticeContourInversion(_SaddlePointContour):
 
     def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         if not loss.continuous:
-            raise ValueError("the composition has no continuous part; use method='exact'")
+            raise UnsupportedCompositionError("the composition has no continuous part; use method='exact'")
         groups = lattice_groups(loss)
         if groups is None:
-            raise ValueError("the composition has atoms of non-negligible mass and terms other than "
-                             "Laplace-type and finite-output mechanisms; the contour integrand then decays only "
-                             "like 1/t^2: use method='quadrature'")
+            raise UnsupportedCompositionError(
+                "the composition has atoms of non-negligible mass and terms other than Laplace-type and finite-output "
+                "mechanisms; the contour integrand then decays only like 1/t^2: use method='quadrature'")
         super().__init__(loss, numeric_nodes)
         self.shifts, self.counts, self.log_weights, self.laplace_count = groups
         #: A bound on the rounding of every shift (a sum over the composition's terms of products count * loss).
@@ -835,7 +837,8 @@ def lattice_groups(loss: ComposedLoss):
             log_binomial = gammaln(times + 1) - gammaln(j + 1) - gammaln(times - j + 1)
             shifts = (shifts[:, None] + a * (times - 2 * j)[None, :]).ravel()
             counts = (counts[:, None] + j[None, :]).ravel()
-            log_weights = (log_weights[:, None] + (times * term.log_finite_mass + log_binomial - a * j)[None, :]).ravel()
+            exponents = times * term.log_finite_mass + log_binomial - a * j
+            log_weights = (log_weights[:, None] + exponents[None, :]).ravel()
             laplace_count += times
         elif not term.continuous:
             power = term.atoms.power(times)

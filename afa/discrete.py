@@ -45,8 +45,8 @@ import contextlib
 import contextvars
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
@@ -54,7 +54,7 @@ from scipy.special import gammaln, logsumexp
 from . import _validation as check
 from . import budget
 from ._accurate import binomial_log_pmf, log_characteristic, normalize
-from .results import AccuracyError
+from .results import AccuracyError, UnsupportedCompositionError
 
 #: Largest number of atoms a composed distribution may have.
 MAX_ATOMS = 2_000_000
@@ -76,7 +76,7 @@ BLOCK = 1 << 19
 BYTES_PER_PAIR = 48
 
 
-class CompositionTooLargeError(ValueError, AccuracyError):
+class CompositionTooLargeError(UnsupportedCompositionError, AccuracyError):
     """The exact discrete composition would exceed the size limits (a refusal: 'auto' moves on)."""
 
 
@@ -106,7 +106,7 @@ class LossAtoms:
             object.__setattr__(self, "loss_errors", np.zeros(np.shape(self.losses)))
 
     @classmethod
-    def from_atoms(cls, losses, log_masses, loss_errors=None, log_mass_error=None) -> "LossAtoms":
+    def from_atoms(cls, losses, log_masses, loss_errors=None, log_mass_error=None) -> LossAtoms:
         """Sort, drop zero-mass atoms and merge atoms whose loss intervals overlap.
 
         Parameters
@@ -162,7 +162,7 @@ class LossAtoms:
         """(log of the total mass, masses divided by it)."""
         return normalize(self.log_masses)
 
-    def above(self, threshold: float) -> "LossAtoms":
+    def above(self, threshold: float) -> LossAtoms:
         """The atoms whose true loss may exceed ``threshold`` (those with losses + loss_errors > it)."""
         if not threshold > -math.inf or self.size == 0:
             return self
@@ -172,8 +172,8 @@ class LossAtoms:
         return LossAtoms(self.losses[keep], self.log_masses[keep], self.loss_errors[keep], self.log_mass_error,
                          self.log_dropped)
 
-    def convolve(self, other: "LossAtoms", threshold: float = -math.inf,
-                 log_cutoff: float = -math.inf) -> "LossAtoms":
+    def convolve(self, other: LossAtoms, threshold: float = -math.inf,
+                 log_cutoff: float = -math.inf) -> LossAtoms:
         """The distribution of the sum of independent losses (exact, merged).
 
         With a finite ``threshold`` only the sums whose true value may exceed it are formed
@@ -183,7 +183,7 @@ class LossAtoms:
         """
         return _convolve(self, other, threshold, log_cutoff)
 
-    def power(self, count: int, threshold: float = -math.inf, log_cutoff: float = -math.inf) -> "LossAtoms":
+    def power(self, count: int, threshold: float = -math.inf, log_cutoff: float = -math.inf) -> LossAtoms:
         """The ``count``-fold self-convolution (``count`` >= 1), complete above ``threshold``,
         atoms below e^``log_cutoff`` dropped (see :meth:`convolve`).
 
@@ -222,7 +222,7 @@ class LossAtoms:
                 base = base.convolve(base, cut(exponent), log_cutoff)
         return result
 
-    def _binomial_power(self, count: int, threshold: float, log_cutoff: float) -> "LossAtoms":
+    def _binomial_power(self, count: int, threshold: float, log_cutoff: float) -> LossAtoms:
         (low, high), (log_low, log_high) = self.losses, self.log_masses
         (err_low, err_high), (alpha, beta) = self.loss_errors, self.log_mass_error
         log_total = float(np.logaddexp(log_low, log_high))

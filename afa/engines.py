@@ -14,17 +14,19 @@ absolute error for each value.  Two exist so far:
   CF (:mod:`afa.quadrature`); its error is the quadrature's estimate.
 * :class:`ContourEngine` -- the saddle-point contour inversion of the MGF
   (:mod:`afa.contour`); its error is relative to delta.
-* :class:`CertifiedEngine` -- papers/002 Algorithm 2 for one subsampled mechanism.
+* :class:`CertifiedEngine` -- Zhu, Dong & Wang 2022, Algorithm 2 for one subsampled mechanism.
 * :class:`PLDEngine` -- the discretized PLD backend (:mod:`afa.pld`): certified lower and
   upper bounds for every mechanism that has loss tails.
 """
 
 from __future__ import annotations
 
+import abc
 import collections
 import math
 import numbers
-from typing import Callable
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 from scipy.optimize import brentq
@@ -37,10 +39,9 @@ from .composition import ComposedLoss
 from .contour import contour_inversion
 from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, verified_epsilon_bounds
 from .loss_tails import GaussianTails, LossTails
-from .pld import (LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots,
-                  greedy_hull_optimistic)
+from .pld import LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots, greedy_hull_optimistic
 from .quadrature import LevyInversion
-from .results import AccuracyError, Result
+from .results import AccuracyError, Result, UnsupportedCompositionError
 
 #: Relative rounding error assumed for closed-form values.
 EXACT_RTOL = 1e-13
@@ -48,14 +49,42 @@ EXACT_RTOL = 1e-13
 UNIT_ROUNDOFF = np.finfo(float).eps / 2
 #: epsilon(delta) needs delta to exceed the engine's absolute error by this factor.
 RESOLUTION_FACTOR = 100.0
-#: Engines whose bounds are certified (never refused for a wide bracket).
-CERTIFIED_METHODS = ("certified", "pld")
 #: Most atoms ExactEngine mixes with a Gaussian profile (each evaluation costs about 0.5 us per atom).
 MAX_MIXTURE_ATOMS = 100_000
 #: Widest eps bracket (relative to max(1, eps)) ClosedFormEngine returns before refusing.
 CLOSED_FORM_EPSILON_RTOL = 1e-8
 #: Iterations of the eps(delta) Newton solver (bisection steps included).
 MAX_NEWTON_EPSILON = 100
+
+
+class Engine(abc.ABC):
+    """What an engine offers the accountant for one direction of a composition.
+
+    ``method`` names the method it serves (several engines may serve one); ``certified`` says whether
+    its bounds are proved (True) or come from an error estimate checked at run time (False).  An engine
+    that cannot serve a composition at all raises :class:`afa.UnsupportedCompositionError` when built;
+    one that cannot answer a query to a known accuracy raises :class:`afa.AccuracyError`.  These are the
+    declared refusals on which ``method="auto"`` moves on; anything else is a bug and propagates.
+    """
+
+    method: ClassVar[str]
+    certified: ClassVar[bool] = False
+    #: Pr[loss = +infinity] of the direction: delta(eps) >= it at every eps.
+    inf_mass: float = 0.0
+
+    @abc.abstractmethod
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, absolute errors) of delta at each eps in ``epsilons``."""
+
+    @abc.abstractmethod
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of the smallest eps >= 0 with delta(eps) <= ``delta``."""
+
+    def upper_delta(self, epsilons: np.ndarray) -> np.ndarray:
+        """An upper bound on delta at ``epsilons`` (certified or estimated, as the engine's), as cheaply as
+        the engine allows; by default the value plus its error."""
+        values, errors = self.delta(epsilons)
+        return values + errors
 
 
 def loss_epsilon_scale(loss: ComposedLoss) -> float:
@@ -99,7 +128,7 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
     return brentq(gap, low, high, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=400)
 
 
-class ExactEngine:
+class ExactEngine(Engine):
     """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms,
     with error bounds.
 
@@ -117,6 +146,7 @@ class ExactEngine:
     """
 
     method = "exact"
+    certified = False
 
     def __init__(self, mu: float, discrete: ComposedLoss):
         self.mu = mu
@@ -188,17 +218,13 @@ class ExactEngine:
         lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
         return estimate, min(lower, estimate), max(upper, estimate)
 
-    def epsilon(self, delta: float) -> float:
-        """The estimate of :meth:`epsilon_bracket`."""
-        return self.epsilon_bracket(delta)[0]
-
     @property
     def epsilon_scale(self) -> float:
         reach = max(abs(self.composition.top), abs(self.composition.bottom))
         return max(1.0, self.mu ** 2 / 2 + 10 * self.mu + reach)
 
 
-class ClosedFormEngine:
+class ClosedFormEngine(Engine):
     """delta(eps) of one direction from a closed-form function of eps returning (values, errors).
 
     Used for one use of :class:`afa.DataDependentGaussian`
@@ -212,6 +238,7 @@ class ClosedFormEngine:
     """
 
     method = "exact"
+    certified = False
 
     def __init__(self, delta_and_error: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], loss: ComposedLoss):
         self.delta_and_error = delta_and_error
@@ -221,10 +248,6 @@ class ClosedFormEngine:
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values, errors = self.delta_and_error(epsilons)
         return np.asarray(values, dtype=float), np.asarray(errors, dtype=float)
-
-    def epsilon(self, delta: float) -> float:
-        """The estimate of :meth:`epsilon_bracket`."""
-        return self.epsilon_bracket(delta)[0]
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error."""
@@ -255,10 +278,10 @@ class ClosedFormEngine:
         return estimate, lower, upper
 
 
-class CertifiedEngine:
+class CertifiedEngine(Engine):
     """Certified bracket of one subsampled Gaussian/Laplace mechanism composed k times (:mod:`afa.certified`).
 
-    papers/002 Algorithm 2, Lemma 40, Thm 44: delta's value is the bracket's midpoint (an
+    Zhu, Dong & Wang 2022, Algorithm 2, Lemma 40, Thm 44: delta's value is the bracket's midpoint (an
     estimate), its error the half-width; lower and upper are certified bounds.  The mass allowed beyond
     the output reach and the FFT window follows the delta asked about (TAIL_FRACTION of it, at most
     afa.certified's default), and for k > 1 the powers are also formed tilted at the composition's
@@ -267,6 +290,7 @@ class CertifiedEngine:
     """
 
     method = "certified"
+    certified = True  # bounds proved, not estimated (never refused for a wide bracket)
     inf_mass = 0.0
     #: Truncated mass relative to the delta of interest, the smallest allowed, and brackets kept.
     TAIL_FRACTION, SMALLEST_TAIL, CACHED = 1e-7, 1e-300, 2
@@ -279,8 +303,8 @@ class CertifiedEngine:
             (term, count), = loss.terms.items()
             pair = term.noise_pair
         if pair is None or count != int(count):
-            raise ValueError("method='certified' needs a composition of one subsampled Gaussian or Laplace "
-                             "mechanism (any count)")
+            raise UnsupportedCompositionError(
+                "method='certified' needs a composition of one subsampled Gaussian or Laplace mechanism (any count)")
         self.pair, self.count = pair, int(count)
         self.epsilon_scale = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss delta is the mass at +infinity (none here).
@@ -321,10 +345,7 @@ class CertifiedEngine:
         lower = np.minimum(lower, upper)
         return (lower + upper) / 2, (upper - lower) / 2
 
-    def epsilon(self, delta: float) -> None:
-        return None
-
-    def cheap_upper(self, epsilons: np.ndarray) -> np.ndarray:
+    def upper_delta(self, epsilons: np.ndarray) -> np.ndarray:
         """A certified upper bound on delta: 0 where every eps is at or beyond the largest finite composed loss
         (Poisson subsampling's add direction), else from the bracket of the finest tolerance built so far (the
         default one if none), without refinement.  Enough to see that a direction stays below a target."""
@@ -389,16 +410,17 @@ def _checked_crossing(bound: Callable[[float], float], target: float, scale: flo
     return 0.0 if above else math.inf
 
 
-class PLDEngine:
-    """Certified bracket of one direction from discretized PLDs (:mod:`afa.pld`, papers/001, papers/003).
+class PLDEngine(Engine):
+    """Certified bracket of one direction from discretized PLDs (:mod:`afa.pld`, Doroshenko et al. 2022, Google DP
+    team 2025).
 
     Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta,
-    papers/001 Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT
+    Doroshenko et al. 2022, Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT
     powers and distinct terms FFT convolutions.  Plain Gaussian terms are merged first into one
     Gaussian with mu = sqrt(sum_i k_i mu_i^2): composed Gaussians are exactly a Gaussian pair (Sommer,
     Meiser & Mohammadi 2019, Thm 5), so 10^4 distinct Gaussians cost one PLD (mu is rounded up for the
     pessimistic PLD and down for the optimistic one).  The tail truncation follows the delta asked
-    about: mass TAIL_FRACTION times below it (papers/003 Sec. 5.2 with a threshold scaled to the query,
+    about: mass TAIL_FRACTION times below it (Google DP team 2025, Sec. 5.2 with a threshold scaled to the query,
     not a fixed 1e-15), and every power and convolution shares one tilt, the composition's Chernoff order
     for that delta (or its saddle point at the eps asked about: :func:`afa.pld.composition_tilt`), so
     the FFT rounding is relative to delta where it is asked about and tiny deltas keep a finite, tight
@@ -409,7 +431,8 @@ class PLDEngine:
     """
 
     method = "pld"
-    inf_mass = 0.0  # the PLDs carry their own; solve_epsilon uses epsilon_bracket
+    certified = True  # bounds proved, not estimated (never refused for a wide bracket)
+    inf_mass = 0.0  # the PLDs carry their own
     #: Truncated tail mass relative to the delta of interest (eps queries), the tolerance of a delta query's
     #: first build (that of eps(1e-5): one build serves both), and the largest error budget / delta it accepts.
     #: (The smallest stays in the normal range: tails below about 1e-308 lose relative accuracy.)
@@ -519,10 +542,7 @@ class PLDEngine:
         lower = np.minimum(lower, upper)
         return (lower + upper) / 2, (upper - lower) / 2
 
-    def epsilon(self, delta: float) -> None:
-        return None
-
-    def cheap_upper(self, epsilons: np.ndarray) -> np.ndarray:
+    def upper_delta(self, epsilons: np.ndarray) -> np.ndarray:
         """A certified upper bound on delta: exactly the mass at +infinity where every eps is at or beyond the
         largest finite composed loss (Poisson subsampling's add direction for eps >= -count log(1 - q): no
         PLD is built), else the Chernoff bound of the composed pessimistic bases (no convolution: the exact
@@ -590,7 +610,7 @@ def _remember(cache: collections.OrderedDict, key, value, size: int) -> None:
         cache.popitem(last=False)
 
 
-class _InversionEngine:
+class _InversionEngine(Engine):
     """Shared plumbing of the engines that invert a composed CF/MGF numerically."""
 
     method: str
@@ -604,41 +624,76 @@ class _InversionEngine:
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.inversion.delta(epsilons)
 
-    def epsilon(self, delta: float) -> None:
-        return None
+    def _check_query(self, delta: float) -> None:
+        """Refuse (AccuracyError) an eps(delta) query the engine cannot resolve, before solving it."""
+
+    def _estimate(self, delta: float) -> tuple[float, float | None, float | None]:
+        """(eps, delta's error there, -d delta / d eps there) of the estimate's root; None where unknown."""
+        return smallest_epsilon(self._value, delta, self.epsilon_scale), None, None
+
+    def _value(self, epsilon: float) -> float:
+        return float(self.delta(np.array([epsilon]))[0][0])
+
+    def _shifted(self, sign: float) -> Callable[[float], float]:
+        """delta(eps) + sign * its error, as a function of eps."""
+        def delta_of(epsilon: float) -> float:
+            values, errors = self.delta(np.array([epsilon]))
+            return float(values[0] + sign * errors[0])
+        return delta_of
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(epsilon, lower, upper): the root of delta(eps) = delta and, as bounds, the roots of delta -/+ its
+        error (from the slope at the estimate where that is verified, else by their own searches)."""
+        self._check_query(delta)
+        if delta <= self.inf_mass:
+            return math.inf, math.inf, math.inf
+        epsilon, error, slope = self._estimate(delta)
+        if math.isinf(epsilon):  # the estimate never reaches delta; a lower bound on delta still may
+            return epsilon, smallest_epsilon(self._shifted(-1.0), delta, self.epsilon_scale), epsilon
+        if error is None:
+            error = float(self.delta(np.array([epsilon]))[1][0])
+        _check_resolution(self, delta, error)
+        bracket = _bounds_from_slope(self._value, self._shifted, delta, epsilon, error, slope)
+        if bracket is None:
+            bracket = (smallest_epsilon(self._shifted(-1.0), delta, self.epsilon_scale, near=epsilon),
+                       smallest_epsilon(self._shifted(+1.0), delta, self.epsilon_scale, near=epsilon))
+        lower, upper = bracket
+        return epsilon, min(lower, epsilon), max(upper, epsilon)
 
     @property
     def epsilon_scale(self) -> float:
         return loss_epsilon_scale(self.loss)
 
     def epsilon_guess(self, delta: float) -> float:
-        """A first guess of eps(delta): the Gaussian loss with the composition's variance (papers/004 Thm 5)."""
+        """A first guess of eps(delta): the Gaussian loss with the composition's variance (Sommer, Meiser & Mohammadi
+        2019, Thm 5)."""
         variance = self.inversion.scale ** 2
         return exact.gaussian_epsilon(delta, math.sqrt(variance)) if variance > 0 else 0.0
 
 
 class QuadratureEngine(_InversionEngine):
-    """Real-line Levy inversion (papers/002 Algorithm 1, Lemma 18-19) of one direction."""
+    """Real-line Levy inversion (Zhu, Dong & Wang 2022, Algorithm 1, Lemma 18-19) of one direction."""
 
     method = "quadrature"
+    certified = False
     inversion_class = LevyInversion
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values, error = self.inversion.delta(epsilons)
         return values, np.full(values.shape, error)
 
-    def epsilon(self, delta: float) -> None:
-        """No closed form; refuses early a delta below the resolution (the error is absolute, and never below
-        the rounding of a sum of terms of size up to 1: UNIT_ROUNDOFF, checked before building any grid)."""
+    def _check_query(self, delta: float) -> None:
+        """Refuse early a delta below the resolution (the error is absolute, and never below the rounding
+        of a sum of terms of size up to 1: UNIT_ROUNDOFF, checked before building any grid)."""
         _check_resolution(self, delta, UNIT_ROUNDOFF, floor=True)
         _check_resolution(self, delta, float(self.delta(np.array([0.0]))[1][0]))
-        return None
 
 
 class ContourEngine(_InversionEngine):
     """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy."""
 
     method = "contour"
+    certified = False
     inversion_class = staticmethod(contour_inversion)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -648,27 +703,26 @@ class ContourEngine(_InversionEngine):
 
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
         """(delta, absolute error, -d delta / d eps) from one contour sum (unchecked: Newton's iterates; the
-        bounds of eps(delta) come from checked values, :func:`solve_epsilon`)."""
+        bounds of eps(delta) come from checked values, :meth:`_InversionEngine.epsilon_bracket`)."""
         return self.inversion.delta_and_slope(epsilon)
+
+    def _estimate(self, delta: float) -> tuple[float, float | None, float | None]:
+        """Newton's method on the contour's delta and slope from :meth:`epsilon_guess`."""
+        spread = math.sqrt(max(self.loss.cumulants[1], 0.0)) or None
+        epsilon, (_, error, slope) = newton_epsilon(self.delta_and_slope, delta, self.epsilon_guess(delta),
+                                                    self.epsilon_scale, spread)
+        return epsilon, error, slope
 
     def epsilon_guess(self, delta: float) -> float:
         """A first guess of eps(delta): that of a Gaussian loss N(m, v) with the composition's mean and variance,
-        i.e. the Gaussian mechanism's eps (papers/004 Thm 5, loss N(v/2, v)) shifted by m - v/2.  A lattice
+        i.e. the Gaussian mechanism's eps (Sommer, Meiser & Mohammadi 2019, Thm 5, loss N(v/2, v)) shifted by m - v/2.
+         A lattice
         loss (discrete mechanisms) can have m far from v/2; starting where delta is near 1 would cost the
         contour its widest sums (the saddle c -> 0)."""
         mean, variance = self.loss.cumulants
         if not variance > 0:
             return max(mean, 0.0)
         return max(exact.gaussian_epsilon(delta, math.sqrt(variance)) + mean - variance / 2, 0.0)
-
-
-def upper_delta(engine, epsilons: np.ndarray) -> np.ndarray:
-    """An upper bound on delta at ``epsilons`` (certified or estimated, as the engine's), as cheaply as it allows."""
-    cheap = getattr(engine, "cheap_upper", None)
-    if cheap is not None:
-        return cheap(epsilons)
-    values, errors = engine.delta(epsilons)
-    return values + errors
 
 
 def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
@@ -736,46 +790,6 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
                         f"in {MAX_NEWTON_EPSILON} steps (bracket [{low:.17g}, {high:.17g}])")
 
 
-def solve_epsilon(engine, delta: float) -> tuple[float, float, float]:
-    """(epsilon, lower, upper) for one direction: the root of delta(eps) = delta and of delta -/+ error."""
-    def value(eps):
-        return float(engine.delta(np.array([eps]))[0][0])
-
-    def shifted(sign):
-        def delta_of(eps):
-            values, errors = engine.delta(np.array([eps]))
-            return float(values[0] + sign * errors[0])
-        return delta_of
-
-    if hasattr(engine, "epsilon_bracket"):
-        return engine.epsilon_bracket(delta)
-    closed = engine.epsilon(delta)
-    if closed is None and delta <= engine.inf_mass:
-        closed = math.inf
-    newton = getattr(engine, "delta_and_slope", None)
-    slope = None
-    if closed is not None:
-        epsilon = closed
-    elif newton is not None:
-        spread = math.sqrt(max(engine.loss.cumulants[1], 0.0)) or None
-        epsilon, (_, error, slope) = newton_epsilon(newton, delta, engine.epsilon_guess(delta), engine.epsilon_scale,
-                                                    spread)
-    else:
-        epsilon = smallest_epsilon(value, delta, engine.epsilon_scale)
-    if math.isinf(epsilon):  # the estimate never reaches delta; a lower bound on delta still may
-        lower = epsilon if closed is not None else smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale)
-        return epsilon, lower, epsilon
-    if slope is None:
-        error = float(engine.delta(np.array([epsilon]))[1][0])
-    _check_resolution(engine, delta, error)
-    bracket = _bounds_from_slope(value, shifted, delta, epsilon, error, slope)
-    if bracket is None:
-        bracket = (smallest_epsilon(shifted(-1.0), delta, engine.epsilon_scale, near=epsilon),
-                   smallest_epsilon(shifted(+1.0), delta, engine.epsilon_scale, near=epsilon))
-    lower, upper = bracket
-    return epsilon, min(lower, epsilon), max(upper, epsilon)
-
-
 def _bounds_from_slope(value, shifted, delta: float, epsilon: float, error: float, slope: float | None = None):
     """Valid (lower, upper) from the local slope of delta (given, or by differences), checked; None if a check fails.
 
@@ -803,7 +817,7 @@ def _check_resolution(engine, delta: float, error: float, floor: bool = False) -
     """Refuse a target delta that the engine's absolute error estimate cannot resolve (a certified
     bracket's bounds stay valid however wide, so it is never refused); ``floor``: ``error`` is the least
     the engine's error can be, checked before any work."""
-    if engine.method not in CERTIFIED_METHODS and error * RESOLUTION_FACTOR > delta:
+    if not engine.certified and error * RESOLUTION_FACTOR > delta:
         size, best = ("at least", " at best") if floor else ("about", "")
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "

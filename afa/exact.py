@@ -1,13 +1,13 @@
 """Closed-form ground truth: exact privacy profiles δ(ε) of a few compositions.
 
-* Composed Gaussian mechanisms: papers/004_d41287a43ce5d174.txt, Theorem 5
-  (equivalently papers/003_83ef780bcc67edb1.txt, Sec. 3.2.1, eq. (1)).
+* Composed Gaussian mechanisms: Sommer, Meiser & Mohammadi 2019, Theorem 5
+  (equivalently Google DP team 2025, Sec. 3.2.1, eq. (1)).
 * n-fold binary randomized response and approximate randomized response:
-  papers/004, Example 1 and Appendix A.1.
+  Sommer, Meiser & Mohammadi 2019, Example 1 and Appendix A.1.
 * Finite discrete privacy losses convolved with a Gaussian one, e.g. Gaussian ×
-  randomized response compositions: papers/002_658ea0213f8272c6.txt, Sec. 5, Exp 2.
+  randomized response compositions: Zhu, Dong & Wang 2022, Sec. 5, Exp 2.
 * One use of Gaussian noise with a data-dependent variance, N(0, σ1²) vs N(Δ, σ2²):
-  papers/002 App. A, Example 15 (a quadratic privacy loss).
+  Zhu, Dong & Wang 2022, App. A, Example 15 (a quadratic privacy loss).
 
 Everything is evaluated in log space and keeps relative accuracy close to machine
 precision far into the tails (δ ≈ 1e-300 and below, ε in the thousands).
@@ -25,8 +25,8 @@ from scipy.optimize import brentq
 from scipy.special import erfcx, log_ndtr, logsumexp, ndtri
 
 from . import _validation as check
-from .discrete import log_hockey_stick
 from ._accurate import LOG_SQRT_2PI, binomial_log_pmf, two_prod, two_sum
+from .discrete import log_hockey_stick
 
 __all__ = [
     "approximate_rr_delta",
@@ -114,7 +114,7 @@ def _upper_quadrature(a: NDArray, mu: float) -> NDArray:
 
 
 def _gaussian_log_delta_parts(eps: NDArray, mu: float) -> tuple[NDArray, NDArray]:
-    """log δ(ε) = hi + lo for the privacy loss N(μ²/2, μ²), papers/004 Thm 5.
+    """log δ(ε) = hi + lo for the privacy loss N(μ²/2, μ²), Sommer, Meiser & Mohammadi 2019, Thm 5.
 
     With a = −ε/μ + μ/2 and b = a − μ one has e^ε φ(b) = φ(a), hence
     δ = Φ(a) − φ(a)·R(−b) = φ(a)·[R(−a) − R(−b)] with the Mills ratio R.
@@ -174,7 +174,7 @@ def gaussian_mu(
 ) -> float:
     """μ = sqrt(Σ_i k_i Δ_i² / σ_i²) of a composition of Gaussian mechanisms.
 
-    The composed privacy loss is N(μ²/2, μ²) (papers/004, Theorem 5 and its proof).
+    The composed privacy loss is N(μ²/2, μ²) (Sommer, Meiser & Mohammadi 2019, Theorem 5 and its proof).
     ``counts`` default to 1 and may be huge integers; ``sensitivities`` default to 1.
     """
     rule = "a non-empty 1-d array of finite numbers > 0"
@@ -203,7 +203,7 @@ def gaussian_mu(
 
 
 def gaussian_log_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]:
-    """log δ(ε) of the privacy loss N(μ²/2, μ²) (papers/004, Theorem 5), any real ε.
+    """log δ(ε) of the privacy loss N(μ²/2, μ²) (Sommer, Meiser & Mohammadi 2019, Theorem 5), any real ε.
 
     δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), evaluated in log space: relative
     error below 1e-14 in δ for δ >= 1e-300 (against 50-digit mpmath), and a
@@ -216,7 +216,7 @@ def gaussian_log_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.floa
 
 
 def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]:
-    """δ(ε) of the privacy loss N(μ²/2, μ²) (papers/004, Theorem 5), any real ε."""
+    """δ(ε) of the privacy loss N(μ²/2, μ²) (Sommer, Meiser & Mohammadi 2019, Theorem 5), any real ε."""
     mu = check.positive("mu", mu)
     eps, scalar = _epsilon_array(epsilon)
     hi, lo = _gaussian_log_delta_parts(eps, mu)
@@ -226,7 +226,7 @@ def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]
 def gaussian_epsilon(delta: float, mu: float) -> float:
     """Smallest ε >= 0 with δ(ε) <= ``delta`` for the privacy loss N(μ²/2, μ²).
 
-    Root of log δ(ε) = log(delta) (papers/004, Theorem 5); 0.0 if δ(0) <= delta.
+    Root of log δ(ε) = log(delta) (Sommer, Meiser & Mohammadi 2019, Theorem 5); 0.0 if δ(0) <= delta.
     """
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     mu = check.positive("mu", mu)
@@ -301,7 +301,7 @@ def _binomial_rr_delta(
     eps: NDArray, n: int, xi: float, p: float, q: float, log_p: float, log_q: float,
     log_finite: float = 0.0,
 ) -> NDArray:
-    """e^{log_finite}·δ(ε) of n-fold binary RR: loss ±ξ, +ξ w.p. p (papers/004, App. A.1)."""
+    """e^{log_finite}·δ(ε) of n-fold binary RR: loss ±ξ, +ξ w.p. p (Sommer, Meiser & Mohammadi 2019, App. A.1)."""
     # Chernoff + Pinsker: log P(J = j) <= 0.09 − 2(j − np)²/n < _LOG_NEGLIGIBLE outside.
     half_width = math.sqrt(0.5 * (0.09 - _LOG_NEGLIGIBLE) * n) + 1.0
     lo = max(0, math.floor(n * p - half_width))
@@ -319,7 +319,7 @@ def randomized_response_delta(
 
     The privacy loss is ξ(2J − n), ξ = log(p/(1−p)), J ~ Binomial(n, p), so
     δ(ε) = Σ_{ξ(2j−n) > ε} C(n,j) p^j (1−p)^{n−j} (1 − e^{ε−ξ(2j−n)})
-    (papers/004, Example 1 / App. A.1 with δ0 = 0).  p = 1/2 gives (1 − e^ε)_+.
+    (Sommer, Meiser & Mohammadi 2019, Example 1 / App. A.1 with δ0 = 0).  p = 1/2 gives (1 − e^ε)_+.
     """
     p = check.in_interval("p", p, 0.5, 1.0, high_open=True)
     n = check.positive_integer("n", n)
@@ -334,7 +334,7 @@ def approximate_rr_delta(
     epsilon: ArrayLike, xi: float, delta0: float, n: int = 1
 ) -> float | NDArray[np.float64]:
     """Exact δ(ε) of n-fold approximate randomized response, the worst-case
-    (ξ, δ0)-DP mechanism (papers/004, Example 1 and App. A.1).
+    (ξ, δ0)-DP mechanism (Sommer, Meiser & Mohammadi 2019, Example 1 and App. A.1).
 
     δ(ε) = 1 − (1−δ0)^n + (1−δ0)^n Σ_{k: ξ(2k−n) > ε} C(n,k) p^k (1−p)^{n−k}
     (1 − e^{ε−ξ(2k−n)}) with p = e^ξ/(1+e^ξ).  (The paper prints the weight as
@@ -365,8 +365,8 @@ def discrete_gaussian_mixture_delta(
 
     The discrete part has atoms ``losses`` with probabilities ``weights`` plus
     probability ``inf_mass`` at +∞; δ(ε) = inf_mass + Σ_j w_j δ_μ(ε − ℓ_j) with
-    δ_μ the Gaussian profile (papers/004, Thm 5) or, for μ = 0, (1 − e^{ε−ℓ_j})_+.
-    E.g. Gaussian × randomized response compositions (papers/002, Sec. 5, Exp 2).
+    δ_μ the Gaussian profile (Sommer, Meiser & Mohammadi 2019, Thm 5) or, for μ = 0, (1 − e^{ε−ℓ_j})_+.
+    E.g. Gaussian × randomized response compositions (Zhu, Dong & Wang 2022, Sec. 5, Exp 2).
     """
     mu = check.non_negative("mu", mu)
     inf_mass = check.in_interval("inf_mass", inf_mass, 0.0, 1.0)
@@ -389,7 +389,7 @@ def discrete_gaussian_mixture_delta(
 
 
 # --------------------------------------------------------------------------
-# Gaussian noise with a data-dependent variance (papers/002 App. A, Example 15)
+# Gaussian noise with a data-dependent variance (Zhu, Dong & Wang 2022, App. A, Example 15)
 
 _DDG_DIRECTIONS = ("remove", "add")
 # Fallback quadrature of one piece: composite Gauss-Legendre, panels doubling in width
@@ -469,7 +469,8 @@ def _ddg_piece_quadrature(root: NDArray, direction: NDArray, length: NDArray, ga
 
 @dataclass(frozen=True)
 class QuadraticLoss:
-    """The loss of the pair P = N(0, own²), Q = N(shift, other²), own != other (papers/002 App. A, Example 15).
+    """The loss of the pair P = N(0, own²), Q = N(shift, other²), own != other (Zhu, Dong & Wang 2022, App. A, Example
+    15).
 
     In z = x/own, P = N(0, 1) and Q = N(μ, ρ²) with μ = shift/own, ρ = other/own; the loss
     L(z) = log(p/q) = α + βz + γz² = γ(z − z*)² + L*, with z* = μ/(1 − ρ²) and the extreme value
@@ -487,7 +488,7 @@ class QuadraticLoss:
     extreme_lo: float
 
     @classmethod
-    def of(cls, own: float, other: float, shift: float) -> "QuadraticLoss":
+    def of(cls, own: float, other: float, shift: float) -> QuadraticLoss:
         # The coefficients in 40-digit arithmetic (no overflow, no cancellation near ρ = 1).
         mu = shift / own
         with mpmath.workdps(40):
@@ -552,7 +553,7 @@ def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_q
     mu = shift / own
     if not math.isfinite(mu):
         raise ValueError(f"sensitivity / sigma overflows (sensitivity={shift}, sigma={own})")
-    if own == other:  # a Gaussian shift (γ = 0): papers/004 Thm 5
+    if own == other:  # a Gaussian shift (γ = 0): Sommer, Meiser & Mohammadi 2019, Thm 5
         if mu == 0.0:
             with np.errstate(divide="ignore"):
                 return np.log(-np.expm1(np.minimum(eps, 0.0)))
@@ -606,7 +607,8 @@ def data_dependent_gaussian_log_delta(
 def data_dependent_gaussian_delta(
     epsilon: ArrayLike, sigma1: float, sigma2: float, sensitivity: float = 0.0, direction: str = "remove",
 ) -> float | NDArray[np.float64]:
-    """Exact δ(ε) of one use of Gaussian noise with a data-dependent variance (papers/002 App. A Example 15).
+    """Exact δ(ε) of one use of Gaussian noise with a data-dependent variance (Zhu, Dong & Wang 2022, App. A Example
+    15).
 
     The pair is P = N(0, σ1²), Q = N(sensitivity, σ2²); ``direction="remove"`` gives
     H_{e^ε}(P‖Q) = P(A) − e^ε Q(A), A = {x: log(p/q)(x) > ε}, and ``"add"`` the swapped pair

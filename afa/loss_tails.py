@@ -1,9 +1,9 @@
 """Tail probabilities of one direction of a dominating pair: what the PLD backend builds from.
 
-One direction of a mechanism's dominating pair (P, Q) (papers/002_658ea0213f8272c6.txt
+One direction of a mechanism's dominating pair (P, Q) (Zhu, Dong & Wang 2022
 Def. 7) has the privacy loss L = log(p/q)(o), o ~ P.  The discretized-PLD builders
-(privacy buckets, connect-the-dots, greedy + convex hull; papers/003_83ef780bcc67edb1.txt
-Sec. 2, papers/001_3ee39eb892cc4de2.txt Secs. 4-5) need only
+(privacy buckets, connect-the-dots, greedy + convex hull; Google DP team 2025
+Sec. 2, Doroshenko et al. 2022, Secs. 4-5) need only
 
 * the tails P[eps < L < inf] and Q[eps < L < inf] (logarithms, for every real eps),
 * the mass P[L = +inf],
@@ -17,14 +17,14 @@ Mechanisms implement :class:`LossTails` for each direction (``Mechanism.loss_tai
 builders never ask which mechanism they hold.  The implementations here:
 
 * :class:`AtomTails` -- finitely many finite loss values (every finite-output mechanism);
-* :class:`GaussianTails` -- L ~ N(mu^2/2, mu^2) (papers/002 Lemma 35);
-* :class:`LaplaceTails` -- the Laplace loss, clipped to [-a, a] (papers/002 Lemma 34,
-  papers/003 Sec. 3.1), optionally mixed with mass at +infinity (propose-test-release);
+* :class:`GaussianTails` -- L ~ N(mu^2/2, mu^2) (Zhu, Dong & Wang 2022, Lemma 35);
+* :class:`LaplaceTails` -- the Laplace loss, clipped to [-a, a] (Zhu, Dong & Wang 2022, Lemma 34,
+  Google DP team 2025, Sec. 3.1), optionally mixed with mass at +infinity (propose-test-release);
 * :class:`NoisePairTails` -- a pair of Gaussian or Laplace noise mixtures whose loss is monotone
-  in the output (subsampling, papers/002 Thm 11, papers/003 Sec. 4; mixture of Gaussians,
-  papers/003 Sec. 3.3);
+  in the output (subsampling, Zhu, Dong & Wang 2022, Thm 11, Google DP team 2025, Sec. 4; mixture of Gaussians,
+  Google DP team 2025, Sec. 3.3);
 * :class:`QuadraticGaussianTails` -- Gaussian noise with a data-dependent variance
-  (papers/002 App. A, Example 15).
+  (Zhu, Dong & Wang 2022, App. A, Example 15).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class LossTails(abc.ABC):
     Attributes
     ----------
     inf_mass:
-        P[L = +inf] (the mass where q = 0; papers/002 App. D.2).
+        P[L = +inf] (the mass where q = 0; Zhu, Dong & Wang 2022, App. D.2).
     loss_range:
         (lowest, highest) finite loss value with positive P-mass, the smallest closed
         interval holding all of it (its ends are infima / suprema, attained or not); either
@@ -131,7 +131,7 @@ def _epsilons(epsilons: ArrayLike) -> np.ndarray:
 
 
 class AtomTails(LossTails):
-    """A loss with finitely many finite values plus mass at +infinity (papers/002 Def. 36, App. D.2).
+    """A loss with finitely many finite values plus mass at +infinity (Zhu, Dong & Wang 2022, Def. 36, App. D.2).
 
     Built from the atoms of the mechanism's :class:`afa.privacy_loss.PrivacyLoss` (the
     exact composition's data); an atom of P-mass w at loss l has Q-mass w e^{-l}.  The tails
@@ -162,7 +162,7 @@ class AtomTails(LossTails):
 
 
 class GaussianTails(LossTails):
-    """L ~ N(mu^2/2, mu^2) under P and N(-mu^2/2, mu^2) under Q (papers/002 Lemma 35), so
+    """L ~ N(mu^2/2, mu^2) under P and N(-mu^2/2, mu^2) under Q (Zhu, Dong & Wang 2022, Lemma 35), so
     P[L > eps] = Phi(mu/2 - eps/mu) and Q[L > eps] = Phi(-mu/2 - eps/mu)."""
 
     atomless = True
@@ -177,14 +177,15 @@ class GaussianTails(LossTails):
         return log_ndtr(self.mu / 2 - scaled), log_ndtr(-self.mu / 2 - scaled)
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """delta(eps) from the closed form in log space (:func:`afa.exact.gaussian_delta`, papers/004 Thm 5),
+        """delta(eps) from the closed form in log space (:func:`afa.exact.gaussian_delta`, Sommer, Meiser & Mohammadi
+        2019, Thm 5),
         relatively accurate far beyond where the tails' difference cancels."""
         values = np.asarray(gaussian_delta(_epsilons(epsilons), self.mu), dtype=float)
         return values, CLOSED_FORM_RTOL * values
 
 
 class LaplaceTails(LossTails):
-    """The Laplace loss with a = sensitivity / scale (papers/002 Lemma 34, papers/003 Sec. 3.1),
+    """The Laplace loss with a = sensitivity / scale (Zhu, Dong & Wang 2022, Lemma 34, Google DP team 2025, Sec. 3.1),
     its finite part scaled by 1 - ``inf_mass`` (the rest at +infinity: propose-test-release).
 
     Under P: atoms a (mass 1/2) and -a (mass e^{-a}/2), density e^{(l - a)/2}/4 on (-a, a); so for
@@ -237,12 +238,12 @@ class NoisePairTails(LossTails):
     """The pair (A, B) of Gaussian or Laplace noise mixtures (:class:`afa.noise_pair.NoiseMixturePair`)
     whose loss L(o) = log(A/B)(o) is monotone in the output o.
 
-    L' is the difference of the posterior means of the components' log-density slopes (papers/002
+    L' is the difference of the posterior means of the components' log-density slopes (Zhu, Dong & Wang 2022
     App. E; see :mod:`afa.certified`, item 2); when every A shift is >= every B shift, every A slope
     is >= every B slope (log-concave noise), so L is nondecreasing -- nonincreasing in the mirror
     case.  This covers Poisson and subset subsampling (remove and add) and Poisson subsampling under
-    substitution (papers/002 Thm 11, papers/003 Secs. 4.1-4.2) and the mixture of Gaussians
-    (papers/003 Sec. 3.3).  Then {L > eps} is a half-line beyond o*(eps) = the crossing of L with eps,
+    substitution (Zhu, Dong & Wang 2022, Thm 11, Google DP team 2025, Secs. 4.1-4.2) and the mixture of Gaussians
+    (Google DP team 2025, Sec. 3.3).  Then {L > eps} is a half-line beyond o*(eps) = the crossing of L with eps,
     found by bisection on o to an ulp (vectorised over eps), and the tails are that half-line's
     A- and B-masses from the component CDFs in log space (:func:`_log_half_line_mass`).
     A Laplace loss is constant beyond the outermost shifts: those flat parts are atoms of L, at the
@@ -410,7 +411,7 @@ def _log_half_line_mass(pair: NoiseMixturePair, shifts, log_weights, edges: np.n
 
 class QuadraticGaussianTails(LossTails):
     """The pair P = N(0, own^2), Q = N(shift, other^2), own != other: Gaussian noise with a
-    data-dependent variance (papers/002 App. A, Example 15).
+    data-dependent variance (Zhu, Dong & Wang 2022, App. A, Example 15).
 
     The loss is quadratic in the output (:class:`afa.exact.QuadraticLoss`): unbounded above with
     minimum L* when own > other, bounded above by L* when own < other.  {L > eps} is everything,

@@ -3,7 +3,7 @@
 Every mechanism is a small immutable, validated, hashable object.  Its only
 duty towards the accountant is :meth:`Mechanism.privacy_losses`: for a
 neighbouring relation it returns the two directions of its dominating pair
-(papers/002_658ea0213f8272c6.txt Def. 7, Lemma 37) -- the loss
+(Zhu, Dong & Wang 2022, Def. 7, Lemma 37) -- the loss
 L = log(p/q)(o), o ~ P, and the loss L' = log(q/p)(o), o ~ Q.  Under
 add/remove these are the *remove* and *add* directions; under substitution,
 the pair and its swap.  The final delta is the larger of the two.
@@ -38,7 +38,7 @@ from .discrete import MAX_ATOMS
 from .loss_tails import AtomTails, GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
-from .results import AccuracyError
+from .results import AccuracyError, UnsupportedCompositionError
 
 NEIGHBORING_RELATIONS = ("add_remove", "substitution")
 #: Keys of a mechanism's table (:meth:`Mechanism.to_dict`) besides ``type`` and the constructor's arguments.
@@ -46,13 +46,13 @@ SAMPLING_KEYS = ("sampling_rate", "sampling")
 
 
 def _gaussian_template() -> Template:
-    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (papers/002 Lemma 35)."""
+    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (Zhu, Dong & Wang 2022, Lemma 35)."""
     h = sympy.Symbol("h", positive=True)
     return Template(-h * (t ** 2 - sympy.I * t), (h,))
 
 
 def _laplace_template() -> Template:
-    """log phi for papers/002 Lemma 34 with a = sensitivity / scale.
+    """log phi for Zhu, Dong & Wang 2022, Lemma 34 with a = sensitivity / scale.
 
     Over a common denominator, phi = [e^{iat}(1 + it) + it e^{-a-iat}] / (1 + 2it), so
     phi - 1 = [(1 + it) g(iat) + it g(-a(1 + it))] / (1 + 2it) with g(z) = e^z - 1 - z
@@ -65,9 +65,10 @@ def _laplace_template() -> Template:
     return Template(log1p(excess), (a,))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _data_dependent_gaussian_template() -> Template:
-    """log phi of the quadratic loss L = alpha + beta Z + gamma Z^2, Z ~ N(0, 1) (papers/002 App. A Example 15).
+    """log phi of the quadratic loss L = alpha + beta Z + gamma Z^2, Z ~ N(0, 1) (Zhu, Dong & Wang 2022, App. A
+    Example 15).
 
     E[e^{u Z + v Z^2}] = (1 - 2v)^{-1/2} e^{u^2 / (2 (1 - 2v))} with u = i beta t, v = i gamma t gives
     log phi(t) = i alpha t - log1p(-2 i gamma t) / 2 - beta2 t^2 / (2 (1 - 2 i gamma t)), beta2 = beta^2.
@@ -86,7 +87,7 @@ def _data_dependent_gaussian_template() -> Template:
 
 
 def _randomized_response_template() -> Template:
-    """log phi for papers/002 Lemma 33: phi = cos(xi t) + i (2p - 1) sin(xi t), xi = log(p / (1 - p)).
+    """log phi for Zhu, Dong & Wang 2022, Lemma 33: phi = cos(xi t) + i (2p - 1) sin(xi t), xi = log(p / (1 - p)).
 
     Stored as log1p(-2 sin^2(xi t / 2) + i (2p - 1) sin(xi t)): no cancellation
     between the two atoms' nearly equal weights when p is close to 1/2.
@@ -220,7 +221,7 @@ class Mechanism:
         check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         return self._cached_losses(neighboring)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def _cached_losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         return self._losses(neighboring)
 
@@ -238,7 +239,7 @@ class Mechanism:
         check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         return self._cached_tails(neighboring)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def _cached_tails(self, neighboring: str) -> tuple[LossTails, LossTails]:
         return self._tails(neighboring)
 
@@ -246,17 +247,19 @@ class Mechanism:
         """From the atoms of :meth:`privacy_losses` (a finite loss); mechanisms with a continuous loss override it."""
         first, second = self.privacy_losses(neighboring)
         if first.continuous or second.continuous:
-            raise NotImplementedError(f"{type(self).__name__} has a continuous privacy loss but no loss tails")
+            raise UnsupportedCompositionError(f"{type(self).__name__} has a continuous privacy loss but no loss tails "
+                                              "(method='pld' cannot hold it)")
         forward = AtomTails(first.atoms, first.inf_mass)
         return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
 
-    def poisson_subsampled(self, q: float) -> "Mechanism":
-        """This mechanism on a Poisson subsample with rate ``q`` (papers/002 Thm 11(1); :mod:`afa.subsampling`)."""
+    def poisson_subsampled(self, q: float) -> Mechanism:
+        """This mechanism on a Poisson subsample with rate ``q`` (Zhu, Dong & Wang 2022, Thm 11(1);
+        :mod:`afa.subsampling`)."""
         from .subsampling import Subsampled
         return Subsampled(self, q, "poisson")
 
-    def subset_subsampled(self, q: float) -> "Mechanism":
-        """This mechanism on a random fixed-size subset, rate ``q`` = m/n (papers/002 Thm 11(2))."""
+    def subset_subsampled(self, q: float) -> Mechanism:
+        """This mechanism on a random fixed-size subset, rate ``q`` = m/n (Zhu, Dong & Wang 2022, Thm 11(2))."""
         from .subsampling import Subsampled
         return Subsampled(self, q, "subset")
 
@@ -304,7 +307,7 @@ def _set(instance, **values) -> None:
 
 @dataclass(frozen=True)
 class Gaussian(Mechanism):
-    """f(D) + N(0, sigma^2) for f of the given sensitivity (papers/002 Table 2, Lemma 35).
+    """f(D) + N(0, sigma^2) for f of the given sensitivity (Zhu, Dong & Wang 2022, Table 2, Lemma 35).
 
     The privacy loss is N(mu^2/2, mu^2) with mu = sensitivity / sigma, in both
     directions; log phi(t) = -mu^2 (t^2 - i t) / 2.
@@ -338,7 +341,7 @@ class Gaussian(Mechanism):
 
 @dataclass(frozen=True)
 class Laplace(Mechanism):
-    """f(D) + Lap(0, scale) for f of the given sensitivity (papers/002 Table 2, Lemma 34).
+    """f(D) + Lap(0, scale) for f of the given sensitivity (Zhu, Dong & Wang 2022, Table 2, Lemma 34).
 
     With a = sensitivity / scale the loss has atoms +a (mass 1/2) and -a
     (mass e^{-a}/2) and density e^{l/2 - a/2}/4 on (-a, a), so
@@ -381,7 +384,7 @@ def _laplace_loss(a: float, inf_mass: float) -> tuple[PrivacyLoss, PrivacyLoss]:
 
 @dataclass(frozen=True)
 class DataDependentGaussian(Mechanism):
-    """Gaussian noise whose variance depends on the data (papers/002_658ea0213f8272c6.txt App. A Example 15).
+    """Gaussian noise whose variance depends on the data (Zhu, Dong & Wang 2022, App. A Example 15).
 
     Smooth-sensitivity style release (Nissim et al. 2007): the dominating pair is
     P = N(0, sigma1^2), Q = N(sensitivity, sigma2^2).  Under add_remove the
@@ -458,7 +461,7 @@ class DataDependentGaussian(Mechanism):
 
 @dataclass(frozen=True)
 class MixtureOfGaussians(Mechanism):
-    """Gaussian noise with a random sensitivity (papers/003_83ef780bcc67edb1.txt Sec. 3.3).
+    """Gaussian noise with a random sensitivity (Google DP team 2025, Sec. 3.3).
 
     The sensitivity is ``sensitivities[i]`` with probability ``probabilities[i]``;
     the dominating pair is P = sum_i p_i N(c_i, 1), Q = N(0, 1) with
@@ -573,7 +576,7 @@ class _OutputQuadrature:
 # ---------------------------------------------------------------------------
 
 def _pair_from_pmfs(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, PrivacyLoss]:
-    """Both directions of a finite dominating pair given by log-PMFs (papers/002 Def. 36).
+    """Both directions of a finite dominating pair given by log-PMFs (Zhu, Dong & Wang 2022, Def. 36).
 
     Outputs where the other distribution is zero send their mass to +infinity
     (App. D.2); a single such output keeps its probability exactly
@@ -602,7 +605,7 @@ def _log(values) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RandomizedResponse(Mechanism):
-    """Binary randomized response: report the true bit with probability p (papers/002 Lemma 33).
+    """Binary randomized response: report the true bit with probability p (Zhu, Dong & Wang 2022, Lemma 33).
 
     Dominating pair P = (p, 1-p), Q = (1-p, p), the same under both relations.
     """
@@ -633,7 +636,7 @@ class RandomizedResponse(Mechanism):
 class KaryRandomizedResponse(Mechanism):
     """k-ary randomized response: output the true value with probability p, each other value with (1-p)/(k-1).
 
-    (papers/003_83ef780bcc67edb1.txt Sec. 3.6 writes the same mechanism with
+    (Google DP team 2025, Sec. 3.6 writes the same mechanism with
     randomisation probability r = k (1 - p) / (k - 1).)  ``p`` must be in
     [1/k, 1]; with k = 2 under substitution this is :class:`RandomizedResponse`.
 
@@ -665,7 +668,7 @@ class KaryRandomizedResponse(Mechanism):
 
 @dataclass(frozen=True)
 class ApproxDP(Mechanism):
-    """The dominating pair of every (epsilon, delta)-DP mechanism (papers/003 Sec. 3.7, Theorem 1).
+    """The dominating pair of every (epsilon, delta)-DP mechanism (Google DP team 2025, Sec. 3.7, Theorem 1).
 
     P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0) and Q its
     reversal: loss +infinity with mass delta, +eps and -eps on the rest.
@@ -692,7 +695,7 @@ class ApproxDP(Mechanism):
 
 @dataclass(frozen=True)
 class ProposeTestRelease(Mechanism):
-    """Propose-test-release via distance to instability (papers/002 App. A, Examples 14 and 16).
+    """Propose-test-release via distance to instability (Zhu, Dong & Wang 2022, App. A, Examples 14 and 16).
 
     dist_q(D) + Lap(1/epsilon) is compared with log(1/delta)/epsilon; above it
     q(D) is released without noise.  The privacy profile is the larger of a
@@ -700,7 +703,7 @@ class ProposeTestRelease(Mechanism):
     dominating pair used here is their mixture: loss +infinity with mass
     ``delta``, otherwise the Laplace loss with a = epsilon.  Its profile,
     delta + (1 - delta) delta_Lap(eps), lies above both modes (so it is a valid
-    dominating pair, papers/002 Def. 7) and exceeds their maximum by at most
+    dominating pair, Zhu, Dong & Wang 2022, Def. 7) and exceeds their maximum by at most
     delta * (1 - delta_Lap).  The mass at +infinity makes every Renyi divergence
     of order > 1 infinite, so RDP says nothing about this mechanism.
     """
@@ -724,7 +727,7 @@ class ProposeTestRelease(Mechanism):
 
 @dataclass(frozen=True)
 class DiscreteLaplace(Mechanism):
-    """f(D) + DLap(a): integer noise with P[x] proportional to e^{-a|x|} (papers/003 Sec. 3.4).
+    """f(D) + DLap(a): integer noise with P[x] proportional to e^{-a|x|} (Google DP team 2025, Sec. 3.4).
 
     The outputs x <= 0, 0 < x < sensitivity and x >= sensitivity carry the
     losses a*sensitivity, a*(sensitivity - 2x) and -a*sensitivity, so the
@@ -756,13 +759,14 @@ class DiscreteLaplace(Mechanism):
 
 @dataclass(frozen=True)
 class DiscreteGaussian(Mechanism):
-    """f(D) + N_Z(0, sigma^2): integer noise with P[x] proportional to e^{-x^2/(2 sigma^2)} (papers/003 Sec. 3.5).
+    """f(D) + N_Z(0, sigma^2): integer noise with P[x] proportional to e^{-x^2/(2 sigma^2)} (Google DP team 2025, Sec.
+    3.5).
 
     The noise is not truncated: the normaliser is summed until its terms
     underflow, and only outputs with P-mass below ``DISCRETE_GAUSSIAN_TAIL``
     in total (|x| beyond about 16.7 sigma) are dropped, their mass sent to
     +infinity -- a pessimistic change that raises delta by at most that mass
-    per use (papers/003 Sec. 3.5, Proposition 1); the accountant's bounds
+    per use (Google DP team 2025, Sec. 3.5, Proposition 1); the accountant's bounds
     include it (:attr:`truncated_mass`).
     """
 
@@ -774,7 +778,7 @@ class DiscreteGaussian(Mechanism):
     def __post_init__(self):
         _set(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_ATOMS - 3))
-        # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (papers/003 Sec. 3.5).
+        # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (Google DP team 2025, Sec. 3.5).
         reach = _discrete_gaussian_reach()
         _at_most("sigma", self.sigma, (MAX_ATOMS - 3 - self.sensitivity) // 2 / reach,
                  f"sigma (with sensitivity={self.sensitivity}: its {2 * reach:.4g} sigma + sensitivity + 3 "
@@ -831,7 +835,7 @@ class DiscreteGaussian(Mechanism):
 
 @dataclass(frozen=True)
 class DiscreteMechanism(Mechanism):
-    """Any finite dominating pair, given by its two PMFs over the same outputs (papers/002 Def. 36).
+    """Any finite dominating pair, given by its two PMFs over the same outputs (Zhu, Dong & Wang 2022, Def. 36).
 
     Outputs with q = 0 < p send their P-mass to +infinity (and vice versa).
     """

@@ -1,7 +1,7 @@
 """Dominating pairs made of shifted copies of one symmetric noise density.
 
-Subsampling a Gaussian or Laplace mechanism (papers/002_658ea0213f8272c6.txt
-Thm 11; papers/003_83ef780bcc67edb1.txt Sec. 4) gives pairs (A, B) whose sides
+Subsampling a Gaussian or Laplace mechanism (Zhu, Dong & Wang 2022
+Thm 11; Google DP team 2025, Sec. 4) gives pairs (A, B) whose sides
 are mixtures A = sum_i a_i mu(o - c_i), B = sum_j b_j mu(o - d_j) of one noise
 density mu (N(0, sigma^2) or Laplace(0, b)).  The privacy loss of the pair is
 L = log(A/B)(o) with o ~ A; the swapped pair (B, A) gives the other direction.
@@ -57,7 +57,7 @@ class NoiseMixturePair:
             if abs(logsumexp(log_weights)) > 1e-12:
                 raise ValueError(f"the weights of side {side.upper()} must sum to one")
 
-    def swapped(self) -> "NoiseMixturePair":
+    def swapped(self) -> NoiseMixturePair:
         """(B, A): the other direction's pair."""
         return NoiseMixturePair(self.noise, self.scale, self.b_shifts, self.b_log_weights,
                                 self.a_shifts, self.a_log_weights)
@@ -121,7 +121,7 @@ class PairMGF:
     """log M(s) = log int A(o)^{1+s} B(o)^{-s} do for complex s, by composite Gauss-Legendre over o.
 
     M(s) = E_A[e^{sL}] is the moment-generating function of the pair's loss
-    (papers/002 App. E "double quadrature", continued to complex s); the other
+    (Zhu, Dong & Wang 2022, App. E "double quadrature", continued to complex s); the other
     direction's is M(-1 - s).  For a batch of s the output range is where the real
     log-integrand log mu + (1 + c) log(A/mu) - c log(B/mu), c = Re s, is within
     e^-45 of its peak (the peak moves out as |c| grows), and the panels are

@@ -1,23 +1,23 @@
 """Discretized privacy-loss distributions (PLDs) on a uniform loss grid, composed by FFT.
 
 A :class:`DiscretePLD` is a measure on the loss grid ``interval * (offset + arange(n))`` plus a
-mass at +infinity: a discretized PLD (papers/003_83ef780bcc67edb1.txt Sec. 2).  Builders turn
+mass at +infinity: a discretized PLD (Google DP team 2025, Sec. 2).  Builders turn
 one direction of a dominating pair, seen through its loss tails (:class:`afa.loss_tails.LossTails`),
 into one:
 
 * :func:`privacy_buckets` -- round the loss up (pessimistic) or down (optimistic) to the grid
-  (papers/003 Sec. 2.1; papers/001_3ee39eb892cc4de2.txt Secs. 4.1 and 5.2);
+  (Google DP team 2025, Sec. 2.1; Doroshenko et al. 2022, Secs. 4.1 and 5.2);
 * :func:`connect_the_dots` -- the best pessimistic PLD on the grid: its hockey-stick curve joins
-  the true curve's values at the grid points by straight lines in e^eps (papers/001 Sec. 4,
-  Lemma 4.1; papers/003 Sec. 2.2);
+  the true curve's values at the grid points by straight lines in e^eps (Doroshenko et al. 2022, Sec. 4,
+  Lemma 4.1; Google DP team 2025, Sec. 2.2);
 * :func:`greedy_hull_optimistic` -- tangent-line candidates and their lower convex hull
-  (papers/001 Sec. 5.1, Algorithm 2, with the tangents at both ends of each grid segment).
+  (Doroshenko et al. 2022, Sec. 5.1, Algorithm 2, with the tangents at both ends of each grid segment).
 
-Composition is convolution (papers/003 Obs. 3): :meth:`DiscretePLD.compose` by FFT,
+Composition is convolution (Google DP team 2025 Obs. 3): :meth:`DiscretePLD.compose` by FFT,
 :meth:`DiscretePLD.self_compose` by one FFT power on a window chosen by Chernoff bounds
-(papers/003 Sec. 5.2), or, for a few uses whose FFT rounding would matter, by direct convolutions.
+(Google DP team 2025, Sec. 5.2), or, for a few uses whose FFT rounding would matter, by direct convolutions.
 :meth:`DiscretePLD.delta_of_composition` evaluates the divergence of a composition of two PLDs
-without convolving them (papers/003 Sec. 5.1).
+without convolving them (Google DP team 2025, Sec. 5.1).
 
 Soundness.  Write delta_S(eps) = inf_mass + sum_i p_i (1 - e^{eps - x_i})_+ for the stored measure
 S.  Each DiscretePLD stands for an exact positive measure T that dominates the true pair
@@ -54,20 +54,19 @@ outside its window lands in the zero padding (dropped: harmless when optimistic;
 is bounded by Chernoff and moved to the bottom point or +inf) or wraps into the window (extra
 positive mass: harmless when pessimistic; when optimistic its Chernoff bound is added to E).
 
-Tiny delta.  FFT rounding is absolute (about count * 1e-14 of the total mass), so it hides deltas
-below that.  When the plain FFT's rounding exceeds a quarter of ``rounding_tolerance``,
-``self_compose`` and ``compose`` also transform the exponentially tilted masses p_i e^{lam x_i} / M(lam)
--- the discrete form of shifting the Fourier contour into the strip of the moment-generating function
-(DESIGN.md, "Numerics that matter").  If that computation has l1 error E~ (rounding, plus, when
-optimistic, the tilted mass wrapped into the window), multiplying it back by M(lam) e^{-lam x} leaves an
-error of tilted norm at most E~ M(lam): relative accuracy where the tilted measure sits, around the eps
-whose saddle point is lam.  The stored measure is the plain result below a switch point x_s and the
-untilted tilted one from x_s up, x_s where the plain error's tilted norm (at most E e^{lam x_s}) meets
-the tilted one (:func:`_switch_point`): each norm is at most twice its better part, so the tilted
-computation can only tighten the bounds.  A composition of distinct PLDs shares one lam, ideally the
-saddle point of the whole composition at the eps of interest (the PLD engine picks it per query).  The
-slack is read at the grid point at or below eps, which only enlarges it and makes it constant between
-grid points.
+Tiny delta.  FFT rounding is absolute (about count * 1e-14 of the total mass), so it hides deltas below
+that.  When the plain FFT's rounding exceeds a quarter of ``rounding_tolerance``, ``self_compose`` and
+``compose`` also transform the exponentially tilted masses p_i e^{lam x_i} / M(lam) -- the discrete form
+of shifting the Fourier contour into the strip of the moment-generating function. If that computation
+has l1 error E~ (rounding, plus, when optimistic, the tilted mass wrapped into the window), multiplying
+it back by M(lam) e^{-lam x} leaves an error of tilted norm at most E~ M(lam): relative accuracy where
+the tilted measure sits, around the eps whose saddle point is lam.  The stored measure is the plain
+result below a switch point x_s and the untilted tilted one from x_s up, x_s where the plain error's
+tilted norm (at most E e^{lam x_s}) meets the tilted one (:func:`_switch_point`): each norm is at most
+twice its better part, so the tilted computation can only tighten the bounds.  A composition of distinct
+PLDs shares one lam, ideally the saddle point of the whole composition at the eps of interest (the PLD
+engine picks it per query).  The slack is read at the grid point at or below eps, which only enlarges it
+and makes it constant between grid points.
 """
 
 from __future__ import annotations
@@ -89,6 +88,7 @@ from . import _validation as check
 from . import budget
 from .certified import _log_sum_exp
 from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
+from .results import UnsupportedCompositionError
 
 __all__ = [
     "DEFAULT_TAIL_MASS",
@@ -129,7 +129,7 @@ SQUARING_LIMIT = 1024
 #: gamma_n per convolution however small it is.  Exponential tilting cannot help a loss whose tail decays
 #: like exp(-c log^2 l) (a few steps of a small sampling rate; its MGF exists only through the grid's end).
 DIRECT_POWER_LIMIT = 10 ** 8
-#: Chernoff orders tried, relative to the Gaussian-approximation optimum (papers/003 Sec. 5.2), in steps of 2.
+#: Chernoff orders tried, relative to the Gaussian-approximation optimum (Google DP team 2025, Sec. 5.2), in steps of 2.
 #: They reach far below it: a loss piled up near one value (subsampling with a small q k) has a tiny spread
 #: and a heavy upper tail, and its optimal orders lie hundreds of times below the Gaussian one; with the
 #: floor at 1/64 the tilt for delta = 1e-14 at sigma = 0.8, q = 0.001, k = 2 aimed at a point far beyond
@@ -143,7 +143,7 @@ FIRST_TRUE_PROBES = 64
 BUILDER_RELATIVE_ERROR = 4 * U
 
 
-class PLDTooLargeError(ValueError):
+class PLDTooLargeError(UnsupportedCompositionError):
     """A discretized PLD would need more than MAX_GRID_POINTS grid points."""
 
 
@@ -238,7 +238,8 @@ class DiscretePLD:
     # ----- divergence ---------------------------------------------------------------------
 
     def delta(self, epsilons: ArrayLike) -> np.ndarray:
-        """Certified delta(eps), vectorised (papers/003 Obs. 2): an upper bound if pessimistic, else a lower one.
+        """Certified delta(eps), vectorised (Google DP team 2025 Obs. 2): an upper bound if pessimistic, else a lower
+        one.
 
         delta_S(eps) = inf_mass + sum_{x_i > eps} p_i (1 - e^{eps - x_i}) is evaluated from suffix
         sums of positive terms only (see ``_suffix_sums``), then the slacks are applied.  As delta is
@@ -263,7 +264,7 @@ class DiscretePLD:
         There is none when delta is below the mass at +infinity (plus slack).  The first grid point
         x_j whose (monotone) certified bound is <= delta is found on the grid; on [x_{j-1}, x_j]
         delta_S(eps) = A - B e^eps and the slack is constant (``slack`` reads it at the grid point
-        at or below eps), so the crossing is solved in closed form (papers/003 Obs. 2).  Above the
+        at or below eps), so the crossing is solved in closed form (Google DP team 2025 Obs. 2).  Above the
         grid delta_S is inf_mass and only a decaying slack (``tilt`` > 0) can still move the bound.
         """
         delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
@@ -320,7 +321,7 @@ class DiscretePLD:
     def delta_of_composition(self, other: DiscretePLD, epsilons: ArrayLike) -> np.ndarray:
         """Certified delta(eps) of ``self`` composed with ``other`` without convolving them.
 
-        papers/003 Sec. 5.1, eq. (2): delta_{X+Y}(eps) = sum_v p_X(v) delta_Y(eps - v) + inf_X |Y|,
+        Google DP team 2025, Sec. 5.1, eq. (2): delta_{X+Y}(eps) = sum_v p_X(v) delta_Y(eps - v) + inf_X |Y|,
         each delta_Y read from ``other``'s suffix sums: O(len(self)) per eps.  The slack is that of the
         composition of the two stored measures (:func:`_propagated_error`) at the smaller positive tilt.
         """
@@ -427,7 +428,7 @@ class DiscretePLD:
                 rounding_tolerance: float | None = None, tilt: float | None = None) -> DiscretePLD:
         """The PLD of the composition: FFT convolution, then tails of mass <= tail_mass_truncation truncated.
 
-        papers/003 Sec. 2 Obs. 3 and Sec. 5.2.  Both PLDs need the same interval and the same tag;
+        Google DP team 2025, Sec. 2 Obs. 3 and Sec. 5.2.  Both PLDs need the same interval and the same tag;
         the infinity masses combine exactly, 1 - (1 - a)(1 - b) for probability measures.  When the FFT's
         rounding (absolute, about 1e-16 log2(size) of the mass) exceeds ``rounding_tolerance`` / 4 (default:
         ``tail_mass_truncation``) and ``tilt`` (default: the smaller positive tilt of the two PLDs, where their
@@ -477,7 +478,7 @@ class DiscretePLD:
         uses whose FFT rounding would exceed ``rounding_tolerance`` / 4, direct convolutions by binary
         powering, within DIRECT_POWER_LIMIT multiply-adds: relatively accurate at every grid point).
 
-        papers/003 Sec. 5.2: the input's negligible tails are truncated first, then the output
+        Google DP team 2025, Sec. 5.2: the input's negligible tails are truncated first, then the output
         window [lo, hi] is chosen by Chernoff bounds from the input's moment-generating function
         (in log space, so tolerances like 1e-30 work) such that the mass outside is at most
         ``tail_mass_truncation``; the FFT holds the whole window.  Mass beyond hi goes to +inf when
@@ -507,7 +508,7 @@ class DiscretePLD:
         upper run only as far as the stored error's bound beyond it is also <= tail_mass / 2).
 
         Pessimistic: the lower run joins the lowest kept point, the upper run goes to +inf
-        (papers/003 Sec. 2.1); optimistic: the lower run is dropped, the upper run joins the highest
+        (Google DP team 2025, Sec. 2.1); optimistic: the lower run is dropped, the upper run joins the highest
         kept point.  Each move is a stochastic increase (decrease), so the exact measure the PLD stands
         for can be moved alike; the stored error E moves with the masses, which can only lower its norms,
         except that the part moved to +inf is added there as a bound (the mass at +inf carries no E) and the
@@ -558,7 +559,7 @@ def composition_tilt(terms, *, delta: float | None = None, epsilon: float | None
 
     With K(t) = sum_i k_i log sum_j p_ij e^{t x_ij} the composed log moment-generating function of the
     stored measures: for ``delta`` the Chernoff order argmin_{t > 0} (K(t) - log delta) / t, whose point
-    bounds eps(delta) from above (papers/003 Sec. 5.2); for ``epsilon`` the saddle point argmin_{t >= 0}
+    bounds eps(delta) from above (Google DP team 2025, Sec. 5.2); for ``epsilon`` the saddle point argmin_{t >= 0}
     K(t) - t epsilon (0 when epsilon is at or below the mean).  There the tilted composition sits around
     the eps asked about, so its rounding is relative to delta there (module docstring, "Tiny delta").
     Give exactly one of ``delta`` and ``epsilon``.
@@ -624,7 +625,7 @@ def _chernoff_search(terms, delta: float | None, epsilon: float | None) -> tuple
 def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
                     tail_mass: float = DEFAULT_TAIL_MASS, *, tails_rtol: float = TAILS_RTOL,
                     floor: float | None = None) -> DiscretePLD:
-    """Privacy buckets (papers/003 Sec. 2.1; papers/001 Secs. 4.1 and 5.2).
+    """Privacy buckets (Google DP team 2025, Sec. 2.1; Doroshenko et al. 2022, Secs. 4.1 and 5.2).
 
     Pessimistic: the mass of L in (x_{i-1}, x_i] goes to x_i, L <= x_0 to x_0 and L > x_top to +inf.
     Optimistic: the mass of L in [x_i, x_{i+1}) goes to x_i, L >= x_top to x_top and L < x_0 is
@@ -651,13 +652,14 @@ def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
 
 def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
                      tails_rtol: float = TAILS_RTOL, floor: float | None = None) -> DiscretePLD:
-    """The pessimistic connect-the-dots PLD (papers/001 Sec. 4, Algorithm 1; papers/003 Sec. 2.2).
+    """The pessimistic connect-the-dots PLD (Doroshenko et al. 2022, Sec. 4, Algorithm 1; Google DP team 2025, Sec.
+    2.2).
 
     Its hockey-stick curve h(alpha) = delta(log alpha) is the piecewise-linear interpolation of the
     true curve at alpha = 0 (value 1) and alpha_i = e^{x_i}, constant beyond the top point, whose
     delta becomes the mass at +infinity.  As a PLD, the mass at or above x_i is
-    delta_i + (delta_{i-1} - delta_i) / (1 - e^{x_{i-1} - x_i}).  (papers/003 prints the point masses
-    with the opposite overall sign; papers/001 Algorithm 1 has it right.)  The true delta_i are
+    delta_i + (delta_{i-1} - delta_i) / (1 - e^{x_{i-1} - x_i}).  (Google DP team 2025 prints the point masses
+    with the opposite overall sign; Doroshenko et al. 2022, Algorithm 1 has it right.)  The true delta_i are
     rounded up by their error bounds first, and the grid ends as in :func:`privacy_buckets`; the
     curve is exact at the grid points, so atoms, the ends of the loss range and the mass at
     +infinity need no special case.  ``floor`` as in :func:`privacy_buckets`.
@@ -672,7 +674,7 @@ def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAU
 
 def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
                            tails_rtol: float = TAILS_RTOL, floor: float | None = None) -> DiscretePLD:
-    """Optimistic PLD from tangent lines and a lower convex hull (papers/001 Sec. 5.1, Algorithm 2).
+    """Optimistic PLD from tangent lines and a lower convex hull (Doroshenko et al. 2022, Sec. 5.1, Algorithm 2).
 
     Work with the curve h(alpha) = delta(log alpha) - a of the finite part (a = mass at +inf, kept
     at +inf), grid alpha_{-1} = 0 < alpha_0 < ... < alpha_{n-1}, alpha_i = e^{x_i}.  A
@@ -684,7 +686,7 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     a = sigma - |h'(alpha_{s+1})|, b = |h'(alpha_s)| - sigma, sigma = |chord slope|), at the
     tangents' intersection; so each grid value is h(alpha_i) lowered by the larger E of its two
     segments (or, where that would go below 0, read off t_{s+1}), 0 at the top point.  The PLD's
-    curve is the lower convex hull of these candidates (papers/001 Algorithm 2's ConvexHull step).
+    curve is the lower convex hull of these candidates (Doroshenko et al. 2022, Algorithm 2's ConvexHull step).
 
     For an atomless loss (``tails.atomless``) Q[L >= x] = Q[L > x], so the left derivatives come from the
     same tails as the values (one evaluation fewer).
@@ -693,7 +695,7 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     (i) both ends' tangents are used, which lowers smooth curves half as much (E = c D^2 / 4 against
     c D^2 / 2 for curvature c) and does not collapse to 0 where h bends within one segment near
     alpha = 1 (coarse grids, small sampling rates); (ii) the mass at +infinity is kept (Algorithm 2
-    sets f(+inf) = 0, papers/001 Sec. 5.2).  Validity needs only the segment condition, not
+    sets f(+inf) = 0, Doroshenko et al. 2022, Sec. 5.2).  Validity needs only the segment condition, not
     Q-validity, because only the delta-functional of a positive measure matters here (module
     docstring); every quantity is rounded in the safe direction.  ``floor`` as in :func:`privacy_buckets`.
     Where the grid must reach losses above LOSS_LIMIT (e^x overflows), the optimistic privacy buckets
@@ -795,7 +797,7 @@ def _loss_grid(tails: LossTails, interval: float, tail_mass: float,
                floor: float | None = None) -> tuple[int, np.ndarray]:
     """(first index, grid losses) covering the loss range, or where the tails beyond hold <= tail_mass / 2.
 
-    The grid always holds a point below 0, 0 itself (papers/001 Assumption 5.2) and a point above 0.
+    The grid always holds a point below 0, 0 itself (Doroshenko et al. 2022 Assumption 5.2) and a point above 0.
     It starts no lower than ``floor`` (if given, <= -interval) and -LOSS_LIMIT; the mass below its first
     point is placed there (pessimistic) or at most there (optimistic), valid for any grid.  At the top it
     goes on as far as the tails need.  Raises PLDTooLargeError, before any large allocation, when more
@@ -915,7 +917,7 @@ def _excess_bounds(log_p: np.ndarray, log_q: np.ndarray, at: np.ndarray, rtol: f
 
 
 def _curve_tail_values(curve: np.ndarray, interval: float) -> np.ndarray:
-    """Tails of the PLD whose hockey-stick curve interpolates ``curve`` (papers/001 Algorithm 1).
+    """Tails of the PLD whose hockey-stick curve interpolates ``curve`` (Doroshenko et al. 2022, Algorithm 1).
 
     ``curve`` = [h(0), h(alpha_0), ..., h(alpha_{n-1})], non-increasing.  Returns t_0 .. t_n with t_i
     the mass at or above x_i (t_n the mass at +infinity): t_0 = h(0),
@@ -932,7 +934,8 @@ def _curve_tail_values(curve: np.ndarray, interval: float) -> np.ndarray:
 def _lower_hull_at_grid(origin: float, candidates: np.ndarray, losses: np.ndarray) -> np.ndarray:
     """The lower convex hull, in alpha = e^x, of (0, origin) and (e^{losses[i]}, candidates[i]), read at the grid.
 
-    papers/001 Algorithm 2, ConvexHull step.  The hull's slopes are the isotonic (non-decreasing) regression
+    Doroshenko et al. 2022, Algorithm 2, ConvexHull step.  The hull's slopes are the isotonic (non-decreasing)
+    regression
     of the segments' slopes weighted by their widths (pool adjacent violators: a pool's mean is the chord's
     slope), so its vertices are where the pools start; the hull is read off the candidates at those vertices.
     Equal alphas (a grid finer than the rounding of e^x) take Andrew's monotone chain instead.  Rounding
@@ -1168,7 +1171,8 @@ class _LogMGF:
             orders = missing[blocked]
             with np.errstate(divide="ignore"):  # (an empty block: log 0)
                 inner = np.log(self._ratios @ np.exp(np.outer(self.interval * np.arange(self.BLOCK), orders)))
-            values[blocked] = _log_sum_exp(self._block_log_masses[:, None] + self._block_losses[:, None] * orders + inner)
+            exponents = self._block_log_masses[:, None] + self._block_losses[:, None] * orders + inner
+            values[blocked] = _log_sum_exp(exponents)
             values[~blocked] = _log_sum_exp(self.log_masses[:, None] + self.losses[:, None] * missing[~blocked])
             self._known.update(zip(missing.tolist(), values.tolist()))
         return np.array([self._known[float(t)] for t in ts])
@@ -1188,7 +1192,8 @@ def _spread(log_masses: np.ndarray, losses: np.ndarray) -> float:
 
 
 class _WindowPlan:
-    """Output window [bottom, top] (grid indices) of a count-fold power, FFT size, and the tilt (papers/003 Sec. 5.2).
+    """Output window [bottom, top] (grid indices) of a count-fold power, FFT size, and the tilt (Google DP team 2025,
+    Sec. 5.2).
 
     Chernoff: the mass of the k-fold power at or above a is at most exp(k K(t) - t a) for t > 0, and
     at or below a at most exp(k K(t) - t a) for t < 0; eq. (3) gives the point for a tolerance, best
@@ -1272,7 +1277,7 @@ class _ShiftedLogMGF:
 
 
 def _chernoff_point(mgf, count: int, log_tolerance: float, orders: np.ndarray, cap: float) -> tuple[float, float]:
-    """(a, t): beyond a the count-fold power has mass <= e^log_tolerance, papers/003 Sec. 5.2 eq. (3).
+    """(a, t): beyond a the count-fold power has mass <= e^log_tolerance, Google DP team 2025, Sec. 5.2 eq. (3).
 
     a = (k K(t) - log tol) / t, smallest over orders t > 0 (upper side) or largest over t < 0
     (lower side), never beyond cap = k * (extreme loss).

@@ -1,6 +1,6 @@
 """One direction of a dominating pair: the privacy-loss distribution and its log-CF.
 
-For a dominating pair (P, Q) (papers/002_658ea0213f8272c6.txt Def. 7) the
+For a dominating pair (P, Q) (Zhu, Dong & Wang 2022, Def. 7) the
 privacy loss is L = log(p/q)(o) with o ~ P (Def. 4).  A :class:`PrivacyLoss`
 holds
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import mpmath
 import numpy as np
@@ -159,8 +159,8 @@ class PrivacyLoss:
     # -- constructors -----------------------------------------------------
     @classmethod
     def discrete(cls, losses, log_masses, inf_mass: float = 0.0, *,
-                 template: tuple[Template, tuple[float, ...]] | None = None) -> "PrivacyLoss":
-        """A loss taking finitely many finite values (papers/002 Def. 36), plus +infinity.
+                 template: tuple[Template, tuple[float, ...]] | None = None) -> PrivacyLoss:
+        """A loss taking finitely many finite values (Zhu, Dong & Wang 2022, Def. 36), plus +infinity.
 
         Its log-CF is computed from the atoms, or from ``template`` (a family and
         the member's parameters) where a closed form is more accurate.
@@ -173,7 +173,7 @@ class PrivacyLoss:
 
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
-                 inf_mass: float = 0.0) -> "PrivacyLoss":
+                 inf_mass: float = 0.0) -> PrivacyLoss:
         """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family.
 
         The template is the normalised CF of the finite part; with ``inf_mass`` > 0
@@ -189,7 +189,7 @@ class PrivacyLoss:
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
                 cumulants: tuple[float, float], *, inf_mass: float = 0.0,
                 continues: bool = False, noise_pair=None,
-                cost: Callable[[np.ndarray], np.ndarray] | None = None) -> "PrivacyLoss":
+                cost: Callable[[np.ndarray], np.ndarray] | None = None) -> PrivacyLoss:
         """A continuous loss whose log-CF is computed numerically; shown as ``name(t)``.
 
         ``continues``: the evaluator also takes complex t - ic (the MGF, for the contour

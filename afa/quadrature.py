@@ -1,7 +1,7 @@
 """Real-line Levy inversion of a composed characteristic function.
 
 For one direction with finite-part CF phi (mass M = 1 - m, m the mass at
-+infinity), Gil-Pelaez's form of Levy's formula (papers/002_658ea0213f8272c6.txt
++infinity), Gil-Pelaez's form of Levy's formula (Zhu, Dong & Wang 2022
 Lemma 18) gives the survival function
 
     S(x) = Pr[x < L < inf] = M/2 + (1/pi) int_0^inf Im[e^{-itx} phi(t)] / t dt,
@@ -38,7 +38,7 @@ from . import budget
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError, hockey_stick
 from .privacy_loss import log_phi_and_continuous_part
-from .results import AccuracyError
+from .results import AccuracyError, UnsupportedCompositionError
 
 GL_ORDER = 16
 #: Node budget of one grid; beyond it the error estimate is reported as it is.
@@ -75,7 +75,8 @@ class Grid:
         for start in range(0, xs.size, chunk):
             phase = np.outer(xs[start:start + chunk], self.nodes)
             # Elementwise products and sums: BLAS matrix-vector calls are slower here.
-            out[start:start + chunk] = (np.cos(phase) * self.weighted.imag - np.sin(phase) * self.weighted.real).sum(axis=1)
+            terms = np.cos(phase) * self.weighted.imag - np.sin(phase) * self.weighted.real
+            out[start:start + chunk] = terms.sum(axis=1)
         return out / math.pi
 
 
@@ -92,8 +93,8 @@ class LevyInversion:
 
     def __init__(self, loss: ComposedLoss, atol: float = 1e-13):
         if not loss.continuous:
-            raise ValueError("the composition has no continuous part: its CF does not decay; "
-                             "use the exact discrete composition (method='exact')")
+            raise UnsupportedCompositionError("the composition has no continuous part: its CF does not decay; "
+                                              "use the exact discrete composition (method='exact')")
         self.loss = loss
         self.atol = atol
         if loss.log_finite_mass == -math.inf:
@@ -101,7 +102,7 @@ class LevyInversion:
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(max(variance, 0.0))
         if not self.scale > 0:
-            raise ValueError("the composed privacy loss has zero variance: nothing to invert")
+            raise UnsupportedCompositionError("the composed privacy loss has zero variance: nothing to invert")
         self.inf_mass = loss.inf_mass
         finite_mass = math.exp(loss.log_finite_mass)
         self.atoms = None

@@ -2,28 +2,28 @@
 
 For one direction with privacy loss L = log(p/q)(o), o ~ P, the moment-generating
 function M(s) = E_P[e^{sL}] is the characteristic function continued to imaginary
-argument, M(s) = phi(-is) (papers/002_658ea0213f8272c6.txt Sec. 3, App. B), and
+argument, M(s) = phi(-is) (Zhu, Dong & Wang 2022, Sec. 3, App. B), and
 
     D_alpha(P||Q) = log E_Q[(p/q)^alpha] / (alpha - 1) = log M(alpha - 1) / (alpha - 1).
 
 The other direction (L' under Q) gives D_alpha(Q||P); the mechanism's value is the
 larger of the two.  It is +infinity where the MGF does not exist at s = alpha - 1
-(outside its strip, e.g. :class:`afa.DataDependentGaussian`, papers/002 App. A
+(outside its strip, e.g. :class:`afa.DataDependentGaussian`, Zhu, Dong & Wang 2022, App. A
 Example 15), and for alpha > 1 whenever the loss has mass at +infinity
 (:class:`afa.ApproxDP`, Example 14).  Subsampled Gaussian and Laplace mechanisms,
 whose log-CF is numeric, take their MGF from the noise pair's quadrature at the
 real point s = alpha - 1 (:class:`afa.noise_pair.PairMGF`).
 
-RDP accounting (papers/002 Sec. 2, Def. 6): Renyi divergences of a composition add
+RDP accounting (Zhu, Dong & Wang 2022, Sec. 2, Def. 6): Renyi divergences of a composition add
 (per direction of the composed dominating pair, Thm 10), and (alpha, rho)-RDP converts
 to (epsilon, delta)-DP by
 
 * "standard" (Mironov 2017, Prop. 3):  eps = rho + log(1/delta) / (alpha - 1);
-* "improved" (Balle et al. 2020, Thm 21; Canonne-Kamath-Steinke 2020, Prop. 12):
+* "improved" (Balle et al. 2020, Thm 21; Canonne, Kamath & Steinke 2020, Prop. 12):
   eps = rho + log((alpha - 1)/alpha) - (log delta + log alpha) / (alpha - 1),
 
 minimised over the orders.  Both are **upper bounds** on the tight epsilon(delta) of
-:class:`afa.Accountant`, and not tight even for the Gaussian mechanism (papers/002
+:class:`afa.Accountant`, and not tight even for the Gaussian mechanism (Zhu, Dong & Wang 2022
 Sec. 3, Fig. 1): RDP is kept here as the baseline to compare against.
 """
 
@@ -108,7 +108,7 @@ def log_mgf(loss: PrivacyLoss, s: float) -> float:
     """log E[e^{sL}; L < inf]: the log-MGF of the loss's finite part at a real s.
 
     Finite losses sum over their atoms; closed forms continue the symbolic log-CF to
-    t = -is with 60 digits (papers/002 App. B); subsampled Gaussian / Laplace losses take the
+    t = -is with 60 digits (Zhu, Dong & Wang 2022, App. B); subsampled Gaussian / Laplace losses take the
     noise pair's quadrature at the real point s.  +inf outside the MGF's strip, -inf when the
     finite part has no mass.  Raises NotImplementedError for log-CFs known on the real line
     only (MixtureOfGaussians).
@@ -153,7 +153,7 @@ def renyi_divergence_expression(source: Mechanism | Accountant, neighboring: str
 
     ``source`` is a mechanism (under ``neighboring``) or an :class:`afa.Accountant` (its own
     relation; the composed log-CF sum_i k_i log phi_i).  Each direction's log phi(t) is taken at
-    t = -i(alpha - 1) and divided by alpha - 1 (papers/002 App. B), then simplified; two
+    t = -i(alpha - 1) and divided by alpha - 1 (Zhu, Dong & Wang 2022, App. B), then simplified; two
     different directions give ``Max`` of the two.  A direction with mass at +infinity gives
     ``Piecewise`` (its finite part below alpha = 1, +oo above).  Where a closed form has a
     strip (DataDependentGaussian) the expression is the divergence inside it only.
@@ -189,7 +189,7 @@ def _expression(log_phi: sympy.Expr, inf_mass: float) -> sympy.Expr:
 def composed_rdp(accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
     """The RDP curve of the accountant's composition at ``orders`` (each > 1).
 
-    Divergences add along each direction of the composed dominating pair (papers/002 Thm 10);
+    Divergences add along each direction of the composed dominating pair (Zhu, Dong & Wang 2022, Thm 10);
     the curve is the larger direction's sum at each order (no larger than the usual
     sum over mechanisms of each mechanism's larger direction).  +inf where any term is.
     """
@@ -280,7 +280,7 @@ class RdpAccountant:
     """The RDP (moments) accountant: Renyi divergences composed at fixed orders, converted to (epsilon, delta).
 
     Its answers are **upper bounds** on the tight values of :class:`afa.Accountant`
-    (papers/002 Sec. 3): use it as the baseline it is.
+    (Zhu, Dong & Wang 2022, Sec. 3): use it as the baseline it is.
 
     >>> RdpAccountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), 1000).epsilon(1e-5)  # doctest: +SKIP
     """
@@ -290,7 +290,7 @@ class RdpAccountant:
         self._accountant = Accountant(neighboring)
 
     @classmethod
-    def from_accountant(cls, accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> "RdpAccountant":
+    def from_accountant(cls, accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> RdpAccountant:
         """An RDP accountant holding the same composition as ``accountant``."""
         if not isinstance(accountant, Accountant):
             raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
@@ -299,7 +299,7 @@ class RdpAccountant:
             rdp.compose(mechanism, count)
         return rdp
 
-    def compose(self, mechanism: Mechanism, times: int = 1) -> "RdpAccountant":
+    def compose(self, mechanism: Mechanism, times: int = 1) -> RdpAccountant:
         """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
         self._accountant.compose(mechanism, times)
         return self

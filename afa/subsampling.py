@@ -1,6 +1,6 @@
 """Subsampled mechanisms: Poisson subsampling and sampling a fixed-size subset (DP-SGD).
 
-Dominating pairs (papers/002_658ea0213f8272c6.txt Thm 11; papers/003_83ef780bcc67edb1.txt
+Dominating pairs (Zhu, Dong & Wang 2022, Thm 11; Google DP team 2025
 Sec. 4).  For a base mechanism whose remove direction has the pair (P, Q) -- P the
 output with the individual's record, Q without -- and sampling rate q, the mixture
 A = (1 - q) Q + q P gives
@@ -10,7 +10,7 @@ A = (1 - q) Q + q P gives
   (Thm 11(2)): remove (A, P'), add (P', A) built from the base's *replacement*
   pair; for additive noise (Gaussian, Laplace) with sensitivity Delta that pair is the
   same shift by Delta, so the numbers coincide with Poisson subsampling;
-* Poisson-subsampled Gaussian under substitution (papers/003 Sec. 4.2):
+* Poisson-subsampled Gaussian under substitution (Google DP team 2025, Sec. 4.2):
   ((1 - q) N(0) + q N(-Delta), (1 - q) N(0) + q N(Delta)), one symmetric direction.
 
 Additive continuous noise (Gaussian, Laplace) gives a pair of noise mixtures whose
@@ -45,7 +45,7 @@ MAX_SUBSAMPLED_SHIFT = 1000.0
 
 @dataclass(frozen=True)
 class Subsampled(Mechanism):
-    """``base`` run on a random subsample with rate ``q``: scheme "poisson" or "subset" (papers/002 Thm 11).
+    """``base`` run on a random subsample with rate ``q``: scheme "poisson" or "subset" (Zhu, Dong & Wang 2022, Thm 11).
 
     Build it with ``base.poisson_subsampled(q)`` or ``base.subset_subsampled(q)``.
     """
@@ -76,11 +76,11 @@ class Subsampled(Mechanism):
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
         if self.scheme == "subset" and neighboring != "add_remove":
-            raise ValueError("subset sampling is analysed under neighboring='add_remove' (papers/002 Thm 11(2), "
-                             "from the base's replacement pair)")
+            raise ValueError("subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
+                             "Thm 11(2), from the base's replacement pair)")
         if 0 < self.q < 1 and neighboring == "substitution" and not isinstance(self.base, Gaussian):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
-                             "(papers/003 Sec. 4.2)")
+                             "(Google DP team 2025, Sec. 4.2)")
 
     @property
     def truncated_mass(self) -> float:

@@ -1,8 +1,8 @@
 """f-DP trade-off curves of a composition, and the privacy profile of a trade-off curve.
 
 A trade-off function f = T[P, Q] maps the type I error alpha of a test of P against Q
-to the smallest type II error beta (papers/002_658ea0213f8272c6.txt App. B; Dong, Roth
-and Su 2021).  It is the convex conjugate of the privacy profile (Lemmas 20, 21): every
+to the smallest type II error beta (Zhu, Dong & Wang 2022, App. B; Dong, Roth
+& Su 2022).  It is the convex conjugate of the privacy profile (Lemmas 20, 21): every
 test with rejection region S has alpha = P(S), 1 - beta = Q(S), and
 Q(S) - gamma P(S) <= H_gamma(Q||P), so
 
@@ -29,7 +29,7 @@ concave in x; :func:`privacy_profile_from_tradeoff` maximises it the same way.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -53,7 +53,7 @@ _INVERSE_GOLDEN = (np.sqrt(5.0) - 1) / 2
 
 
 def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto", direction: str | None = None) -> np.ndarray:
-    """beta = f(alpha): the trade-off function of the accountant's composition (papers/002 Lemma 21).
+    """beta = f(alpha): the trade-off function of the accountant's composition (Zhu, Dong & Wang 2022, Lemma 21).
 
     ``alphas`` in [0, 1] (any shape).  By default the symmetric curve, from delta(eps) = max of
     both directions (a lower bound on both T[P, Q] and T[Q, P]); ``direction`` = the first of
@@ -108,7 +108,7 @@ def tradeoff_from_profile(delta: Profile, alphas, *, delta_reverse: Profile | No
 
 
 def privacy_profile_from_tradeoff(tradeoff: Callable[[np.ndarray], np.ndarray], epsilons) -> np.ndarray:
-    """delta(eps) = sup_x (1 - f(x) - e^eps x) of a trade-off function f (papers/002 Lemma 20).
+    """delta(eps) = sup_x (1 - f(x) - e^eps x) of a trade-off function f (Zhu, Dong & Wang 2022, Lemma 20).
 
     ``tradeoff`` is a vectorised convex f on [0, 1] (e.g. ``lambda a: tradeoff_curve(acc, a)``
     or an interpolation of samples); for f = T[P, Q] the result is H_{e^eps}(Q||P).  Every x

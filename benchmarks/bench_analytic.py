@@ -2,10 +2,10 @@
 
 Prints three tables:
 
-1. composed Gaussians (papers/004 Thm 5 is the truth): the real-line
+1. composed Gaussians (Sommer, Meiser & Mohammadi 2019, Thm 5 is the truth): the real-line
    quadrature's worst |delta - exact| on eps in [0, 6], relative error of
    eps(delta), and the median time of one query;
-2. papers/002 Exp 2 (Gaussian sigma=5 alternating with RR p=0.52): delta(2.0)
+2. Zhu, Dong & Wang 2022, Exp 2 (Gaussian sigma=5 alternating with RR p=0.52): delta(2.0)
    against the exact binomial mixture;
 3. a composition of 100 distinct closed-form mechanisms: median time of one
    cold eps(delta) (engines rebuilt), with counts ~10^2, and with the counts
@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from timing import median_seconds
 
 import afa
 from afa import exact
-from timing import median_seconds
 
 
 def cold(acc: afa.Accountant, query):
@@ -35,7 +35,7 @@ def cold(acc: afa.Accountant, query):
 
 
 def gaussian_table() -> None:
-    print("\n1. Composed Gaussians, method='quadrature' vs papers/004 Thm 5")
+    print("\n1. Composed Gaussians, method='quadrature' vs Sommer, Meiser & Mohammadi 2019, Thm 5")
     print(f"{'sigma':>7} {'k':>9} {'mu':>6} {'max|d-d*|':>10} {'rel eps(1e-5)':>13} {'ms/delta':>9} {'ms/eps':>8}")
     epsilons = np.linspace(0, 6, 61)
     for sigma, count in [(0.5, 1), (1, 1), (2, 10), (5, 100), (50, 10_000), (100, 1), (100, 1_000_000)]:
@@ -57,7 +57,7 @@ def gaussian_table() -> None:
 
 
 def exp2_table() -> None:
-    print("\n2. papers/002 Exp 2: Gaussian(5) and RR(0.52) alternating, delta(2.0)")
+    print("\n2. Zhu, Dong & Wang 2022, Exp 2: Gaussian(5) and RR(0.52) alternating, delta(2.0)")
     print(f"{'k total':>8} {'quadrature':>20} {'exact':>20} {'|diff|':>9} {'est. err':>9} {'ms':>7}")
     for total in (10, 100, 1000, 10_000):
         acc = (afa.Accountant().compose(afa.Gaussian(5.0), times=total // 2)

@@ -4,14 +4,14 @@ Rows (see the contour-shifted inversion issue):
 
 * composed Gaussians -- one mechanism, 100 and 10 000 distinct ones with
   random sigmas and counts up to 10^9 -- against the exact composed-Gaussian
-  formula (papers/004 Thm 5);
+  formula (Sommer, Meiser & Mohammadi 2019, Thm 5);
 * Laplace (scale 1) x 100 -- atoms and all, the lattice contour -- against the
   exact mpmath enumeration in tests/_reference.py (its support ends at
   delta = 2^-100 ~ 8e-31, so its rows stop at 1e-30);
 * 100 distinct mechanisms mixing Gaussians and Laplaces, error against the
   real-line quadrature where both are valid (delta >= 1e-5) and otherwise only
   timed;
-* papers/002 Exp 2 (Gaussian + RR, 1000 uses) against the exact binomial mixture.
+* Zhu, Dong & Wang 2022, Exp 2 (Gaussian + RR, 1000 uses) against the exact binomial mixture.
 
 For each: the median time of one delta(eps) (engine built), of one eps(delta)
 on a warm accountant (another delta was asked before) and on a cold one
@@ -26,11 +26,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from references import delta_slope, laplace_delta_mpmath, relative_epsilon_offset
+from timing import median_seconds
 
 import afa
 from afa import exact
-from references import delta_slope, laplace_delta_mpmath, relative_epsilon_offset
-from timing import median_seconds
 
 TARGETS = (1e-5, 1e-10, 1e-30, 1e-100, 1e-300)
 
@@ -103,7 +103,7 @@ def main() -> None:
     epsilons = [acc.epsilon(d, method="exact") for d in exp2_targets]
     delta_errors = [abs(acc.delta(e, method="contour") / acc.delta(e, method="exact") - 1) for e in epsilons]
     epsilon_errors = [abs(acc.epsilon(d, method="contour") / e - 1) for d, e in zip(exp2_targets, epsilons)]
-    print_row("papers/002 Exp 2 (to 1e-30)", timings(acc, epsilons[2], 1e-30), delta_errors, epsilon_errors)
+    print_row("Zhu, Dong & Wang 2022, Exp 2 (to 1e-30)", timings(acc, epsilons[2], 1e-30), delta_errors, epsilon_errors)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ multiplier sigma and rate q), each at value_discretization_interval 1e-3 and 1e-
   numpy seed 0), 10 steps each.
 
 Columns: afa's certified bracket [optimistic, pessimistic] (greedy hull and connect-the-dots,
-papers/001 Secs. 4-5) from ``Accountant(value_discretization_interval=h).epsilon_result(delta,
+Doroshenko et al. 2022, Secs. 4-5) from ``Accountant(value_discretization_interval=h).epsilon_result(delta,
 method='pld')``, its width and its time; dp_accounting's PLD at the same interval, pessimistic with
 connect-the-dots and optimistic (dp_accounting has no optimistic connect-the-dots and falls back to
 privacy buckets, rounding every loss down), its bracket and its time (both PLDs built and
@@ -35,7 +35,6 @@ import time
 import warnings
 
 import numpy as np
-
 from contenders import INSTALLED, dp_gaussian_pld_epsilon
 from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
 

@@ -3,7 +3,8 @@
 The acceptance point of the subsampling issue: <= 100 ms per eps(delta) (both directions) for any step
 count.  Grid: q in {0.01, 0.001}, sigma in {0.8, 1, 2}, k in {1, 2, 5, 10, 50, 100, 300, 1000, 3000,
 10 000, 100 000}, delta = 1e-5, plus the two near-atom rows (sigma 0.8, q 0.001, k 100, delta 1e-5;
-sigma 2, q 0.001, k 1000, delta 1e-6).  Each call builds a new accountant with afa's per-mechanism caches cleared (cold: the
+sigma 2, q 0.001, k 1000, delta 1e-6).  Each call builds a new accountant with afa's per-mechanism caches cleared
+(cold: the
 losses and loss tails are rebuilt too); the one-time per-process set-up is excluded by a warm-up call.
 Reported: median wall and CPU (process) time of REPEATS calls, the method 'auto' chose, eps and its
 [lower, upper] and relative width.  CPU time is the steadier figure on a shared machine (but counts
@@ -17,8 +18,9 @@ from __future__ import annotations
 import statistics
 import time
 
-import afa
 from timing import clear_afa_caches, machine_note
+
+import afa
 
 REPEATS = 5
 CASES = ([(sigma, q, k, 1e-5) for q in (0.01, 0.001) for sigma in (0.8, 1.0, 2.0)

@@ -7,7 +7,8 @@ Poisson-subsampled Gaussian with noise multiplier sigma and rate q):
   eps ~ 0.718036 and 1.828237 for k = 100, 1000); q = 0.01, sigma = 2, k = 1500;
   q = 256/60000, sigma = 1.1, k = 14 063 (MNIST, 60 epochs of batches of 256);
 * near-atom (small q k, where afa's contour refuses and the real-line inversion
-  answers; Table 3 checks it against the certified bracket): sigma = 0.8, q = 0.001, k = 100, delta = 1e-5; sigma = 2, q = 0.001,
+  answers; Table 3 checks it against the certified bracket): sigma = 0.8, q = 0.001, k = 100, delta = 1e-5; sigma = 2,
+  q = 0.001,
   k = 1000, delta = 1e-6;
 * tiny delta: q = 0.01, sigma = 2, k = 3000, delta = 1e-10, 1e-16, 1e-20;
 * heterogeneous: 100 distinct subsampled Gaussians (sigma uniform in [1.5, 3],
@@ -33,7 +34,7 @@ swamps delta) and is flagged so; where afa falls outside an otherwise plausible
 bracket, the pessimistic eps is recomputed on grids 7% finer and coarser, and a
 spread larger than afa's distance to the bracket is flagged as unresolved.
 
-Table 3: afa's own certified bracket (papers/002 Algorithm 2, afa.certified) on
+Table 3: afa's own certified bracket (Zhu, Dong & Wang 2022, Algorithm 2, afa.certified) on
 delta at afa's eps for the single-mechanism rows with k <= 1500: its relative width,
 and whether it contains afa's delta there.
 
@@ -49,14 +50,14 @@ import math
 import time
 import warnings
 
+import contenders
 import numpy as np
+from contenders import INSTALLED, subsampled_terms
+from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
 
 import afa
 import afa.mechanisms
-import contenders
 from afa.certified import certified_delta
-from contenders import INSTALLED, subsampled_terms
-from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
 
 #: A call slower than this (seconds) is timed once, not repeated.
 SINGLE_SHOT_SECONDS = 5.0
@@ -235,7 +236,7 @@ def main() -> None:
 
 
 def print_certified_widths(checks) -> None:
-    """Table 3: papers/002 Algorithm 2's certified delta bracket at afa's eps (max over the two
+    """Table 3: Zhu, Dong & Wang 2022, Algorithm 2's certified delta bracket at afa's eps (max over the two
     directions, afa.certified at its default 2^18 cells), for the single-mechanism rows with k <= 1500."""
     print("\nTable 3: the certified Algorithm 2 bracket on delta at afa's eps (both directions), its relative "
           "width and build time")

@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import afa
-
 from timing import clear_afa_caches
+
+import afa
 
 try:
     import dp_accounting

@@ -34,13 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import afa
-import numpy as np
-
 import contenders as lib
+import numpy as np
 import references
 from contenders import Term
 from timing import clear_afa_caches, machine_facts, package_versions, run_isolated
+
+import afa
 
 REPEATS = 3
 #: A call slower than this (seconds) is timed once, not REPEATS more times.
@@ -438,7 +438,7 @@ def reference_source_table(cases: list[Case], deltas) -> str:
 def gaussians(runner: Runner, flags: Flags) -> Section:
     section = Section("1. Composed Gaussians", (
         "k uses of the Gaussian mechanism N(0, σ²), sensitivity 1, add/remove; μ = √k / σ.  Reference: afa.exact's "
-        "closed form (papers/004 Thm 5), whose δ at ε_ref is recomputed with mpmath at 60 digits (largest "
+        "closed form (Sommer, Meiser & Mohammadi 2019, Thm 5), whose δ at ε_ref is recomputed with mpmath at 60 digits (largest "
         "relative δ residual given below).  afa's default ('auto') is 'exact' here; 'quadrature' refuses δ within "
         "100× of its absolute-error floor (the refusal is the intended behaviour).  Peers: dp_accounting's "
         "PLDAccountant (pessimistic, grid 1e-4), prv_accountant (eps_error 0.01, delta_error δ/1000), autodp's "

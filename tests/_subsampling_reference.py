@@ -5,8 +5,8 @@ that the library is tested against.
 
 Pairs (output o real, Delta = sensitivity, mu = N(0, sigma^2) or Laplace(0, b))
 -------------------------------------------------------------------------------
-Poisson subsampling with probability q (papers/002_658ea0213f8272c6.txt Thm 11,
-papers/003_83ef780bcc67edb1.txt Sec. 4.1 and 4.2):
+Poisson subsampling with probability q (Zhu, Dong & Wang 2022, Thm 11,
+Google DP team 2025, Sec. 4.1 and 4.2):
 
     relation="remove":        P = (1-q) mu(o) + q mu(o - Delta),  Q = mu(o)
     relation="add":           P = mu(o),  Q = (1-q) mu(o) + q mu(o - Delta)
@@ -19,7 +19,7 @@ delta is the maximum over "remove" and "add" (relation="add_remove" in the
 delta functions).
 
 Subset subsampling (sampling m of n without replacement, gamma = m/n;
-papers/002 Thm 11 (2)): with the replace-dominating pair (P, Q) =
+Zhu, Dong & Wang 2022, Thm 11 (2)): with the replace-dominating pair (P, Q) =
 (mu(o), mu(o - Delta_r)) of the base mechanism (Delta_r = replace-sensitivity),
 ((1-gamma) P + gamma Q, P) (removal) and (P, (1-gamma) P + gamma Q) (add) are
 exactly the "remove" / "add" pairs above with q = gamma, Delta = Delta_r.  So

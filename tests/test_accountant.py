@@ -18,7 +18,7 @@ def brute_force_delta(epsilon, losses, weights, inf_mass=0.0):
     return inf_mass + float(np.sum(weights[active] * -np.expm1(epsilon - losses[active])))
 
 
-# -- papers/002 Sec. 5, Exp 2: Gaussian(5) and RR(0.52) alternating ---------------------------
+# -- Zhu, Dong & Wang 2022, Sec. 5, Exp 2: Gaussian(5) and RR(0.52) alternating ---------------------------
 
 @pytest.mark.parametrize("total", [10, 100, 1000])
 def test_exp2_heterogeneous_composition(total):

@@ -272,7 +272,7 @@ VALID_ANSWERS = [
     ("rr one", afa.RandomizedResponse(1), "eps", 1e-5, INF, 0.0),
     ("rr numpy", afa.RandomizedResponse(np.float64(0.7)), "delta", 0.2, randomized_response_delta(0.2, 0.7), 1e-12),
     ("krr k 2**53", afa.KaryRandomizedResponse(2 ** 53, 0.5), "delta", 1.0, 0.5 - math.e / 2 ** 53, 1e-12),
-    # add/remove: the replace-special pair (p, 1 - p) vs uniform (papers/003 Sec. 3.6)
+    # add/remove: the replace-special pair (p, 1 - p) vs uniform (Google DP team 2025, Sec. 3.6)
     ("krr k int64", afa.KaryRandomizedResponse(np.int64(2), 0.7), "delta", 0.2,
      pmf_delta(0.2, [0.7, 0.3], [0.5, 0.5]), 1e-12),
     ("dlap a subnormal", afa.DiscreteLaplace(SUBNORMAL), "eps", 1e-5, 0.0, 0.0),

@@ -1,6 +1,6 @@
 """Noise calibration: safe (upper epsilon <= target) and tight (rtol less noise misses the target).
 
-Truths: the composed-Gaussian formula written out here with scipy.stats (papers/004 Thm 5) for the
+Truths: the composed-Gaussian formula written out here with scipy.stats (Sommer, Meiser & Mohammadi 2019, Thm 5) for the
 closed-form case, and the analytic engines (contour, else the real line: characteristic functions,
 independent of the PLD that certifies the subsampled case) for DP-SGD.
 """

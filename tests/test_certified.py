@@ -1,7 +1,7 @@
-"""Tests for afa.certified: the certified delta bracket of papers/002_658ea0213f8272c6.txt
+"""Tests for afa.certified: the certified delta bracket of Zhu, Dong & Wang 2022
 App. E (Algorithm 2, Lemma 40, Corollary 41, Theorem 44).
 
-Ground truth: the exact composed Gaussian (papers/004_d41287a43ce5d174.txt Thm 5) in 40-digit
+Ground truth: the exact composed Gaussian (Sommer, Meiser & Mohammadi 2019, Thm 5) in 40-digit
 mpmath; the exact single Laplace use and the exact k-fold Laplace composition
 (tests/_reference.py); the one-use subsampled delta by mpmath quadrature
 (tests/_subsampling_reference.py); the literature eps(1e-5) of the Poisson-subsampled Gaussian.

@@ -188,7 +188,7 @@ def test_approx_dp_flags(capsys):
 
 def test_propose_test_release_flags(capsys):
     # One use: mass delta0 at +inf, else a Laplace loss with a = eps0, whose delta is 1 - e^{(eps - a)/2}
-    # on [0, a] (papers/002 Lemma 34).
+    # on [0, a] (Zhu, Dong & Wang 2022, Lemma 34).
     eps0, delta0, eps = 1.0, 1e-3, 0.4
     data = run_json(capsys, "delta", "--epsilon", eps, "--mechanism", "propose-test-release",
                     "--ptr-epsilon", eps0, "--ptr-delta", delta0)
@@ -214,7 +214,7 @@ def test_dpsgd_sampling_rate(capsys):
     assert abs(data["value"] - 1.828237) <= 5e-7
     subset = run_json(capsys, "epsilon", "--delta", 1e-5, "--mechanism", "gaussian", "--sigma", 1,
                       "--sampling-rate", 0.01, "--sampling", "subset", "--compositions", 1000)
-    assert subset["value"] == data["value"]  # additive noise: the same pair (papers/002 Thm 11(2))
+    assert subset["value"] == data["value"]  # additive noise: the same pair (Zhu, Dong & Wang 2022, Thm 11(2))
 
 
 def test_spec_sampling_rate(tmp_path, capsys):
@@ -430,7 +430,8 @@ def test_accuracy_error_is_a_usage_error(capsys, tmp_path):
 # ---------------------------------------------------------------------------
 
 def test_compare_on_gaussians_clt_and_gdp_are_exact_and_rdp_is_above(capsys):
-    """For composed Gaussians the CLT and the GDP estimate are exact (papers/004 Thm 5), and the RDP
+    """For composed Gaussians the CLT and the GDP estimate are exact (Sommer, Meiser & Mohammadi 2019, Thm 5), and the
+    RDP
     conversions are upper bounds: checked against the closed form written out here."""
     data = json.loads(run_ok(capsys, *GAUSS_1000[:4], "10", *GAUSS_1000[5:], "--compare", "--json"))
     mu = math.sqrt(1000) / 10.0

@@ -1,7 +1,8 @@
-"""CLT views (papers/004_d41287a43ce5d174.txt): privacy-loss classes, delta_CLT, Berry-Esseen, Markov-ADP, GDP mu.
+"""CLT views (Sommer, Meiser & Mohammadi 2019): privacy-loss classes, delta_CLT, Berry-Esseen, Markov-ADP, GDP mu.
 
 References (computed here, not by afa):
-* papers/004 Lemma 11 / Thm 5: k Gaussian mechanisms with mu_1 = sensitivity / sigma have the class
+* Sommer, Meiser & Mohammadi 2019, Lemma 11 / Thm 5: k Gaussian mechanisms with mu_1 = sensitivity / sigma have the
+class
   (k mu_1^2 / 2, k mu_1^2, 0) and delta(eps) = [erfc((eps - m)/(sqrt(2) s)) - e^eps erfc((eps + m)/(sqrt(2) s))] / 2,
   m = k mu_1^2 / 2, s^2 = k mu_1^2 (evaluated in mpmath);
 * third absolute moments: E|Z|^3 = 2 sqrt(2/pi) for Z ~ N(0, 1); Laplace's loss (atoms +-a with masses 1/2,

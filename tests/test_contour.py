@@ -2,11 +2,13 @@
 
 Ground truth: afa.exact (composed Gaussian in log space, checked against
 50-digit mpmath in test_exact.py; the discrete x Gaussian mixture for
-papers/002 Exp 2).  The contour engine shares nothing with either but the
+Zhu, Dong & Wang 2022, Exp 2).  The contour engine shares nothing with either but the
 mechanisms' log-CF templates.
 """
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,9 +66,6 @@ def test_contour_refuses_what_it_cannot_do():
 
 
 # -- atoms: the lattice contour (Laplace-type and finite-output compositions) --------------
-
-import sys
-from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _reference import laplace_delta_mpmath  # noqa: E402

@@ -30,9 +30,8 @@ import pytest
 from scipy.special import log_ndtr, logsumexp
 
 import afa
-from afa import budget
+from afa import budget, engines
 from afa import contour as contour_module
-from afa import engines
 from afa.results import AccuracyError
 
 ULP = np.finfo(float).eps
@@ -61,7 +60,7 @@ class Lattice:
     def losses(self) -> np.ndarray:
         return self.unit * (self.first + self.step * np.arange(self.masses.size)).astype(float)
 
-    def power(self, count: int) -> "Lattice":
+    def power(self, count: int) -> Lattice:
         """The count-fold sum, by binary powering with direct (non-FFT) convolutions of non-negative vectors."""
         result, base, remaining = None, self, count
         while remaining:
@@ -72,7 +71,7 @@ class Lattice:
                 base = base.convolve(base)
         return result
 
-    def convolve(self, other: "Lattice") -> "Lattice":
+    def convolve(self, other: Lattice) -> Lattice:
         assert self.unit == other.unit and self.step == other.step
         masses = np.convolve(self.masses, other.masses)
         # Each output is a sum of at most min(n, m) non-negative products: relative error <= that many ulps.

@@ -1,4 +1,4 @@
-"""Gaussian noise with a data-dependent variance (papers/002_658ea0213f8272c6.txt App. A Example 15).
+"""Gaussian noise with a data-dependent variance (Zhu, Dong & Wang 2022, App. A Example 15).
 
 Ground truth is computed here, independently of afa:
 
@@ -44,7 +44,7 @@ def _pair(s1, s2, m, direction):
     return (own, other) if direction == "remove" else (other, own)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hockey_stick_mpmath(eps: float, s1: float, s2: float, m: float, direction: str) -> mp.mpf:
     """int max(p - e^eps q, 0) dx: 30-digit Gauss-Legendre quadrature of the densities on panels
     split at the roots of log p - log q = eps and around them and the mean of P."""
@@ -118,7 +118,7 @@ def test_reference_matches_normal_cdf_closed_form():
             assert abs(hockey_stick_mpmath(eps, s1, s2, m, direction) / closed - 1) < 1e-20
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def composed_mpmath(eps: float, k: int, alpha: float, beta: float, gamma: float) -> float:
     """E[(1 - e^{eps - L})_+] for L = sum_{i<=k} alpha + beta Z_i + gamma Z_i^2, Z_i iid N(0, 1)."""
     with mp.workdps(30):

@@ -420,7 +420,7 @@ def test_auto_answers_a_finite_composition_too_large_to_enumerate_with_the_pld(m
 @pytest.mark.parametrize("p,count", [(0.9, 500), (0.6, 10_000)])
 def test_epsilon_beyond_the_exponent_range_is_exact(p, count):
     """eps(1e-5) near 990 for these compositions: e^-loss underflows there (it used to divide by zero).
-    The closed form (afa.exact, papers/004 Example 1) gives delta = 1e-5 at the answer and more just below."""
+    The closed form (afa.exact, Sommer, Meiser & Mohammadi 2019, Example 1) gives delta = 1e-5 at the answer and more just below."""
     from afa import exact
 
     epsilon = afa.Accountant().compose(afa.RandomizedResponse(p), count).epsilon(1e-5)

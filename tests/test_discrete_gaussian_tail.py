@@ -1,6 +1,6 @@
 """DiscreteGaussian's truncated support against an untruncated reference at tiny delta.
 
-afa sends the discrete Gaussian's tail beyond +-tau to +infinity (papers/003 Sec. 3.5); at
+afa sends the discrete Gaussian's tail beyond +-tau to +infinity (Google DP team 2025, Sec. 3.5); at
 delta = 1e-30 a cut at tail mass 1e-30 made eps too high (+3.9e-5 for sigma = 2 x 100) with
 brackets excluding the truth.  The reference here does not import afa: the per-use pmf of
 N_Z(0, sigma^2) from mpmath (normaliser summed over all integers, support cut only where the
@@ -9,7 +9,7 @@ long-double arrays (relative error <= levels * length * 2^-64, about 1e-15 here)
 P = N_Z(1, sigma^2), Q = N_Z(0, sigma^2), k uses give the loss L = (2 S + k) / (2 sigma^2),
 S ~ N_Z(0)^{*k}, and delta(eps) = sum_S Pr[S] (1 - e^{eps - L})_+ (both add/remove
 directions coincide by symmetry).  With a Gaussian part of mu = sqrt(sum k_g) / sigma_g the
-hockey stick of each S is the Gaussian one at eps - L (papers/004 Thm 5) in mpmath.
+hockey stick of each S is the Gaussian one at eps - L (Sommer, Meiser & Mohammadi 2019, Thm 5) in mpmath.
 
 A method's eps bracket [lower, upper] contains the truth iff delta(lower) >= delta >= delta(upper).
 """
@@ -29,7 +29,7 @@ TAIL_DIGITS = 100
 REFERENCE_RTOL = 1e-14
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sum_pmf(sigma: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(S values, Pr[S]) of the sum of k independent N_Z(0, sigma^2)."""
     with mp.workdps(40):

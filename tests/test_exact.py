@@ -1,10 +1,10 @@
 """Tests for afa.exact against independent ground truth.
 
-References: mpmath at 50 digits for the Gaussian formula (papers/004_d41287a43ce5d174.txt,
-Thm 5; papers/003_83ef780bcc67edb1.txt, Sec. 3.2.1 eq. (1)), brute-force enumeration of
-output sequences for (approximate) randomized response (papers/004, Example 1, App. A.1),
+References: mpmath at 50 digits for the Gaussian formula (Sommer, Meiser & Mohammadi 2019,
+Thm 5; Google DP team 2025, Sec. 3.2.1 eq. (1)), brute-force enumeration of
+output sequences for (approximate) randomized response (Sommer, Meiser & Mohammadi 2019, Example 1, App. A.1),
 and direct sums / numerical integration of hockey-stick divergences for mixtures
-(papers/002_658ea0213f8272c6.txt, Sec. 5, Exp 2).
+(Zhu, Dong & Wang 2022, Sec. 5, Exp 2).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def rr_brute(eps: float, p: float, n: int) -> mp.mpf:
 
 
 def arr_brute(eps: float, xi: float, delta0: float, n: int) -> mp.mpf:
-    """n-fold ARR (papers/004, Example 1), enumerating all 4^n output sequences."""
+    """n-fold ARR (Sommer, Meiser & Mohammadi 2019, Example 1), enumerating all 4^n output sequences."""
     with mp.workdps(DPS):
         d, e = mp.mpf(delta0), mp.exp(mp.mpf(xi))
         one_p = [d, (1 - d) * e / (1 + e), (1 - d) / (1 + e), mp.mpf(0)]
@@ -348,7 +348,7 @@ def test_mixture_gaussian_matches_mpmath_sum():
 
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_mixture_rr_times_gaussian_matches_integral(eps):
-    """RR(p) ⊗ Gaussian(σ): hockey-stick integral of the output densities, papers/002 Exp 2."""
+    """RR(p) ⊗ Gaussian(σ): hockey-stick integral of the output densities, Zhu, Dong & Wang 2022, Exp 2."""
     p, sigma = 0.52, 5.0
     xi, mu = math.log(p / (1 - p)), 1.0 / sigma
     got = discrete_gaussian_mixture_delta(eps, [xi, -xi], [p, 1 - p], mu=mu)

@@ -6,10 +6,9 @@ The default run checks a small sample; ``-m slow`` a larger one; ``benchmarks/fu
 """
 
 import pytest
+from _fuzz import check_composition, random_composition
 
 import afa
-
-from _fuzz import check_composition, random_composition
 
 #: Seeds of the fast sample that still fail, with what fails (none today).
 KNOWN_OPEN: dict[int, str] = {}

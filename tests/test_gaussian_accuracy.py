@@ -1,4 +1,4 @@
-"""The real-line inversion against the exact Gaussian formula (papers/004 Thm 5).
+"""The real-line inversion against the exact Gaussian formula (Sommer, Meiser & Mohammadi 2019, Thm 5).
 
 Ground truth is :mod:`afa.exact` (closed form in log space, itself checked
 against mpmath in test_exact.py) and scipy's normal CDF; the inversion never

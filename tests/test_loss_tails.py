@@ -3,14 +3,14 @@
 For one direction (P, Q) with loss L = log(p/q)(o), o ~ P, a :class:`afa.loss_tails.LossTails`
 gives log P[eps < L < inf], log Q[eps < L < inf] and P[L = inf]; its hockey stick
 delta(eps) = P[L = inf] + P[eps < L < inf] - e^eps Q[eps < L < inf] must be the direction's
-H_{e^eps}(P || Q) (papers/002_658ea0213f8272c6.txt Def. 7, Lemma 37).
+H_{e^eps}(P || Q) (Zhu, Dong & Wang 2022, Def. 7, Lemma 37).
 
 Ground truth, independent of afa's code:
 
 * closed forms in 40-digit mpmath: the Gaussian delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)
-  (papers/004_d41287a43ce5d174.txt Thm 5) and its tails Phi(+-mu/2 - eps/mu); the Laplace
-  delta = 1 - e^{(eps - a)/2} on [-a, a] (papers/002 Lemma 34); propose-test-release
-  delta + (1 - delta) delta_Laplace (papers/002 Example 16);
+  (Sommer, Meiser & Mohammadi 2019, Thm 5) and its tails Phi(+-mu/2 - eps/mu); the Laplace
+  delta = 1 - e^{(eps - a)/2} on [-a, a] (Zhu, Dong & Wang 2022, Lemma 34); propose-test-release
+  delta + (1 - delta) delta_Laplace (Zhu, Dong & Wang 2022, Example 16);
 * enumeration sum_o (p(o) - e^eps q(o))_+ over the outputs, in mpmath, of the PMFs written out
   here from each mechanism's definition (randomized response, k-RR, discrete Laplace, discrete
   Gaussian, ApproxDP, DiscreteMechanism, subsampled discrete bases);
@@ -86,7 +86,7 @@ def gaussian_delta_mp(eps, mu) -> float:
 
 
 def laplace_delta(eps, a) -> float:
-    """One Laplace use, a = sensitivity / scale (papers/002 Lemma 34)."""
+    """One Laplace use, a = sensitivity / scale (Zhu, Dong & Wang 2022, Lemma 34)."""
     if eps <= -a:
         return -math.expm1(eps)
     return -math.expm1((min(eps, a) - a) / 2)
@@ -101,7 +101,7 @@ def discrete_gaussian_pmf(sigma, shift, reach=60):
 
 
 def discrete_laplace_pmf(a, shift, reach=150):
-    """P[x] = tanh(a/2) e^{-a |x - shift|} on the integers -reach..reach, in mpmath (papers/003 Sec. 3.4)."""
+    """P[x] = tanh(a/2) e^{-a |x - shift|} on the integers -reach..reach, in mpmath (Google DP team 2025, Sec. 3.4)."""
     with mp.workdps(40):
         a = mp.mpf(a)
         return [mp.tanh(a / 2) * mp.exp(-a * abs(x - shift)) for x in range(-reach, reach + 1)]
@@ -109,7 +109,7 @@ def discrete_laplace_pmf(a, shift, reach=150):
 
 def quadratic_tails_mp(own, other, shift, eps):
     """(P[L > eps], Q[L > eps]) of P = N(0, own^2), Q = N(shift, other^2), from the roots of the quadratic
-    log(p/q)(x) = eps and the normal CDFs in 80-digit arithmetic (papers/002 App. A Example 15)."""
+    log(p/q)(x) = eps and the normal CDFs in 80-digit arithmetic (Zhu, Dong & Wang 2022, App. A Example 15)."""
     with mp.workdps(80):
         own, other, shift, eps = map(mp.mpf, (own, other, shift, eps))
         a = 1 / (2 * other ** 2) - 1 / (2 * own ** 2)
@@ -218,7 +218,7 @@ def test_data_dependent_gaussian_tails_against_mpmath(sigmas):
     for tails, (own, other) in zip(mechanism.loss_tails(), ((sigma1, sigma2), (sigma2, sigma1))):
         assert isinstance(tails, QuadraticGaussianTails)
         rho, mu = other / own, shift / own
-        with mp.workdps(40):  # the extreme loss L* (papers/002 App. A Example 15)
+        with mp.workdps(40):  # the extreme loss L* (Zhu, Dong & Wang 2022, App. A Example 15)
             extreme = float(mp.log(mp.mpf(rho)) - mp.mpf(mu) ** 2 / (2 * (1 - mp.mpf(rho) ** 2)))
         expected_range = (extreme, math.inf) if own > other else (-math.inf, extreme)
         assert tails.loss_range == pytest.approx(expected_range, rel=1e-15)
@@ -286,7 +286,7 @@ FINITE_CASES = {
     "approx_dp": (afa.ApproxDP(0.5, 1e-3), "add_remove", _approx_dp(0.5, 1e-3)),
     "poisson_rr": (afa.RandomizedResponse(0.8).poisson_subsampled(0.3), "add_remove",
                    _subsampled([0.8, 0.2], [0.2, 0.8], 0.3)),
-    # Subset sampling takes the base's substitution pair (papers/002 Thm 11(2)).
+    # Subset sampling takes the base's substitution pair (Zhu, Dong & Wang 2022, Thm 11(2)).
     "subset_krr": (afa.KaryRandomizedResponse(4, 0.5).subset_subsampled(0.2), "add_remove",
                    _subsampled(*_kary(4, 0.5, "substitution"), 0.2)),
     "poisson_dlaplace": (afa.DiscreteLaplace(0.6, 1).poisson_subsampled(0.1), "add_remove",
@@ -393,7 +393,7 @@ def test_noise_pair_tails_against_mpmath(noise, q, relation):
 def test_subsampled_loss_ranges_and_their_ends(q):
     """Gaussian remove: inf L = log(1 - q), approached as o -> -inf but not attained (so P[L > log(1 - q)] = 1);
     add: sup L' = -log(1 - q).  Laplace: L is constant beyond the shifts, so both ends are atoms
-    log(1 - q + q e^{-+a}) (papers/003 Sec. 4.1)."""
+    log(1 - q + q e^{-+a}) (Google DP team 2025, Sec. 4.1)."""
     remove, add = afa.Gaussian(1.0).poisson_subsampled(q).loss_tails()
     bottom = math.log1p(-q)
     assert remove.loss_range == (bottom, math.inf) and add.loss_range == (-math.inf, -bottom)
@@ -429,7 +429,7 @@ def test_mixture_of_gaussians_against_scipy_quadrature(sensitivities, probabilit
     sigma = 1.5
     first, second = afa.MixtureOfGaussians(sensitivities, probabilities, sigma).loss_tails()
     p0 = sum(p for s, p in zip(sensitivities, probabilities) if s == 0)
-    bottom = math.log(p0) if p0 else -math.inf  # papers/003 Sec. 3.3: l(o) > log p_0
+    bottom = math.log(p0) if p0 else -math.inf  # Google DP team 2025, Sec. 3.3: l(o) > log p_0
     assert first.loss_range == (pytest.approx(bottom, rel=1e-15), math.inf)
     assert second.loss_range == (-math.inf, pytest.approx(-bottom, rel=1e-15))
     for tails, side in ((first, "P"), (second, "Q")):

@@ -1,7 +1,7 @@
 """Mechanisms against ground truth computed independently from their definitions.
 
 For every mechanism the characteristic function of the privacy loss,
-phi(t) = E_P[exp(i t log(p/q))] restricted to q > 0 (papers/002_658ea0213f8272c6.txt
+phi(t) = E_P[exp(i t log(p/q))] restricted to q > 0 (Zhu, Dong & Wang 2022
 Def. 12, App. D.2), is recomputed here from the mechanism's *definition*:
 
 * continuous mechanisms by direct numerical integration over the output
@@ -93,7 +93,7 @@ def enumerate_inf_mass(p, q):
 # -- continuous dominating pairs, written from the definitions -------------
 
 def gaussian_pair(sigma, sensitivity):
-    """P = N(0, sigma^2), Q = N(sensitivity, sigma^2) (papers/002 Lemma 35, up to a shift)."""
+    """P = N(0, sigma^2), Q = N(sensitivity, sigma^2) (Zhu, Dong & Wang 2022, Lemma 35, up to a shift)."""
     norm = -0.5 * math.log(2 * math.pi * sigma ** 2)
     log_p = lambda o: norm - o ** 2 / (2 * sigma ** 2)  # noqa: E731
     log_q = lambda o: norm - (o - sensitivity) ** 2 / (2 * sigma ** 2)  # noqa: E731
@@ -103,7 +103,7 @@ def gaussian_pair(sigma, sensitivity):
 
 
 def laplace_pair(scale, sensitivity):
-    """P = Lap(0, scale), Q = Lap(sensitivity, scale) (papers/002 Lemma 34)."""
+    """P = Lap(0, scale), Q = Lap(sensitivity, scale) (Zhu, Dong & Wang 2022, Lemma 34)."""
     norm = -math.log(2 * scale)
     log_p = lambda o: norm - abs(o) / scale  # noqa: E731
     log_q = lambda o: norm - abs(o - sensitivity) / scale  # noqa: E731
@@ -111,7 +111,7 @@ def laplace_pair(scale, sensitivity):
 
 
 def mog_pair(sensitivities, probabilities, sigma):
-    """P = sum_i p_i N(s_i, sigma^2), Q = N(0, sigma^2) (papers/003 Sec. 3.3), in the original units."""
+    """P = sum_i p_i N(s_i, sigma^2), Q = N(0, sigma^2) (Google DP team 2025, Sec. 3.3), in the original units."""
     norm = -0.5 * math.log(2 * math.pi * sigma ** 2)
 
     def log_p(o):
@@ -150,7 +150,7 @@ def rr_pmfs(p):
 def kary_pmfs(k, p, neighboring):
     """k-RR over all k outputs: true value w.p. p, each other value w.p. (1-p)/(k-1).
 
-    substitution: R(0) against R(1); add_remove (replace-special, papers/003
+    substitution: R(0) against R(1); add_remove (replace-special, Google DP team 2025
     Sec. 3.6): R(0) against the uniform distribution R(bottom).
     """
     other = (1 - p) / (k - 1)
@@ -181,7 +181,7 @@ def dgauss_pmfs(sigma, sensitivity):
 
 
 def approx_dp_pmfs(eps, delta):
-    """The pair of papers/003 Sec. 3.7 Theorem 1, outputs 0..3."""
+    """The pair of Google DP team 2025, Sec. 3.7 Theorem 1, outputs 0..3."""
     high = (1 - delta) * math.exp(eps) / (1 + math.exp(eps))
     low = (1 - delta) / (1 + math.exp(eps))
     return [delta, high, low, 0.0], [0.0, low, high, delta]
@@ -265,7 +265,7 @@ def test_laplace_cf_matches_integral(scale, sensitivity):
 
 @pytest.mark.parametrize("scale", [0.5, 1.0, 2.0])
 def test_laplace_matches_lemma_34_first_line(scale):
-    """papers/002 Lemma 34 (statement) with lambda = scale, sensitivity 1.
+    """Zhu, Dong & Wang 2022, Lemma 34 (statement) with lambda = scale, sensitivity 1.
 
     The proof's last line writes e^{(i alpha + 1)/lambda} for the third term;
     the integral (and the statement) give e^{(-i alpha - 1)/lambda}.
@@ -320,7 +320,7 @@ def test_discrete_gaussian_cf_at_large_sensitivity():
 
 
 def test_kary_substitution_loss_law_of_paper_003():
-    """papers/003 Sec. 3.6 with r = k(1-p)/(k-1) the randomisation probability."""
+    """Google DP team 2025, Sec. 3.6 with r = k(1-p)/(k-1) the randomisation probability."""
     k, p = 6, 0.55
     r = k * (1 - p) / (k - 1)
     loss, _ = afa.KaryRandomizedResponse(k, p).privacy_losses("substitution")
@@ -571,7 +571,7 @@ def test_kary_substitution_is_symmetric():
 
 @pytest.mark.parametrize("p", [0.5, 0.55, 0.75, 0.9, 0.999])
 def test_binary_kary_equals_randomized_response(p):
-    """k = 2 under substitution is binary RR (papers/002 Lemma 33)."""
+    """k = 2 under substitution is binary RR (Zhu, Dong & Wang 2022, Lemma 33)."""
     kary, _ = afa.KaryRandomizedResponse(2, p).privacy_losses("substitution")
     rr, _ = afa.RandomizedResponse(p).privacy_losses("substitution")
     np.testing.assert_allclose(kary.atoms.losses, rr.atoms.losses, rtol=1e-15, atol=0)

@@ -1,8 +1,8 @@
 """Tests for the discretized PLD / FFT backend (afa/pld.py).
 
 Every expected value comes from an independent source: the closed-form privacy profile of the
-composed Gaussian mechanism (papers/004_d41287a43ce5d174.txt Thm 5), exact binomial sums for
-randomized response and for the (eps, delta)-DP pair of papers/003_83ef780bcc67edb1.txt Sec. 3.7,
+composed Gaussian mechanism (Sommer, Meiser & Mohammadi 2019, Thm 5), exact binomial sums for
+randomized response and for the (eps, delta)-DP pair of Google DP team 2025, Sec. 3.7,
 closed-form Laplace hockey-stick curves, and brute-force convolution (numpy) of small grid PMFs.
 Pessimistic answers must be >= the truth and optimistic ones <= it (certified, rounding included).
 """
@@ -34,7 +34,7 @@ from afa.pld import (
 # ----- mechanisms (one direction of a dominating pair, seen through its loss tails) --------
 
 class GaussianTails(LossTails):
-    """L ~ N(mu^2/2, mu^2) under P, N(-mu^2/2, mu^2) under Q (papers/004 Sec. 5)."""
+    """L ~ N(mu^2/2, mu^2) under P, N(-mu^2/2, mu^2) under Q (Sommer, Meiser & Mohammadi 2019, Sec. 5)."""
 
     inf_mass = 0.0
     loss_range = (-math.inf, math.inf)
@@ -69,7 +69,7 @@ def randomized_response(p: float) -> AtomTails:
 
 
 def approximate_dp(epsilon: float, delta: float) -> AtomTails:
-    """The dominating pair of any (epsilon, delta)-DP algorithm (papers/003 Sec. 3.7, Thm 1)."""
+    """The dominating pair of any (epsilon, delta)-DP algorithm (Google DP team 2025, Sec. 3.7, Thm 1)."""
     weight = (1 - delta) / (1 + math.exp(epsilon))
     return AtomTails([-epsilon, epsilon], [weight, weight * math.exp(epsilon)], inf_mass=delta)
 
@@ -117,7 +117,7 @@ class SubsampledGaussianTails(LossTails):
 # ----- independent truths ---------------------------------------------------------------------
 
 def gaussian_log_delta(mu: float, epsilons) -> np.ndarray:
-    """log delta(eps) of the Gaussian pair with mu = sensitivity / sigma (papers/004 Thm 5):
+    """log delta(eps) of the Gaussian pair with mu = sensitivity / sigma (Sommer, Meiser & Mohammadi 2019, Thm 5):
     delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), in log space."""
     epsilons = np.asarray(epsilons, dtype=float)
     upper, lower = log_ndtr(mu / 2 - epsilons / mu), log_ndtr(-mu / 2 - epsilons / mu)
@@ -243,7 +243,7 @@ def test_composed_gaussian_brackets_shrink_with_interval():
 
 
 def test_compose_two_different_gaussians():
-    # Gaussians with mu_1, mu_2 compose to one with sqrt(mu_1^2 + mu_2^2) (papers/004 Thm 5).
+    # Gaussians with mu_1, mu_2 compose to one with sqrt(mu_1^2 + mu_2^2) (Sommer, Meiser & Mohammadi 2019, Thm 5).
     epsilons = np.array([0.0, 1.0, 2.5])
     exact = gaussian_delta(math.hypot(0.6, 0.8), epsilons)
     for builder, (build, pessimistic) in BUILDERS.items():
@@ -409,7 +409,7 @@ def test_truncation_moves_mass_the_safe_way(builder):
 @pytest.mark.parametrize("interval", [0.05, 1e-3])
 @pytest.mark.parametrize("count", [1, 20])
 def test_connect_the_dots_below_privacy_buckets(tails, strict, interval, count):
-    """papers/001 Cor. 4.3 (and composition preserves it)."""
+    """Doroshenko et al. 2022, Cor. 4.3 (and composition preserves it)."""
     epsilons = np.linspace(-1, 4, 51)
     dots = connect_the_dots(tails, interval).self_compose(count).delta(epsilons)
     buckets = privacy_buckets(tails, interval, True).self_compose(count).delta(epsilons)

@@ -2,7 +2,7 @@
 
 Every check is against a truth computed independently of the PLD's loss-tail discretization:
 afa's closed forms (afa.exact), the characteristic-function engines ('exact', 'contour',
-'quadrature'), papers/002 Algorithm 2 on the output domain ('certified'), the 30-digit mpmath
+'quadrature'), Zhu, Dong & Wang 2022, Algorithm 2 on the output domain ('certified'), the 30-digit mpmath
 hockey stick of tests/_subsampling_reference.py, or dp_accounting (optional).
 
 Run alone: PYTHONPATH=. python -m pytest -q tests/test_pld_accountant.py  (23 s on 2 idle cores, 37 s
@@ -45,7 +45,7 @@ RELATIVE_WIDTH = 1e-3
 #: 'method' is 'auto' (which must answer with a non-PLD engine) except where 'auto' answers with the PLD
 #: itself: mixture of Gaussians (the contour refuses it) -> 'quadrature'; Poisson-subsampled Laplace
 #: (a loss with atoms: the contour refuses, and 'quadrature' did not return within 400 s) -> 'certified'
-#: (papers/002 Algorithm 2 discretizes the output domain, not the loss).  Intervals are coarsened where
+#: (Zhu, Dong & Wang 2022, Algorithm 2 discretizes the output domain, not the loss).  Intervals are coarsened where
 #: the bracket stays well inside RELATIVE_WIDTH (to keep this file near 30 s), and refined to 3e-5 for
 #: the subsampled Laplace, whose delta bracket is 1.3e-3 wide at 1e-4 (its greedy-hull side shrinks only
 #: like sqrt(interval) there: 1.1e-3 at 1e-4, 6.0e-4 at 3e-5).
@@ -127,7 +127,7 @@ def test_analytic_estimate_inside_pld_bracket(family):
 
 def test_gaussian_bracket_contains_closed_form():
     """Anchor of the table above in a closed form: Gaussian(4) x 4 is the Gaussian loss with mu = 1/2
-    (papers/004 Thm 5); the PLD bracket holds afa.exact's eps and delta and is tight to 1e-6."""
+    (Sommer, Meiser & Mohammadi 2019, Thm 5); the PLD bracket holds afa.exact's eps and delta and is tight to 1e-6."""
     acc = accountant("add_remove", [(G(4.0), 4)])
     eps = exact.gaussian_epsilon(1e-5, 0.5)
     result = acc.epsilon_result(1e-5, method="pld")
@@ -143,7 +143,8 @@ def test_delta_query_refines_when_the_rounding_slack_matters():
     plain FFT power keeps a rounding slack of 2.6e-11 (no tilted power at that budget), 2.6e-3 of
     delta = 1e-8: the query must rebuild at a tolerance scaled to delta (a rule on the truncated mass alone
     kept the first build).  With 1000 uses the first build has the tilted power, whose slack at eps(1e-7) is
-    8e-16, and is kept.  Both brackets hold the closed form (papers/004 Thm 5) and are 4e-5 wide at most
+    8e-16, and is kept.  Both brackets hold the closed form (Sommer, Meiser & Mohammadi 2019, Thm 5) and are 4e-5 wide
+    at most
     (measured 2.3e-5 and 4.0e-5).  The Gaussian is a one-component mixture, which the engine does not merge
     into one Gaussian PLD (plain Gaussians it does: no power, no rounding slack to refine)."""
     for count, target, refined in ((500, 1e-8, True), (1000, 1e-7, False)):
@@ -255,7 +256,7 @@ def test_dpsgd_bracket_at_interval(dpsgd_truth, interval, lower_gap, upper_gap):
 
     Measured: h = 1e-3 gives [1.11301, 1.12296] around 1.11954 (dp_accounting's optimistic eps is 0);
     h = 1e-4 gives [1.119521, 1.119573].  The issue asked for the pessimistic eps within 1e-3 at
-    h = 1e-3, which connect-the-dots -- the best pessimistic PLD on a given grid (papers/001 Sec. 4,
+    h = 1e-3, which connect-the-dots -- the best pessimistic PLD on a given grid (Doroshenko et al. 2022, Sec. 4,
     Lemma 4.1) -- does not reach: it is 3.4e-3 above (dp_accounting's connect-the-dots gives the same
     1.12296).  The honest statement tested here: within 4e-3 at h = 1e-3 and within 1e-4 relative at
     h = 1e-4; the optimistic end is positive and within 1e-2 (as the issue asks; resp. 1e-4).
@@ -279,7 +280,7 @@ def test_dpsgd_pessimistic_matches_dp_accounting_connect_the_dots(interval):
 
 
 def privacy_buckets_optimistic_epsilon(mechanism, count, delta, interval) -> float:
-    """eps from privacy buckets rounding every loss down (papers/003 Sec. 2.1), both directions, with
+    """eps from privacy buckets rounding every loss down (Google DP team 2025, Sec. 2.1), both directions, with
     the accountant's tail budget (1e-7 delta, split as PLDEngine.bounds splits it)."""
     tail = delta * 1e-7
     epsilons = []
@@ -307,7 +308,7 @@ def test_dpsgd_sigma1_fine_interval(count, literature):
 
 def test_small_delta_bracket_is_finite_and_contains_the_contour_value():
     """q = 0.01, sigma = 2, k = 3000 at delta = 1e-16: the tail budget follows the query (1e-23), so the
-    bracket stays finite, and the tilted FFT power (papers/003 Sec. 5.2's window with an exponential
+    bracket stays finite, and the tilted FFT power (Google DP team 2025, Sec. 5.2's window with an exponential
     tilt) keeps FFT rounding (1.2e-10 in the plain power) from swamping delta.  Measured
     [2.4200761, 2.4202734] around 2.4202082 at interval 1e-4 (relative width 8.2e-5)."""
     truth = contour_epsilon(2.0, 0.01, 3000, 1e-16)
@@ -328,9 +329,9 @@ def test_bounded_direction_beyond_its_largest_loss_builds_no_pld():
     acc = afa.Accountant().compose(G(1.0).poisson_subsampled(0.01), 10)
     remove, add = acc._engines_for("pld")
     top = -10 * math.log1p(-0.01)
-    assert add.cheap_upper(np.array([top * (1 + 1e-12), 0.38])).tolist() == [0.0, 0.0] and not add._bases
+    assert add.upper_delta(np.array([top * (1 + 1e-12), 0.38])).tolist() == [0.0, 0.0] and not add._bases
     below = top * (1 - 1e-3)
-    cheap = add.cheap_upper(np.array([below]))[0]
+    cheap = add.upper_delta(np.array([below]))[0]
     assert add._bases and not add._built
     assert acc.delta_result(below, method="pld", direction="add").lower <= cheap <= 1.0
     result = acc.epsilon_result(1e-5, method="pld")

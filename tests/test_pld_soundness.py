@@ -38,7 +38,6 @@ from afa.results import AccuracyError
 sys.path.insert(0, str(Path(__file__).parent))
 from _subsampling_reference import delta_one_use_mpmath  # noqa: E402
 
-
 # ----- references --------------------------------------------------------------------------------
 
 def mp_gaussian_delta(epsilon, mu):
@@ -157,7 +156,7 @@ def test_gaussian_with_randomized_response_at_tiny_delta(sigma, count, p, uses, 
 
 def test_many_distinct_gaussians_are_one_pld():
     """100 distinct Gaussians at delta = 1e-300 (old code: 3.0 GB) and 10^4 counts spread over them are one
-    Gaussian pair (Sommer et al. 2019, Thm 5): fast, within the closed form."""
+    Gaussian pair (Sommer, Meiser & Mohammadi 2019, Thm 5): fast, within the closed form."""
     rng = np.random.default_rng(16)
     sigmas = rng.uniform(20.0, 200.0, 100)
     acc = afa.Accountant()

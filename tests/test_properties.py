@@ -1,4 +1,5 @@
-"""Invariants of every privacy profile (DESIGN.md "What correct means"), over random compositions."""
+"""Invariants of every privacy profile, over random compositions: delta in [0, 1], non-increasing in eps,
+(1 - e^eps)_+ <= delta, and never lowered by composing one more mechanism."""
 
 import math
 

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 import pytest
+from _fuzz import Composition, Reference, Spec
 
 import afa
-from _fuzz import Composition, Reference, Spec
 
 #: Rounding of the reference itself (direct convolution, a few ulps per step).
 REFERENCE_RTOL = 1e-12

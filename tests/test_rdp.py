@@ -7,7 +7,7 @@ References (computed here, not by afa):
   and its limit eps0 - 2 log(1 + eps0/2) at alpha = 1/2 (where the formula is 0/0);
 * randomized response: log(p^alpha (1-p)^{1-alpha} + (1-p)^alpha p^{1-alpha}) / (alpha - 1);
 * two normals: D_alpha(N(m1, a^2) || N(m2, b^2)) = log(b/a) + log(b^2/v)/(2(alpha-1)) + alpha (m1-m2)^2/(2v),
-  v = alpha b^2 + (1-alpha) a^2 > 0, +inf otherwise (papers/002 App. A Example 15);
+  v = alpha b^2 + (1-alpha) a^2 > 0, +inf otherwise (Zhu, Dong & Wang 2022, App. A Example 15);
 * a direct sum over the outputs of a finite pair.
 """
 
@@ -100,7 +100,7 @@ def test_approx_dp_is_infinite_above_one():
 
 
 def test_data_dependent_gaussian_example_15():
-    """sigma1^2 = 2, sigma2^2 = 1: D_alpha(P||Q) = +inf for alpha >= 2 (papers/002 App. A Example 15)."""
+    """sigma1^2 = 2, sigma2^2 = 1: D_alpha(P||Q) = +inf for alpha >= 2 (Zhu, Dong & Wang 2022, App. A Example 15)."""
     mech = afa.DataDependentGaussian(sigma1=math.sqrt(2), sigma2=1.0)
     for alpha in (2.0, 2.5, 10.0, 100.0):
         assert renyi_divergence(mech, alpha) == math.inf
@@ -151,9 +151,9 @@ def test_bad_arguments():
 
 
 def test_propose_test_release_rdp_is_infinite_but_its_profile_is_finite():
-    """PTR puts mass delta0 at +inf (papers/002 App. A Examples 14, 16): every RDP order > 1 is infinite,
+    """PTR puts mass delta0 at +inf (Zhu, Dong & Wang 2022, App. A Examples 14, 16): every RDP order > 1 is infinite,
     so an RDP accountant has no bound at all; the tight profile is finite.  One use: delta(eps) =
-    delta0 + (1 - delta0)(1 - e^{(eps - eps0)/2}) on [0, eps0] (Laplace loss, papers/002 Lemma 34)."""
+    delta0 + (1 - delta0)(1 - e^{(eps - eps0)/2}) on [0, eps0] (Laplace loss, Zhu, Dong & Wang 2022, Lemma 34)."""
     eps0, delta0 = 0.5, 1e-6
     mech = afa.ProposeTestRelease(epsilon=eps0, delta=delta0)
     for alpha in (1.01, 2.0, 32.0):

@@ -1,7 +1,7 @@
 """RDP views of a composition: subsampled Renyi divergences, the symbolic D_alpha, the RDP accountant.
 
 References (computed here, not by afa):
-* Poisson-subsampled Gaussian at integer orders (Mironov, Talwar, Zhang 2019, Sec. 3.3):
+* Poisson-subsampled Gaussian at integer orders (Mironov, Talwar & Zhang 2019, Sec. 3.3):
   D_alpha = log sum_k C(alpha, k) (1 - q)^{alpha - k} q^k exp((k^2 - k) / (2 sigma^2)) / (alpha - 1),
   summed in mpmath;
 * subsampled Laplace / randomized response: the divergence integral (sum) of the mixture pair
@@ -10,7 +10,7 @@ References (computed here, not by afa):
 * the Gaussian standard conversion's continuous optimum eps = rho + 2 sqrt(rho log(1/delta)),
   rho = k / (2 sigma^2);
 * dp_accounting's RdpAccountant (optional) on the same integer orders;
-* papers/002_658ea0213f8272c6.txt Sec. 3 / Fig. 1 (pane a): randomized response with
+* Zhu, Dong & Wang 2022, Sec. 3 / Fig. 1 (pane a): randomized response with
   p = e/(1+e) satisfies the RDP curve alpha/2 of the Gaussian mechanism with sigma = 1.
 """
 
@@ -24,8 +24,16 @@ import pytest
 import sympy
 
 import afa
-from afa.rdp import (CONVERSIONS, RdpAccountant, alpha, composed_rdp, delta_from_rdp, epsilon_from_rdp,
-                     renyi_divergence, renyi_divergence_expression)
+from afa.rdp import (
+    CONVERSIONS,
+    RdpAccountant,
+    alpha,
+    composed_rdp,
+    delta_from_rdp,
+    epsilon_from_rdp,
+    renyi_divergence,
+    renyi_divergence_expression,
+)
 
 INTEGER_ORDERS = (2, 3, 4, 5, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 
@@ -119,12 +127,12 @@ def test_symbolic_view_of_mass_at_infinity_and_refusals():
         renyi_divergence_expression("gaussian")
 
 
-# -- papers/002 Sec. 3, Fig. 1 (a) -----------------------------------------------------------------
+# -- Zhu, Dong & Wang 2022, Sec. 3, Fig. 1 (a) -----------------------------------------------------------------
 
 def test_fig1_randomized_response_satisfies_the_gaussian_rdp_curve():
     """RR with p = e/(1+e) satisfies the RDP alpha/2 of the Gaussian with sigma = 1 (1-zCDP), for every alpha;
     the curves are not equal.  So any RDP conversion applied to the Gaussian's curve must also be valid for RR,
-    whose tight eps(0.3) is >= 0.471: RDP cannot give the Gaussian's tight 0.277 (papers/002 Sec. 3)."""
+    whose tight eps(0.3) is >= 0.471: RDP cannot give the Gaussian's tight 0.277 (Zhu, Dong & Wang 2022, Sec. 3)."""
     rr, gaussian = afa.RandomizedResponse(math.e / (1 + math.e)), afa.Gaussian(1.0)
     for order in np.concatenate((np.linspace(0.05, 0.95, 10), np.geomspace(1.01, 500, 25))):
         assert renyi_divergence(gaussian, order) == pytest.approx(order / 2, rel=1e-13)
@@ -216,7 +224,7 @@ def test_validation_names_the_parameter():
 
 
 def test_infinite_rdp_gives_no_bound():
-    """ApproxDP puts mass at +infinity: every order > 1 is infinite, so RDP says nothing (papers/002 App. A)."""
+    """ApproxDP puts mass at +infinity: every order > 1 is infinite, so RDP says nothing (Zhu, Dong & Wang 2022, App. A)."""
     acc = RdpAccountant().compose(afa.ApproxDP(1.0, 1e-6))
     assert acc.epsilon(1e-3) == math.inf
     assert acc.delta(5.0) == 1.0

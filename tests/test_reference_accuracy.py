@@ -3,10 +3,10 @@
 The references never use characteristic functions:
 
 * Laplace: the recursion delta_k(eps) = E[delta_{k-1}(eps - L)] evaluated with
-  piecewise Chebyshev interpolation on the lattice a Z (papers/002 Lemma 37);
+  piecewise Chebyshev interpolation on the lattice a Z (Zhu, Dong & Wang 2022, Lemma 37);
 * mixture of Gaussians: the closed form of one use once the root of
   l(x) = eps is known, and a quadrature over the output for two uses
-  (papers/003 Sec. 3.3).
+  (Google DP team 2025, Sec. 3.3).
 
 The first half of this file checks the references themselves (closed forms,
 scipy / mpmath quadrature, Monte Carlo, identities); the second half checks
@@ -29,7 +29,6 @@ from scipy.special import ndtr
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import afa  # noqa: E402
 from _reference import (  # noqa: E402
     _MoG,
     laplace_delta_closed_form,
@@ -41,6 +40,8 @@ from _reference import (  # noqa: E402
     mog_delta_quad_k2,
     mog_delta_reference,
 )
+
+import afa  # noqa: E402
 
 ABS_TOL = 1e-9      # afa vs reference
 SLACK = 1e-12       # allowed excess of the actual error over afa's estimate
@@ -211,7 +212,7 @@ LAPLACE_EPSILONS = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 4.0]
 MOG_EPSILONS = [0.0, 0.2, 0.5, 1.0, 2.0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _afa_results(mechanism, k: int, epsilons: tuple) -> list:
     """afa's quadrature results; one accountant per case, so the grid is built once."""
     accountant = afa.Accountant().compose(mechanism, times=k)

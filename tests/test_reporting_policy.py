@@ -163,3 +163,49 @@ def test_auto_refusal_attaches_the_best_certified_bracket(monkeypatch):
     bracket = refusal.value.bracket
     assert bracket is not None and bracket.certified and math.isinf(bracket.upper)
     assert 0 < bracket.lower <= truth.lower
+
+
+def test_auto_records_every_attempt_and_moves_on_only_after_a_declared_refusal(monkeypatch):
+    """One Laplace use, 3 times: delta(1) from the closed form (Zhu, Dong & Wang 2022, Table 2) convolved
+    three times is what every engine must agree with.  A contour that refuses (AccuracyError) hands over
+    to the next engine and the result records both tries; a contour that fails with anything else (a bug)
+    is not turned into another engine's answer."""
+    from afa.engines import ContourEngine
+    reference = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0, method="pld")
+
+    def refuse(self, epsilons):
+        raise afa.AccuracyError("declared refusal for the test")
+
+    monkeypatch.setattr(ContourEngine, "delta", refuse)
+    result = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
+    assert reference.lower <= result.value <= reference.upper
+    outcomes = [(attempt.method, attempt.outcome) for attempt in result.attempts]
+    assert outcomes[0] == ("contour", "refused") and outcomes[-1] == (result.method, "answered")
+    assert result.attempts[0].reason == "declared refusal for the test"
+    assert all(attempt.seconds >= 0 for attempt in result.attempts)
+
+    def bug(self, epsilons):
+        raise ZeroDivisionError("a bug inside an engine")
+
+    monkeypatch.setattr(ContourEngine, "delta", bug)
+    with pytest.raises(ZeroDivisionError, match="a bug inside an engine"):
+        afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
+
+    def undeclared(self, epsilons):
+        raise ValueError("an undeclared ValueError")
+
+    monkeypatch.setattr(ContourEngine, "delta", undeclared)
+    with pytest.raises(ValueError, match="undeclared"):
+        afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
+
+
+def test_a_named_method_records_one_attempt_and_refusals_carry_theirs():
+    result = afa.Accountant().compose(afa.Gaussian(2.0), 4).epsilon_result(1e-6, method="exact")
+    assert [(a.method, a.outcome) for a in result.attempts] == [("exact", "answered")]
+    acc = afa.Accountant(budget=afa.Budget(seconds=1e-9)).compose(afa.Gaussian(1.0).poisson_subsampled(0.01), 100)
+    with pytest.raises(afa.BudgetExceededError) as refusal:
+        acc.epsilon_result(1e-5)
+    assert refusal.value.attempts and all(a.outcome in ("passed over", "out of time", "refused")
+                                          for a in refusal.value.attempts)
+    with pytest.raises(afa.UnsupportedCompositionError, match="method='exact' needs"):
+        afa.Accountant().compose(afa.Laplace(1.0), 2).epsilon_result(1e-6, method="exact")

@@ -1,4 +1,4 @@
-"""Subsampled mechanisms (papers/002_658ea0213f8272c6.txt Thm 11; papers/003_83ef780bcc67edb1.txt Sec. 4).
+"""Subsampled mechanisms (Zhu, Dong & Wang 2022, Thm 11; Google DP team 2025, Sec. 4).
 
 Independent references: ``tests/_subsampling_reference.py`` (mpmath log M(s) and one-use hockey
 stick, a brute-force pessimistic/optimistic PLD bracket), the certified discretization of
@@ -15,22 +15,21 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
-
-import afa
-from afa import exact
-from afa.certified import certified_delta
-from afa.composition import ComposedLoss
-from afa import contour as contour_module
-from afa.contour import ContourInversion
-from afa.mechanisms import Mechanism
-from afa.noise_pair import PairMGF
-
 from _subsampling_reference import (
     delta_bracket_bruteforce,
     delta_one_use_mpmath,
     epsilon_bracket_bruteforce,
     log_mgf_mpmath,
 )
+
+import afa
+from afa import contour as contour_module
+from afa import exact
+from afa.certified import certified_delta
+from afa.composition import ComposedLoss
+from afa.contour import ContourInversion
+from afa.mechanisms import Mechanism
+from afa.noise_pair import PairMGF
 
 NODES = [0.5, 5.0, 40.0, 2.0 + 1.0j, 2.0 + 10.0j, 8.0 + 60.0j, 0.3 + 150.0j]
 
@@ -75,7 +74,7 @@ def test_dpsgd_literature_values(count, expected):
 
 @pytest.mark.parametrize("sigma, q, count", [(1.0, 0.01, 100), (2.0, 0.01, 1500), (1.1, 256 / 60000, 14063)])
 def test_contour_lies_inside_the_certified_bracket(sigma, q, count):
-    """papers/002 Exp 3 (sigma 2, q 0.01, 1500 steps) and the MNIST DP-SGD setting among them."""
+    """Zhu, Dong & Wang 2022, Exp 3 (sigma 2, q 0.01, 1500 steps) and the MNIST DP-SGD setting among them."""
     mechanism = afa.Gaussian(sigma).poisson_subsampled(q)
     acc = afa.Accountant().compose(mechanism, times=count)
     epsilon = acc.epsilon(1e-5)
@@ -145,7 +144,7 @@ def test_near_atom_regime_real_line_inside_the_certified_brackets():
 def test_small_counts_against_bruteforce(make, noise, neighboring, relation, count):
     """k in {1, 2, 5}: the answer's bounds overlap the brute-force bracket, and for one use they contain
     the exact mpmath hockey stick.  (Subset sampling of additive noise uses the same pair as Poisson
-    under add/remove, papers/002 Thm 11(2), so its reference is the Poisson pair.)"""
+    under add/remove, Zhu, Dong & Wang 2022, Thm 11(2), so its reference is the Poisson pair.)"""
     scale = 1.0 if noise == "gaussian" else 0.5
     q = 0.05 if noise == "gaussian" else 0.2
     acc = afa.Accountant(neighboring=neighboring).compose(make(), times=count)
@@ -357,7 +356,7 @@ def test_fifty_steps_contour_inside_the_pld_bracket():
 @pytest.mark.parametrize("sigma, q, count, delta", [(0.8, 0.001, 100, 1e-5), (2.0, 0.001, 1000, 1e-6)])
 def test_near_atom_two_inversions_and_the_pld_agree(monkeypatch, sigma, q, count, delta):
     """The near-atom rows of the subsampling issue, by three independent routes: the real-line inversion's
-    eps (papers/002 Algorithm 1), the saddle-point contour's delta at that eps with a node budget 64x the
+    eps (Zhu, Dong & Wang 2022, Algorithm 1), the saddle-point contour's delta at that eps with a node budget 64x the
     default (a different inversion and quadrature family: it must give back delta to 1e-7 relative, i.e.
     eps to about 1e-7 / (c* eps) relative), and the PLD's certified bracket at a fine grid."""
     acc = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)

@@ -217,7 +217,7 @@ def test_delta_one_use_add_remove_is_max_and_flat_level():
 # --------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _q1_gauss_k2(grid):
     eps = np.array([-0.5, 0.0, 0.5, 1.0, 2.0, 3.0])
     t0 = time.perf_counter()

@@ -1,11 +1,11 @@
-"""f-DP trade-off curves from the privacy profile and back (papers/002_658ea0213f8272c6.txt App. B, Lemmas 20-21).
+"""f-DP trade-off curves from the privacy profile and back (Zhu, Dong & Wang 2022, App. B, Lemmas 20-21).
 
 References (computed here, not by afa):
-* the Gaussian trade-off function G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu) (Dong, Roth, Su 2021);
+* the Gaussian trade-off function G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu) (Dong, Roth & Su 2022);
 * Neyman-Pearson for a finite pair: T[P, Q] is the piecewise-linear curve through
   (sum_{j<=k} P_j, 1 - sum_{j<=k} Q_j), outputs sorted by decreasing Q_j / P_j;
   its hockey-stick divergences by direct summation;
-* the numbers printed in papers/002 Sec. 3 (with Fig. 1): the Gaussian mechanism with sigma = 1
+* the numbers printed in Zhu, Dong & Wang 2022, Sec. 3 (with Fig. 1): the Gaussian mechanism with sigma = 1
   is (0.277, 0.3)-DP; randomized response with p = e/(1+e) is (eps, 0.3)-DP for no eps < 0.471.
 """
 
@@ -109,7 +109,8 @@ def test_asymmetric_pair_uses_each_direction_in_its_term():
 
 
 def test_fig1_printed_numbers():
-    """papers/002 Sec. 3: GM (sigma = 1) is (0.277, 0.3)-DP; RR (p = e/(1+e)) is (eps, 0.3)-DP for no eps < 0.471.
+    """Zhu, Dong & Wang 2022, Sec. 3: GM (sigma = 1) is (0.277, 0.3)-DP; RR (p = e/(1+e)) is (eps, 0.3)-DP for no eps
+    < 0.471.
 
     Through the f-DP route: the trade-off curve of each, converted back with Lemma 20.  eps(0.3)
     rounds to 0.277 for GM (delta(0.2765) > 0.3 >= delta(0.2775)) and truncates to 0.471 for RR.
