@@ -20,9 +20,10 @@ import sympy
 
 from . import _validation as check
 from . import budget as budgets
+from . import options as settings
 from .budget import Budget, BudgetExceededError
 from .composition import ComposedLoss
-from .contour import MAX_NUMERIC_NODES, NodeBudgetError
+from .contour import NodeBudgetError
 from .discrete import CompositionTooLargeError
 from .engines import (
     RESOLUTION_FACTOR,
@@ -36,6 +37,7 @@ from .engines import (
     QuadratureEngine,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .options import Options
 from .pld import LOSS_LIMIT, PLDTooLargeError
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
@@ -47,20 +49,13 @@ DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
 STEP_RESOLUTION = 20.0
 #: What 'auto' tries, in order, after its first choice and the contour method refuse a query (see Accountant._run).
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
-#: The share of the time left that 'auto' gives each engine but the last, and the contour's retry with a wide
-#: node budget (a long shot after the first contour refused: it answers within a few seconds or not at all).
-AUTO_SHARE, WIDE_SHARE = 0.5, 0.25
-#: A certified fallback's bracket wider than this (relative) makes 'auto' retry the contour method with
-#: WIDE_NUMERIC_NODES nodes per sum (e.g. DP-SGD q = 0.001, k = 1e5 at delta = 1e-10: PLD width 4 %).
-AUTO_BRACKET_RTOL = 1e-2
-WIDE_NUMERIC_NODES = 64 * MAX_NUMERIC_NODES
-#: Engine key of the contour method with that budget.
+#: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
 WIDE_CONTOUR = "contour (wide node budget)"
 #: Allowed value_discretization_interval: from where the grid's indices of losses up to LOSS_LIMIT would
 #: leave the integers exact in floating point (with a margin) to the PLD's widest step.
 INTERVAL_RANGE = (1e-12, LOSS_LIMIT / 2)
 #: Top-level keys of a spec (:meth:`Accountant.to_dict`).
-SPEC_KEYS = ("neighboring", "mechanisms", "value_discretization_interval", "budget")
+SPEC_KEYS = ("neighboring", "mechanisms", "value_discretization_interval", "budget", "options")
 
 
 class Accountant:
@@ -75,6 +70,9 @@ class Accountant:
     budget : Budget, optional
         Time and memory limits of each query (default ``Budget()``: 30 s).  A query that exceeds
         them raises :class:`afa.BudgetExceededError` naming what was tried.
+    options : Options, optional
+        The engines' settings (enumeration limits, node budgets, tail masses, grid size) and the policy
+        of ``method="auto"`` (default ``Options()``; see :mod:`afa.options`).
 
     Notes
     -----
@@ -90,15 +88,19 @@ class Accountant:
     """
 
     def __init__(self, neighboring: str = "add_remove", value_discretization_interval: float | None = None,
-                 budget: Budget | None = None):
+                 budget: Budget | None = None, options: Options | None = None):
         self.neighboring = check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         if value_discretization_interval is not None:
             value_discretization_interval = check.in_interval("value_discretization_interval",
                                                               value_discretization_interval, *INTERVAL_RANGE)
         if budget is not None and not isinstance(budget, Budget):
             raise TypeError(f"budget must be an afa.Budget, got {type(budget).__name__}")
+        if options is not None and not isinstance(options, Options):
+            raise TypeError(f"options must be an afa.Options, got {type(options).__name__}")
         #: Time and memory limits of each query.
         self.budget = Budget() if budget is None else budget
+        #: The engines' settings and the policy of method='auto' (active while a query runs).
+        self.options = Options() if options is None else options
         #: Grid step of the loss for method='pld' (None: chosen per composition, see _pld_interval).
         self.value_discretization_interval = value_discretization_interval
         self._counts: dict[Mechanism, int] = {}
@@ -148,7 +150,8 @@ class Accountant:
         dict
             ``neighboring``, ``mechanisms`` (each :meth:`afa.Mechanism.to_dict` with its ``times``),
             ``value_discretization_interval`` when set, and ``budget`` (``seconds`` and ``memory_bytes``,
-            None for no limit).  :meth:`from_dict` rebuilds an accountant giving the same answers.
+            None for no limit), and ``options`` where they differ from the defaults
+            (:meth:`afa.Options.to_dict`).  :meth:`from_dict` rebuilds an accountant giving the same answers.
         """
         spec: dict = {"neighboring": self.neighboring,
                       "mechanisms": [{**mechanism.to_dict(), "times": count}
@@ -158,6 +161,8 @@ class Accountant:
         spec["budget"] = {name: (None if math.isinf(value) else value)
                           for name, value in (("seconds", self.budget.seconds),
                                               ("memory_bytes", self.budget.memory_bytes))}
+        if self.options != Options():
+            spec["options"] = self.options.to_dict()
         return spec
 
     @classmethod
@@ -169,7 +174,8 @@ class Accountant:
         spec : mapping
             ``mechanisms``: a non-empty list of mechanism tables (:meth:`afa.Mechanism.from_dict`), each
             with an optional ``times`` (default 1); optional ``neighboring`` (default "add_remove"),
-            ``value_discretization_interval`` and ``budget`` (a table of :class:`afa.Budget`'s fields).
+            ``value_discretization_interval``, ``budget`` (a table of :class:`afa.Budget`'s fields) and
+            ``options`` (:meth:`afa.Options.from_dict`).
 
         Raises
         ------
@@ -192,7 +198,10 @@ class Accountant:
             if unknown:
                 raise ValueError(f"unknown key {sorted(unknown)[0]!r} in budget (allowed: seconds, memory_bytes)")
             budget = Budget(**{name: (math.inf if value is None else value) for name, value in budget.items()})
-        accountant = cls(neighboring, spec.get("value_discretization_interval"), budget)
+        options = spec.get("options")
+        if options is not None:
+            options = Options.from_dict(options)
+        accountant = cls(neighboring, spec.get("value_discretization_interval"), budget, options)
         tables = spec.get("mechanisms")
         if not isinstance(tables, (list, tuple)) or not tables:
             raise ValueError("spec needs a non-empty list 'mechanisms' ([[mechanisms]] tables in TOML)")
@@ -211,10 +220,10 @@ class Accountant:
     def __getstate__(self) -> dict:
         """The composition and settings only: losses and engines are rebuilt on first use."""
         return {"neighboring": self.neighboring, "value_discretization_interval": self.value_discretization_interval,
-                "budget": self.budget, "counts": list(self._counts.items())}
+                "budget": self.budget, "options": self.options, "counts": list(self._counts.items())}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["neighboring"], state["value_discretization_interval"], state["budget"])
+        self.__init__(state["neighboring"], state["value_discretization_interval"], state["budget"], state["options"])
         for mechanism, count in state["counts"]:
             self.compose(mechanism, count)
 
@@ -283,7 +292,7 @@ class Accountant:
     def _auto_first(self) -> tuple[str, dict[str, str]]:
         """'auto''s first choice and the candidates passed over with their reasons: closed forms first, then
         relative accuracy (contour), then the real line if the composition has a continuous part, else the
-        PLD.  Building a candidate's engines gets AUTO_SHARE of the time left, as trying it would."""
+        PLD.  Building a candidate's engines gets AutoOptions.share of the time left, as trying it would."""
         passed_over = {}
         for candidate, available in (("exact", self._exact_available), ("contour", lambda: True)):
             if not available():
@@ -292,7 +301,7 @@ class Accountant:
                 passed_over[candidate] = self._unbuildable[candidate]
                 continue
             try:
-                with budgets.limits(seconds=budgets.remaining() * AUTO_SHARE):
+                with budgets.limits(seconds=budgets.remaining() * self.options.auto.share):
                     self._engines_for(candidate)
                 return candidate, passed_over
             except BudgetExceededError as error:
@@ -319,7 +328,7 @@ class Accountant:
         return ContourEngine(self._composed(index))
 
     def _wide_contour_engine(self, index: int) -> ContourEngine:
-        return ContourEngine(self._composed(index), numeric_nodes=WIDE_NUMERIC_NODES)
+        return ContourEngine(self._composed(index), numeric_nodes=self.options.contour.wide_numeric_nodes)
 
     def _certified_engine(self, index: int) -> CertifiedEngine:
         return CertifiedEngine(self._composed(index))
@@ -400,13 +409,13 @@ class Accountant:
 
         A named method answers or refuses.  Under 'auto' the candidates are tried in order -- the
         first choice of :meth:`_resolve` (closed forms, else the contour), then the contour and
-        AUTO_FALLBACKS -- each with AUTO_SHARE of the time left (the last with all of it), so no
+        AUTO_FALLBACKS -- each with AutoOptions.share of the time left (the last with all of it), so no
         engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
         engine that cannot serve the composition) moves on to the next; a contour refused for its node
-        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one (WIDE_SHARE of
+        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one (AutoOptions.wide_share of
         the time left), and once that retry fails, later queries of the same composition try the PLD
         before the contour.  A certified answer whose
-        ``relative_width(answer)`` exceeds AUTO_BRACKET_RTOL is retried by the contour method with a
+        ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method with a
         larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
         result.  When nothing answers, the AccuracyError lists what was tried (and carries the attempts).
@@ -415,7 +424,7 @@ class Accountant:
         an eps(delta) query, lets 'auto' see which later candidates cannot serve it (:meth:`_may_serve`), so
         that an engine followed only by those gets all the time left.
         """
-        with budgets.limits(self.budget):
+        with budgets.limits(self.budget), settings.using(self.options):
             if method != "auto":
                 name = self._resolve(method)
                 began = time.monotonic()
@@ -454,7 +463,9 @@ class Accountant:
         while candidates:
             name = candidates.pop(0)
             later = any(self._may_serve(other, delta) for other in candidates)
-            share = budgets.remaining() * ((WIDE_SHARE if name == WIDE_CONTOUR else AUTO_SHARE) if later else 1.0)
+            policy = self.options.auto
+            share = policy.wide_share if name == WIDE_CONTOUR else policy.share
+            share = budgets.remaining() * (share if later else 1.0)
             began = time.monotonic()
             try:
                 with budgets.limits(seconds=share):
@@ -482,7 +493,7 @@ class Accountant:
             seconds = time.monotonic() - began
             width = relative_width(answer) if relative_width is not None else 0.0
             certified = engines[0].certified
-            if not certified or width <= AUTO_BRACKET_RTOL:
+            if not certified or width <= policy.bracket_rtol:
                 return _Answer(name, answer, tuple(attempts) + (Attempt(name, "answered", "", seconds),), certified)
             attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
             if kept is None or width < kept[2]:
@@ -592,8 +603,9 @@ class Accountant:
         if xs.size == 0:  # nothing to invert (as privacy_profile([]))
             return (xs, 0.0) if with_error else xs
         index = self.directions.index(direction)
-        engines = self._engines_for("quadrature")
-        values, error = engines[min(index, len(engines) - 1)].inversion.cdf(xs)
+        with settings.using(self.options):
+            engines = self._engines_for("quadrature")
+            values, error = engines[min(index, len(engines) - 1)].inversion.cdf(xs)
         values = np.clip(values, 0.0, 1.0 - self.inf_mass[direction])
         return (values, float(error)) if with_error else values
 

@@ -67,6 +67,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import gammaln, logsumexp
 
 from . import budget
+from . import options as settings
 from .composition import ComposedLoss
 from .discrete import ESTIMATE_SLACK, CompositionTooLargeError, estimated_atoms
 from .mechanisms import LAPLACE_LOG_PHI
@@ -93,7 +94,6 @@ MAX_NEWTON = 12
 SADDLE_TOL = 1e-4
 #: Most nodes one contour sum may use, all levels together (closed forms; numeric MGFs cost far more per node).
 MAX_NODES = 1_000_000
-MAX_NUMERIC_NODES = 4_096
 #: Nodes of a numeric MGF evaluated between checks of the time budget, and most nodes of one chunk of a sum.
 NUMERIC_CHUNK, NODE_CHUNK = 2_048, 65_536
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
@@ -160,7 +160,8 @@ class _SaddlePointContour:
         #: Whether the node sums leave out nodes (:meth:`_node_log_integrand`): then only the nodes evaluated
         #: in full count against ``max_nodes`` (MAX_NODES caps all of them).
         self._prunes = False
-        self.max_nodes = MAX_NODES if loss.log_phi_rtol == 0 else numeric_nodes or MAX_NUMERIC_NODES
+        self.max_nodes = (MAX_NODES if loss.log_phi_rtol == 0
+                          else numeric_nodes or settings.current().contour.numeric_nodes)
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         raise NotImplementedError
@@ -871,8 +872,8 @@ def _merge_groups(shifts, counts, log_weights):
 
 def contour_inversion(loss: ComposedLoss, numeric_nodes: int | None = None) -> _SaddlePointContour:
     """The lattice contour where atoms carry non-negligible mass, else the vertical one; ``numeric_nodes``
-    (default MAX_NUMERIC_NODES) caps one contour sum's nodes when the composition has numeric MGF terms
-    (subsampled mechanisms)."""
+    (default: the active :class:`afa.ContourOptions`' ``numeric_nodes``) caps one contour sum's nodes when
+    the composition has numeric MGF terms (subsampled mechanisms)."""
     if loss.log_atomic_mass > math.log(RTOL) - 30:
         return LatticeContourInversion(loss, numeric_nodes)
     return ContourInversion(loss, numeric_nodes)

@@ -53,13 +53,21 @@ from scipy.special import gammaln, logsumexp
 
 from . import _validation as check
 from . import budget
+from . import options as settings
 from ._accurate import binomial_log_pmf, log_characteristic, normalize
 from .results import AccuracyError, UnsupportedCompositionError
 
-#: Largest number of atoms a composed distribution may have.
-MAX_ATOMS = 2_000_000
-#: Largest number of atom pairs one convolution may form.
-MAX_PAIRS = 20_000_000
+
+def _max_atoms() -> int:
+    """The most atoms a composed distribution may have (the active :class:`afa.ExactOptions`)."""
+    return settings.current().exact.max_atoms
+
+
+def _max_pairs() -> int:
+    """The most atom pairs one convolution may form (the active :class:`afa.ExactOptions`)."""
+    return settings.current().exact.max_pairs
+
+
 #: Unit roundoff of float64.
 U = np.finfo(float).eps / 2
 #: Rounding units allowed a base atom's loss and log-mass: a mechanism's loss is a difference of two
@@ -250,9 +258,9 @@ class LossAtoms:
         size = j_max + 1 - j_min
         if size <= 0:
             return LossAtoms(np.empty(0), np.empty(0), log_dropped=log_dropped)
-        if size > MAX_ATOMS:
+        if size > _max_atoms():
             raise CompositionTooLargeError(
-                f"exact composition of {count} two-atom mechanisms has {size} atoms (limit {MAX_ATOMS})")
+                f"exact composition of {count} two-atom mechanisms has {size} atoms (limit {_max_atoms()})")
         budget.reserve(8.0 * 6 * size, f"the binomial law of {count} two-atom mechanisms")
         j = np.arange(j_min, j_max + 1, dtype=float)
         rest = count - j
@@ -323,9 +331,9 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
             log_dropped = float(np.logaddexp(log_dropped, lost))
             keep = ~negligible
             losses, log_masses, loss_errors = losses[keep], log_masses[keep], loss_errors[keep]
-    if losses.size > MAX_ATOMS:
+    if losses.size > _max_atoms():
         raise CompositionTooLargeError(
-            f"exact discrete composition has {losses.size} distinct loss values (limit {MAX_ATOMS})")
+            f"exact discrete composition has {losses.size} distinct loss values (limit {_max_atoms()})")
     return LossAtoms(losses, log_masses, loss_errors, (alpha, beta), log_dropped)
 
 
@@ -356,7 +364,7 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
     if lattice is not None:
         return _lattice_convolve(first, second, lattice, threshold, log_cutoff, log_dropped)
     (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
-    if log_cutoff > -math.inf and pairs > MAX_ATOMS:
+    if log_cutoff > -math.inf and pairs > _max_atoms():
         # The pairs heavy enough to be kept, before forming any: with no threshold, counted exactly (for each
         # atom of `first`, the atoms of `second` with log w2 >= cutoff - log w1 - the largest error); above a
         # threshold, estimated from a fixed sample of the pairs.  Refused when clearly too many.
@@ -371,12 +379,12 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
             columns = starts[rows] + sample - (np.cumsum(counts) - counts)[rows]
             heavy_share = np.mean(first.log_masses[rows] + second.log_masses[columns] >= log_cutoff - margin)
             kept = 0.5 * heavy_share * pairs  # half the estimate: refuse only when clearly too many
-        if kept > DISTINCT_SUMS * MAX_ATOMS:
+        if kept > DISTINCT_SUMS * _max_atoms():
             raise CompositionTooLargeError(
-                f"exact discrete composition would have about {kept:.3g} distinct loss values (limit {MAX_ATOMS})")
-    if pairs > MAX_PAIRS:
+                f"exact discrete composition would have about {kept:.3g} distinct loss values (limit {_max_atoms()})")
+    if pairs > _max_pairs():
         raise CompositionTooLargeError(
-            f"exact discrete composition needs {pairs:.3g} atom pairs (limit {MAX_PAIRS:.0e}); "
+            f"exact discrete composition needs {pairs:.3g} atom pairs (limit {_max_pairs():.0e}); "
             "compose fewer discrete mechanisms exactly, or add a continuous mechanism and use method='quadrature'")
     _spend(pairs)
     budget.reserve(BYTES_PER_PAIR * pairs, f"the exact convolution of {first.size} and {second.size} atoms")
@@ -398,10 +406,10 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
             log_dropped = float(np.logaddexp(log_dropped, float(logsumexp(upper[light])) + 1e-9))
             heavy = ~light
             i, j, log_masses = i[heavy], j[heavy], log_masses[heavy]
-    if i.size > DISTINCT_SUMS * MAX_ATOMS:
+    if i.size > DISTINCT_SUMS * _max_atoms():
         # Off a common lattice, sums of two atoms rarely coincide: about this many distinct values would remain.
         raise CompositionTooLargeError(
-            f"exact discrete composition would have about {i.size:.3g} distinct loss values (limit {MAX_ATOMS})")
+            f"exact discrete composition would have about {i.size:.3g} distinct loss values (limit {_max_atoms()})")
     losses = first.losses[i] + second.losses[j]
     loss_errors = (first.loss_errors[i] + second.loss_errors[j] + U * np.abs(losses)) * PAD
     del i, j
@@ -431,7 +439,7 @@ def _lattice_of(atoms: LossAtoms, step: float) -> tuple[np.ndarray, float] | Non
     k = np.rint((atoms.losses - atoms.losses[0]) / step)
     deviation = float(np.max(np.abs(atoms.losses - (atoms.losses[0] + step * k)))) if atoms.size else 0.0
     span = float(k[-1]) + 1
-    if not deviation <= LATTICE_RTOL * step or span > 8 * atoms.size + 16 or span > MAX_ATOMS:
+    if not deviation <= LATTICE_RTOL * step or span > 8 * atoms.size + 16 or span > _max_atoms():
         return None
     deviation += 2 * U * (abs(float(atoms.losses[0])) + step * span)
     return k.astype(np.int64), deviation
@@ -461,9 +469,9 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
     step, (k1, deviation1), (k2, deviation2) = lattice
     n1, n2 = int(k1[-1]) + 1, int(k2[-1]) + 1
     size = n1 + n2 - 1
-    if size > 2 * MAX_ATOMS:
+    if size > 2 * _max_atoms():
         raise CompositionTooLargeError(
-            f"exact discrete composition spans {size} lattice points (limit {MAX_ATOMS} atoms)")
+            f"exact discrete composition spans {size} lattice points (limit {_max_atoms()} atoms)")
     budget.reserve(8.0 * 8 * size + 8.0 * 4 * (n1 + n2), "the dense lattice convolution of privacy-loss atoms")
     dense = []
     for atoms, k, n in ((first, k1, n1), (second, k2, n2)):
@@ -893,8 +901,8 @@ def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
 LOG_NEGLIGIBLE = -800.0
 #: An eps(delta) query may also drop atoms lighter than delta e^-PRUNE (in all, far below delta's rounding).
 PRUNE = 80.0
-#: A composition whose estimated size (:meth:`DiscreteComposition.estimated_size`) exceeds MAX_ATOMS by this
-#: factor is refused before it is composed.
+#: A composition whose estimated size (:meth:`DiscreteComposition.estimated_size`) exceeds the atom limit
+#: (ExactOptions.max_atoms) by this factor is refused before it is composed.
 ESTIMATE_SLACK = 16.0
 
 
@@ -950,7 +958,7 @@ class DiscreteComposition:
         The composed mass at +infinity.
 
     The full composition drops only atoms lighter than e^LOG_NEGLIGIBLE.  When it exceeds
-    MAX_PAIRS or MAX_ATOMS, a query composes only what it needs: an eps(delta) query drops
+    the pair or atom limits (:class:`afa.ExactOptions`), a query composes only what it needs: an eps(delta) query drops
     atoms lighter than delta e^-PRUNE, and if that is still too large, composes only the atoms
     that can exceed a threshold (each intermediate keeps what can still reach it, given the
     largest loss the other uses add), lowering the threshold from the top until the crossing
@@ -989,10 +997,10 @@ class DiscreteComposition:
             return LossAtoms(np.zeros(1), np.zeros(1))
         if threshold == -math.inf:
             estimate = self.estimated_size(log_cutoff)
-            if estimate > ESTIMATE_SLACK * MAX_ATOMS:
+            if estimate > ESTIMATE_SLACK * _max_atoms():
                 raise CompositionTooLargeError(
                     f"exact discrete composition would have about {estimate:.2g} atoms of mass above "
-                    f"e^{log_cutoff:.4g} (limit {MAX_ATOMS})")
+                    f"e^{log_cutoff:.4g} (limit {_max_atoms()})")
         tops = [count * atoms.top for atoms, count in self.terms]
         with pair_allowance():
             return self._compose(threshold, log_cutoff, tops)

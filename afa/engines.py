@@ -33,6 +33,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, logsumexp
 
 from . import budget, exact
+from . import options as settings
 from .certified import TAIL_TOLERANCE as CERTIFIED_TAIL_TOLERANCE
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
@@ -414,31 +415,31 @@ class PLDEngine(Engine):
     """Certified bracket of one direction from discretized PLDs (:mod:`afa.pld`, Doroshenko et al. 2022, Google DP
     team 2025).
 
-    Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta,
-    Doroshenko et al. 2022, Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT
-    powers and distinct terms FFT convolutions.  Plain Gaussian terms are merged first into one
-    Gaussian with mu = sqrt(sum_i k_i mu_i^2): composed Gaussians are exactly a Gaussian pair (Sommer,
-    Meiser & Mohammadi 2019, Thm 5), so 10^4 distinct Gaussians cost one PLD (mu is rounded up for the
-    pessimistic PLD and down for the optimistic one).  The tail truncation follows the delta asked
-    about: mass TAIL_FRACTION times below it (Google DP team 2025, Sec. 5.2 with a threshold scaled to the query,
-    not a fixed 1e-15), and every power and convolution shares one tilt, the composition's Chernoff order
-    for that delta (or its saddle point at the eps asked about: :func:`afa.pld.composition_tilt`), so
-    the FFT rounding is relative to delta where it is asked about and tiny deltas keep a finite, tight
-    bracket.  When the composed finite loss is bounded above by B (Poisson subsampling's add direction),
-    no term's grid goes below -B: lower losses never reach eps >= 0.  delta's value is the midpoint (an
-    estimate) and its error the half-width; lower and upper are certified.  Grids and FFTs reserve their
-    memory from the query's budget (:mod:`afa.budget`) and the loops over terms check its deadline.
+    Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta, Doroshenko et al.
+    2022, Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT powers and distinct
+    terms FFT convolutions. Plain Gaussian terms are merged first into one Gaussian with mu = sqrt(sum_i k_i
+    mu_i^2): composed Gaussians are exactly a Gaussian pair (Sommer, Meiser & Mohammadi 2019, Thm 5), so 10^4
+    distinct Gaussians cost one PLD (mu is rounded up for the pessimistic PLD and down for the optimistic one).
+    The tail truncation follows the delta asked about: mass PLDOptions.tail_fraction times below it (Google DP
+    team 2025, Sec. 5.2 with a threshold scaled to the query, not a fixed 1e-15), and every power and
+    convolution shares one tilt, the composition's Chernoff order for that delta (or its saddle point at the eps
+    asked about: :func:`afa.pld.composition_tilt`), so the FFT rounding is relative to delta where it is asked
+    about and tiny deltas keep a finite, tight bracket. When the composed finite loss is bounded above by B
+    (Poisson subsampling's add direction), no term's grid goes below -B: lower losses never reach eps >= 0.
+    delta's value is the midpoint (an estimate) and its error the half-width; lower and upper are certified.
+    Grids and FFTs reserve their memory from the query's budget (:mod:`afa.budget`) and the loops over terms
+    check its deadline.
     """
 
     method = "pld"
     certified = True  # bounds proved, not estimated (never refused for a wide bracket)
     inf_mass = 0.0  # the PLDs carry their own
-    #: Truncated tail mass relative to the delta of interest (eps queries), the tolerance of a delta query's
-    #: first build (that of eps(1e-5): one build serves both), and the largest error budget / delta it accepts.
-    #: (The smallest stays in the normal range: tails below about 1e-308 lose relative accuracy.)
-    TAIL_FRACTION, FIRST_TAIL, SMALLEST_TAIL, DELTA_TAIL = 1e-7, 1e-12, 1e-305, 1e-4
+    #: The tolerance of a delta query's first build (that of eps(1e-5): one build serves both), and the largest
+    #: error budget / delta it accepts.  The truncated tail mass relative to the delta of interest and the
+    #: smallest one are PLDOptions.tail_fraction and .smallest_tail (the active :class:`afa.PLDOptions`).
+    FIRST_TAIL, DELTA_TAIL = 1e-12, 1e-4
     #: FFT rounding (an absolute error of delta) a term's power may keep before the tilted power is formed,
-    #: relative to the truncated tail mass: ROUNDING_SLACK * TAIL_FRACTION / 16 = 6e-6 of the delta asked
+    #: relative to the truncated tail mass: ROUNDING_SLACK * tail_fraction / 16 = 6e-6 of the delta asked
     #: about moves eps by about that / |d log delta / d eps|, well under the default grid's discretization
     #: width, and spares compositions of up to about a thousand steps the tilted power and its wider window.
     ROUNDING_SLACK = 1000.0
@@ -513,9 +514,9 @@ class PLDEngine(Engine):
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bounds from PLDs truncated at FIRST_TAIL, or, where a delta is below their error budget there
         (the tolerance plus both PLDs' slack at its eps) / DELTA_TAIL (truncation or rounding would then
-        matter), once more at TAIL_FRACTION times the smallest lower bound among those (the smallest upper
-        bound if that is 0; at least SMALLEST_TAIL), composed at the saddle point of the largest such eps;
-        up to DELTA_ROUNDS rounds.  Each bound is certified, so the best of each side is kept."""
+        matter), once more at PLDOptions.tail_fraction times the smallest lower bound among those (the smallest
+        upper bound if that is 0; at least PLDOptions.smallest_tail), composed at the saddle point of the
+        largest such eps; up to DELTA_ROUNDS rounds.  Each bound is certified, so the best of each side is kept."""
         epsilons = np.asarray(epsilons, dtype=float)
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
@@ -529,7 +530,7 @@ class PLDEngine(Engine):
             largest = float(np.max(epsilons[unresolved]))
             chernoff = math.exp(chernoff_log_mass(self.bases(connect_the_dots, self.FIRST_TAIL), largest))
             smallest = float(np.min(lower[unresolved])) or min(float(np.min(upper[unresolved])), chernoff)
-            tail_mass = min(max(smallest * self.TAIL_FRACTION, self.SMALLEST_TAIL), self.FIRST_TAIL)
+            tail_mass = min(_pld_tail_mass(smallest), self.FIRST_TAIL)
             tilt = self.tilt_for(tail_mass, epsilon=largest)
             pessimistic, optimistic = self.bounds(tail_mass, tilt)
             chosen = epsilons[unresolved]
@@ -567,13 +568,19 @@ class PLDEngine(Engine):
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs, composed at the
         Chernoff order of the composition for delta."""
-        tail_mass = max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL)
+        tail_mass = _pld_tail_mass(delta)
         tilt = self.tilt_for(tail_mass, delta=delta)
         pessimistic, optimistic = self.bounds(tail_mass, tilt)
         upper, lower = pessimistic.epsilon(delta), optimistic.epsilon(delta)
         lower = min(lower, upper)
         _refuse_infinite(self.method, delta, self._inf_mass, lower, upper)
         return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+
+
+def _pld_tail_mass(delta: float) -> float:
+    """The tail mass the PLD truncates for a query about ``delta`` (the active :class:`afa.PLDOptions`)."""
+    options = settings.current().pld
+    return max(delta * options.tail_fraction, options.smallest_tail)
 
 
 def _merge_gaussians(terms: list[tuple[LossTails, int]], interval: float,

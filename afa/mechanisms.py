@@ -34,13 +34,14 @@ from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
 from ._accurate import log_characteristic, normalize, weighted_cumulants
-from .discrete import MAX_ATOMS
 from .loss_tails import AtomTails, GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError, UnsupportedCompositionError
 
 NEIGHBORING_RELATIONS = ("add_remove", "substitution")
+#: Most outputs a discrete mechanism's noise may enumerate (its sensitivity and reach are bounded by it).
+MAX_OUTPUTS = 2_000_000
 #: Keys of a mechanism's table (:meth:`Mechanism.to_dict`) besides ``type`` and the constructor's arguments.
 SAMPLING_KEYS = ("sampling_rate", "sampling")
 
@@ -741,7 +742,7 @@ class DiscreteLaplace(Mechanism):
 
     def __post_init__(self):
         _set(self, a=check.positive("a", self.a),
-             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_ATOMS - 1))
+             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 1))
         _at_most("a", self.a * self.sensitivity, check.MAX_LOSS,
                  f"the largest loss a * sensitivity (sensitivity={self.sensitivity})")
 
@@ -777,12 +778,12 @@ class DiscreteGaussian(Mechanism):
 
     def __post_init__(self):
         _set(self, sigma=check.positive("sigma", self.sigma),
-             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_ATOMS - 3))
+             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 3))
         # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (Google DP team 2025, Sec. 3.5).
         reach = _discrete_gaussian_reach()
-        _at_most("sigma", self.sigma, (MAX_ATOMS - 3 - self.sensitivity) // 2 / reach,
+        _at_most("sigma", self.sigma, (MAX_OUTPUTS - 3 - self.sensitivity) // 2 / reach,
                  f"sigma (with sensitivity={self.sensitivity}: its {2 * reach:.4g} sigma + sensitivity + 3 "
-                 f"outputs are enumerated, at most {MAX_ATOMS}; use Gaussian for wider noise)")
+                 f"outputs are enumerated, at most {MAX_OUTPUTS}; use Gaussian for wider noise)")
         tau = math.ceil(self.sigma * reach)
         largest_loss = self.sensitivity / self.sigma * ((self.sensitivity + 2 * tau) / self.sigma) / 2
         _at_most("sigma", largest_loss, check.MAX_LOSS,

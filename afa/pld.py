@@ -86,13 +86,13 @@ from scipy.signal import lfilter
 
 from . import _validation as check
 from . import budget
+from . import options as settings
 from .certified import _log_sum_exp
 from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
 from .results import UnsupportedCompositionError
 
 __all__ = [
     "DEFAULT_TAIL_MASS",
-    "MAX_GRID_POINTS",
     "TAILS_RTOL",
     "DiscretePLD",
     "PLDTooLargeError",
@@ -105,8 +105,6 @@ __all__ = [
 
 U = float(np.finfo(float).eps) / 2  # unit roundoff
 SUBNORMAL = float(np.finfo(float).smallest_subnormal)
-#: Largest number of grid points a PLD (or the window of a composition) may have.
-MAX_GRID_POINTS = 2 ** 26
 #: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
 DEFAULT_TAIL_MASS = 1e-15
 #: Relative accuracy assumed of the tails exp(LossTails.log_tails(eps)), plus LOG_ROUNDING ulps per unit of
@@ -144,7 +142,7 @@ BUILDER_RELATIVE_ERROR = 4 * U
 
 
 class PLDTooLargeError(UnsupportedCompositionError):
-    """A discretized PLD would need more than MAX_GRID_POINTS grid points."""
+    """A discretized PLD would need more grid points than PLDOptions.max_grid_points."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -801,10 +799,10 @@ def _loss_grid(tails: LossTails, interval: float, tail_mass: float,
     It starts no lower than ``floor`` (if given, <= -interval) and -LOSS_LIMIT; the mass below its first
     point is placed there (pessimistic) or at most there (optimistic), valid for any grid.  At the top it
     goes on as far as the tails need.  Raises PLDTooLargeError, before any large allocation, when more
-    than MAX_GRID_POINTS points would be needed.
+    than PLDOptions.max_grid_points points would be needed.
     """
     low, high = tails.loss_range
-    most = MAX_GRID_POINTS + 1  # searches stop here: a grid reaching it is refused anyway
+    most = _max_grid_points() + 1  # searches stop here: a grid reaching it is refused anyway
     high_limit = math.inf
     low_limit = -LOSS_LIMIT if floor is None else max(-LOSS_LIMIT, min(float(floor), -interval))
     log_half = math.log(tail_mass / 2)
@@ -1422,11 +1420,15 @@ def _fft_size(length: int) -> int:
     return 1 << max(0, (length - 1).bit_length())
 
 
+def _max_grid_points() -> int:
+    """The most points a PLD's grid (or a composition's window) may have (the active :class:`afa.PLDOptions`)."""
+    return settings.current().pld.max_grid_points
+
 def _check_size(points: int, what: str) -> None:
-    """Refuse (PLDTooLargeError) more than MAX_GRID_POINTS points (``points`` may be a capped count)."""
-    if points > MAX_GRID_POINTS:
+    """Refuse (PLDTooLargeError) more than PLDOptions.max_grid_points points (``points`` may be a capped count)."""
+    if points > _max_grid_points():
         raise PLDTooLargeError(
-            f"{what} needs more than {MAX_GRID_POINTS:.3g} grid points (the limit); use a coarser "
+            f"{what} needs more than {_max_grid_points():.3g} grid points (the limit); use a coarser "
             "value_discretization_interval, a larger tail_mass, or the analytic engine (method='contour')")
 
 

@@ -99,10 +99,11 @@ def afa_mechanism(term: Term) -> afa.Mechanism:
     raise NotSupported(term.kind)
 
 
-def afa_epsilon(terms, delta: float, method: str = "auto") -> afa.Result:
-    """epsilon_result(delta, method) on a fresh accountant, afa's per-mechanism caches cleared (cold)."""
+def afa_epsilon(terms, delta: float, method: str = "auto", options=None) -> afa.Result:
+    """epsilon_result(delta, method) on a fresh accountant (with ``options``, an afa.Options, if given), afa's
+    per-mechanism caches cleared (cold)."""
     clear_afa_caches()
-    accountant = afa.Accountant(neighboring(terms))
+    accountant = afa.Accountant(neighboring(terms), options=options)
     for term in terms:
         accountant.compose(afa_mechanism(term), times=term.count)
     return accountant.epsilon_result(delta, method=method)

@@ -82,12 +82,10 @@ class Contender:
 
 def afa_contour_more_nodes(terms, delta: float):
     """afa's contour method with a 64x larger node budget for numeric (subsampled) characteristic functions
-    (afa.contour.MAX_NUMERIC_NODES, 4096 by default; set in the child process only)."""
-    import afa.contour
-    if not hasattr(afa.contour, "MAX_NUMERIC_NODES"):
-        raise lib.NotSupported("this afa has no afa.contour.MAX_NUMERIC_NODES to raise")
-    afa.contour.MAX_NUMERIC_NODES = 64 * 4096
-    return lib.afa_epsilon(terms, delta, "contour")
+    (ContourOptions.numeric_nodes, 4096 by default)."""
+    import afa
+    options = afa.Options(contour=afa.ContourOptions(numeric_nodes=64 * 4096))
+    return lib.afa_epsilon(terms, delta, "contour", options=options)
 
 
 def afa_contender(method: str, name: str | None = None) -> Contender:

@@ -23,7 +23,7 @@ from scipy.stats import norm
 
 import afa
 from afa.cli import main
-from afa.discrete import MAX_ATOMS
+from afa.mechanisms import MAX_OUTPUTS
 
 AFA_DIR = Path(afa.__file__).resolve().parent
 NAN, INF = math.nan, math.inf
@@ -320,7 +320,7 @@ def test_extreme_valid_input_answers_the_closed_form(mechanism, query, argument,
 def test_valid_extremes_construct():
     """At the documented ends of the ranges the constructors accept (nothing is computed here)."""
     afa.DiscreteGaussian(5e4)
-    afa.DiscreteLaplace(1.0, MAX_ATOMS - 1)
+    afa.DiscreteLaplace(1.0, MAX_OUTPUTS - 1)
     afa.Gaussian(1e-3).poisson_subsampled(0.5)
     afa.Laplace(1e-3).subset_subsampled(np.float32(0.5))
     afa.Gaussian(1.0).poisson_subsampled(SUBNORMAL)

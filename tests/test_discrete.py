@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import afa
-import afa.discrete as discrete
 from afa.discrete import CompositionTooLargeError, LossAtoms, epsilon_for_delta, hockey_stick
 
 mpmath.mp.dps = 40
@@ -195,8 +194,8 @@ def test_power_zero_is_rejected():
             make(atoms).power(0)
 
 
-def test_power_negative_count_is_rejected(monkeypatch):
-    monkeypatch.setattr(discrete, "MAX_PAIRS", 10_000)
+def test_power_negative_count_is_rejected(active_options):
+    active_options(exact=afa.ExactOptions(max_pairs=10_000))
     for atoms in (RR, GRID3):
         with pytest.raises(ValueError, match="count"):
             make(atoms).power(-1)
@@ -206,8 +205,8 @@ def test_power_negative_count_is_rejected(monkeypatch):
 # size limits
 # ---------------------------------------------------------------------------
 
-def test_convolve_past_max_pairs(monkeypatch):
-    monkeypatch.setattr(discrete, "MAX_PAIRS", 15)
+def test_convolve_past_max_pairs(active_options):
+    active_options(exact=afa.ExactOptions(max_pairs=15))
     a = make(GRID4)
     a.convolve(make(GRID3))  # 12 pairs: fine
     with pytest.raises(CompositionTooLargeError, match=r"16 atom pairs \(limit 2e\+01\)|16 atom pairs"):
@@ -215,8 +214,8 @@ def test_convolve_past_max_pairs(monkeypatch):
     assert issubclass(CompositionTooLargeError, ValueError)
 
 
-def test_merge_past_max_atoms(monkeypatch):
-    monkeypatch.setattr(discrete, "MAX_ATOMS", 5)
+def test_merge_past_max_atoms(active_options):
+    active_options(exact=afa.ExactOptions(max_atoms=5))
     LossAtoms.from_atoms(np.arange(5.0), np.full(5, -math.log(5)))
     with pytest.raises(CompositionTooLargeError, match="6 distinct loss values.*limit 5"):
         LossAtoms.from_atoms(np.arange(6.0), np.full(6, -math.log(6)))
@@ -224,15 +223,15 @@ def test_merge_past_max_atoms(monkeypatch):
         make(IRR3).convolve(make(IRR3))
 
 
-def test_binomial_power_past_max_atoms(monkeypatch):
-    monkeypatch.setattr(discrete, "MAX_ATOMS", 100)
+def test_binomial_power_past_max_atoms(active_options):
+    active_options(exact=afa.ExactOptions(max_atoms=100))
     assert make(RR).power(99).size == 100
     with pytest.raises(CompositionTooLargeError, match="100 two-atom mechanisms.*101 atoms.*limit 100"):
         make(RR).power(100)
 
 
-def test_binary_power_past_max_pairs(monkeypatch):
-    monkeypatch.setattr(discrete, "MAX_PAIRS", 1000)
+def test_binary_power_past_max_pairs(active_options):
+    active_options(exact=afa.ExactOptions(max_pairs=1000))
     with pytest.raises(CompositionTooLargeError, match="pairs"):
         make(IRR3).power(64)
 
@@ -403,13 +402,12 @@ def test_epsilon_for_delta_is_the_smallest_epsilon(a, delta, inf_mass):
     assert np.all(np.diff(values) <= 1e-15) and np.all(values >= 0)
 
 
-def test_auto_answers_a_finite_composition_too_large_to_enumerate_with_the_pld(monkeypatch):
+def test_auto_answers_a_finite_composition_too_large_to_enumerate_with_the_pld():
     """'auto' on a finite-output composition whose exact enumeration is refused (here: the atom limit
     lowered) goes to the PLD; its certified bracket contains the exact enumeration's answer."""
     acc = afa.Accountant().compose(afa.DiscreteGaussian(2.0), times=20).compose(afa.RandomizedResponse(0.6), 5)
     truth = acc.epsilon_result(1e-6, method="exact")
-    monkeypatch.setattr(discrete, "MAX_ATOMS", 50)
-    crowded = afa.Accountant().compose(afa.DiscreteGaussian(2.0), times=20).compose(afa.RandomizedResponse(0.6), 5)
+    crowded = afa.Accountant(options=afa.Options(exact=afa.ExactOptions(max_atoms=50))).compose(afa.DiscreteGaussian(2.0), times=20).compose(afa.RandomizedResponse(0.6), 5)
     with pytest.raises(ValueError):
         crowded.epsilon_result(1e-6, method="exact")
     result = crowded.epsilon_result(1e-6)

@@ -387,14 +387,15 @@ def test_dense_lattice_path_agrees_with_pair_enumeration(monkeypatch):
             assert lower <= truth <= upper, (delta, lower, upper, mp.nstr(truth, 20))
 
 
-def test_composition_refusal_is_an_accuracy_error_and_auto_moves_on(monkeypatch):
+def test_composition_refusal_is_an_accuracy_error_and_auto_moves_on():
     """A composition too large to enumerate is a refusal (an AccuracyError, still a ValueError): 'exact'
     raises it, 'auto' answers with another engine, and that answer holds the exact one."""
     assert issubclass(CompositionTooLargeError, AccuracyError) and issubclass(CompositionTooLargeError, ValueError)
-    build = lambda: afa.Accountant().compose(afa.DiscreteLaplace(0.3, 3), 30).compose(afa.RandomizedResponse(0.7), 20)  # noqa: E731
+    def build(options=None):
+        return (afa.Accountant(options=options).compose(afa.DiscreteLaplace(0.3, 3), 30)
+                .compose(afa.RandomizedResponse(0.7), 20))
     truth = build().delta_result(2.0, method="exact")
-    monkeypatch.setattr(discrete, "MAX_ATOMS", 40)
-    crowded = build()
+    crowded = build(afa.Options(exact=afa.ExactOptions(max_atoms=40)))
     with pytest.raises(CompositionTooLargeError):
         crowded.delta_result(2.0, method="exact")
     result = crowded.delta_result(2.0)
@@ -444,10 +445,10 @@ def test_gaussian_mixture_over_many_atoms_forms_only_the_terms_that_matter():
         assert abs(got / truth - 1) < 1e-13, (eps, got, mp.nstr(truth, 20))
 
 
-def test_threshold_bisection_answers_when_the_next_level_is_too_large(monkeypatch):
+def test_threshold_bisection_answers_when_the_next_level_is_too_large(monkeypatch, active_options):
     """Without the full enumeration, eps(delta) composes the atoms above thresholds top - span 2^-level;
     when the first level below the crossing has too many atoms, the threshold is bisected between the
-    last two levels.  With MAX_ATOMS lowered that path answers, and its bracket overlaps the full
+    last two levels.  With the atom limit lowered that path answers, and its bracket overlaps the full
     enumeration's (the two share only the mechanisms' atoms)."""
     krr = afa.KaryRandomizedResponse(k=3, p=0.3456).privacy_losses()[0]
     dlap = afa.DiscreteLaplace(a=1.167, sensitivity=2).privacy_losses()[0]
@@ -458,7 +459,7 @@ def test_threshold_bisection_answers_when_the_next_level_is_too_large(monkeypatc
     original = DiscreteComposition._refined_bounds
     monkeypatch.setattr(DiscreteComposition, "_refined_bounds",
                         lambda self, *args: refined.append(args) or original(self, *args))
-    monkeypatch.setattr(discrete, "MAX_ATOMS", 2000)
+    active_options(exact=afa.ExactOptions(max_atoms=2000))
     partial = DiscreteComposition(terms, 0.0)
     assert partial.full is None
     _, lower, upper = partial.epsilon_bounds(delta)

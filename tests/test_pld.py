@@ -20,6 +20,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, logsumexp
 from scipy.stats import binom
 
+import afa
 from afa import pld
 from afa.engines import PLDEngine
 from afa.loss_tails import LossTails
@@ -718,9 +719,9 @@ def test_too_many_grid_points():
     assert issubclass(PLDTooLargeError, ValueError)
 
 
-def test_too_large_composition(monkeypatch):
+def test_too_large_composition(active_options):
     base = connect_the_dots(GaussianTails(0.5), 1e-2)
-    monkeypatch.setattr(pld, "MAX_GRID_POINTS", 4 * base.probs.size)
+    active_options(pld=afa.PLDOptions(max_grid_points=4 * base.probs.size))
     base.self_compose(2)
     with pytest.raises(PLDTooLargeError, match="100-fold"):
         base.self_compose(100)

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import afa
-from afa import discrete, exact
-from afa.engines import PLDEngine
+from afa import exact
 
 
 def discrete_gaussian_delta_mpmath(epsilon: float, sigma: float, count: int) -> float:
@@ -135,31 +134,30 @@ def test_nested_limits_never_extend_the_outer_budget():
 
 # A refusal carries what is still certified.
 
-def _discrete_pair() -> afa.Accountant:
-    return afa.Accountant().compose(afa.DiscreteLaplace(0.5, 1), times=300).compose(afa.RandomizedResponse(0.7), 100)
+def _discrete_pair(options: afa.Options | None = None) -> afa.Accountant:
+    return afa.Accountant(options=options).compose(afa.DiscreteLaplace(0.5, 1), times=300).compose(afa.RandomizedResponse(0.7), 100)
 
 
-def test_a_pld_refusal_carries_its_certified_lower_bound(monkeypatch):
+def test_a_pld_refusal_carries_its_certified_lower_bound():
     """With its smallest truncated tail held at 1e-100, the PLD cannot reach a finite upper bound on
     eps(1e-150), so it refuses; the refusal's bracket is its certified lower bound with upper +inf, below
     the exact engine's answer."""
     truth = _discrete_pair().epsilon_result(1e-150, method="exact")
-    monkeypatch.setattr(PLDEngine, "SMALLEST_TAIL", 1e-100)
+    options = afa.Options(pld=afa.PLDOptions(smallest_tail=1e-100))
     with pytest.raises(afa.AccuracyError, match="no finite upper bound") as refusal:
-        _discrete_pair().epsilon_result(1e-150, method="pld")
+        _discrete_pair(options).epsilon_result(1e-150, method="pld")
     bracket = refusal.value.bracket
     assert bracket is not None and bracket.certified and bracket.method == "pld"
     assert math.isinf(bracket.upper) and 0 < bracket.lower <= truth.lower
 
 
-def test_auto_refusal_attaches_the_best_certified_bracket(monkeypatch):
+def test_auto_refusal_attaches_the_best_certified_bracket():
     """The same query with the exact enumeration limited to one atom: no engine answers, so 'auto' refuses
     -- with the PLD's certified lower bound attached and named in the message."""
     truth = _discrete_pair().epsilon_result(1e-150, method="exact")
-    monkeypatch.setattr(PLDEngine, "SMALLEST_TAIL", 1e-100)
-    monkeypatch.setattr(discrete, "MAX_ATOMS", 1)
+    options = afa.Options(pld=afa.PLDOptions(smallest_tail=1e-100), exact=afa.ExactOptions(max_atoms=1))
     with pytest.raises(afa.AccuracyError, match="no method answers.*certified: eps in") as refusal:
-        _discrete_pair().epsilon_result(1e-150)
+        _discrete_pair(options).epsilon_result(1e-150)
     bracket = refusal.value.bracket
     assert bracket is not None and bracket.certified and math.isinf(bracket.upper)
     assert 0 < bracket.lower <= truth.lower

@@ -362,8 +362,8 @@ def test_near_atom_two_inversions_and_the_pld_agree(monkeypatch, sigma, q, count
     acc = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
     real_line = acc.epsilon_result(delta, method="quadrature")
     assert real_line.error <= 1e-6 * real_line.value
-    monkeypatch.setattr(contour_module, "MAX_NUMERIC_NODES", 2 ** 18)
-    contour = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
+    wide = afa.Options(contour=afa.ContourOptions(numeric_nodes=2 ** 18))
+    contour = afa.Accountant(options=wide).compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
     assert contour.delta(real_line.value, method="contour") == pytest.approx(delta, rel=1e-7)
     fine = afa.Accountant(value_discretization_interval=2e-5).compose(afa.Gaussian(sigma).poisson_subsampled(q),
                                                                        times=count)
@@ -387,10 +387,8 @@ def test_many_steps_of_small_q_by_the_contour_inside_the_pld_bracket(delta):
 def test_auto_retries_a_wide_certified_bracket_with_a_larger_contour_budget(monkeypatch):
     """The same composition at delta = 1e-10 with the ordinary node budget cut to 256: the contour refuses,
     the PLD's certified bracket is several percent wide, so 'auto' retries the contour with the wide budget
-    (WIDE_NUMERIC_NODES, unchanged) and answers with it, inside the bracket."""
-    import afa.contour
-    monkeypatch.setattr(afa.contour, "MAX_NUMERIC_NODES", 256)
-    acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), 100_000)
+    (ContourOptions.wide_numeric_nodes, unchanged) and answers with it, inside the bracket."""
+    acc = afa.Accountant(options=afa.Options(contour=afa.ContourOptions(numeric_nodes=256))).compose(afa.Gaussian(0.8).poisson_subsampled(0.001), 100_000)
     with pytest.raises(afa.AccuracyError):
         acc.epsilon_result(1e-10, method="contour")  # the (cut) ordinary budget refuses
     bracket = acc.epsilon_result(1e-10, method="pld")
@@ -468,7 +466,7 @@ def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
         inversion.delta_and_slope(0.0134)
     assert sum(evaluated) < 100, evaluated
     answer = acc.epsilon_result(1e-5)
-    wide = ContourInversion(acc._composed(0), numeric_nodes=64 * contour_module.MAX_NUMERIC_NODES)
+    wide = ContourInversion(acc._composed(0), numeric_nodes=afa.ContourOptions().wide_numeric_nodes)
     bracket = acc.epsilon_result(1e-5, method="pld")
     assert answer.method == "contour"
     assert bracket.lower <= answer.lower <= answer.upper <= bracket.upper

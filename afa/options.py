@@ -1,0 +1,231 @@
+"""The tunable settings of afa's engines and of ``method="auto"``: frozen, validated option objects.
+
+:class:`Options` groups one object per engine -- :class:`ExactOptions`, :class:`ContourOptions`,
+:class:`PLDOptions` -- and the policy of ``method="auto"`` (:class:`AutoOptions`), each with documented
+defaults.  An :class:`afa.Accountant` holds one (``Accountant(options=...)``) and makes it the active
+options while it answers a query (:func:`using`); the engines read their settings from :func:`current`.
+The active options live in a context variable, so accountants with different options can answer side
+by side, in threads too.  Outside any query the defaults are active.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+import numbers
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+__all__ = ["AutoOptions", "ContourOptions", "ExactOptions", "Options", "PLDOptions", "current", "using"]
+
+
+def _check_int(owner: str, name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_real(owner: str, name: str, value, low: float, high: float, *, low_open: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}.{name} must be a number in {'(' if low_open else '['}{low:g}, {high:g}], "
+                        f"got {value!r}")
+    value = float(value)
+    if math.isnan(value) or not (low < value if low_open else low <= value) or not value <= high:
+        raise ValueError(f"{owner}.{name} must be in {'(' if low_open else '['}{low:g}, {high:g}], got {value!r}")
+    return value
+
+
+class _Validated:
+    """Runs each field's check in ``_CHECKS`` (name -> function of (owner, name, value)) after __init__."""
+
+    _CHECKS: dict = {}
+
+    def __post_init__(self):
+        for name, check in self._CHECKS.items():
+            object.__setattr__(self, name, check(type(self).__name__, name, getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class ExactOptions(_Validated):
+    """Limits of the exact discrete composition (``method="exact"``).
+
+    Parameters
+    ----------
+    max_atoms : int
+        Most distinct loss values one composed distribution may hold (default 2 000 000, at least 1).
+        A composition or query needing more is refused (:class:`afa.discrete.CompositionTooLargeError`)
+        and ``method="auto"`` moves on.
+    max_pairs : int
+        Most atom pairs one convolution may form (default 20 000 000, at least 1): its time and memory.
+    """
+
+    max_atoms: int = 2_000_000
+    max_pairs: int = 20_000_000
+
+    _CHECKS = {"max_atoms": lambda o, n, v: _check_int(o, n, v, 1),
+               "max_pairs": lambda o, n, v: _check_int(o, n, v, 1)}
+
+
+@dataclass(frozen=True)
+class ContourOptions(_Validated):
+    """Node budgets of the saddle-point contour (``method="contour"``).
+
+    Parameters
+    ----------
+    numeric_nodes : int
+        Most nodes of one contour sum when the composition has terms whose MGF is computed numerically
+        (subsampled mechanisms); default 4096, at least 16.  A sum needing more is refused
+        (:class:`afa.contour.NodeBudgetError`).
+    wide_numeric_nodes : int
+        The budget of the retry ``method="auto"`` makes after such a refusal (default 64 * 4096), at least
+        ``numeric_nodes``.
+    """
+
+    numeric_nodes: int = 4_096
+    wide_numeric_nodes: int = 64 * 4_096
+
+    _CHECKS = {"numeric_nodes": lambda o, n, v: _check_int(o, n, v, 16),
+               "wide_numeric_nodes": lambda o, n, v: _check_int(o, n, v, 16)}
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.wide_numeric_nodes < self.numeric_nodes:
+            raise ValueError(f"ContourOptions.wide_numeric_nodes must be >= numeric_nodes ({self.numeric_nodes}), "
+                             f"got {self.wide_numeric_nodes}")
+
+
+@dataclass(frozen=True)
+class PLDOptions(_Validated):
+    """Truncation and size of the discretized PLD (``method="pld"``; the grid step is the accountant's
+    ``value_discretization_interval``).
+
+    Parameters
+    ----------
+    tail_fraction : float
+        Tail mass truncated from each PLD, relative to the delta asked about (default 1e-7, in (0, 0.01]).
+    smallest_tail : float
+        The smallest truncated tail mass (default 1e-305, in (0, 1e-12]): below it the PLD cannot resolve
+        delta and refuses with its certified lower bound.
+    max_grid_points : int
+        Most points of one PLD's grid (default 2**26, at least 1024); more is refused
+        (:class:`afa.pld.PLDTooLargeError`).
+    """
+
+    tail_fraction: float = 1e-7
+    smallest_tail: float = 1e-305
+    max_grid_points: int = 2 ** 26
+
+    _CHECKS = {"tail_fraction": lambda o, n, v: _check_real(o, n, v, 0.0, 1e-2),
+               "smallest_tail": lambda o, n, v: _check_real(o, n, v, 0.0, 1e-12),
+               "max_grid_points": lambda o, n, v: _check_int(o, n, v, 1024)}
+
+
+@dataclass(frozen=True)
+class AutoOptions(_Validated):
+    """The policy of ``method="auto"``.
+
+    Parameters
+    ----------
+    share : float
+        The share of the time left that each engine but the last gets (default 0.5, in (0, 1]).
+    wide_share : float
+        The share of the contour's retry with ``ContourOptions.wide_numeric_nodes`` (default 0.25, in (0, 1]).
+    bracket_rtol : float
+        A certified bracket wider than this, relative to its value, makes 'auto' try the contour with the
+        wide node budget for a tighter answer (default 0.01, in (0, inf]).
+    """
+
+    share: float = 0.5
+    wide_share: float = 0.25
+    bracket_rtol: float = 1e-2
+
+    _CHECKS = {"share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
+               "wide_share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
+               "bracket_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf)}
+
+
+_GROUPS = {"exact": ExactOptions, "contour": ContourOptions, "pld": PLDOptions, "auto": AutoOptions}
+
+
+@dataclass(frozen=True)
+class Options:
+    """All of afa's tunable settings (each group's defaults are documented on its class).
+
+    Examples
+    --------
+    >>> import afa
+    >>> options = afa.Options(exact=afa.ExactOptions(max_atoms=10_000))
+    >>> accountant = afa.Accountant(options=options)
+    """
+
+    exact: ExactOptions = field(default_factory=ExactOptions)
+    contour: ContourOptions = field(default_factory=ContourOptions)
+    pld: PLDOptions = field(default_factory=PLDOptions)
+    auto: AutoOptions = field(default_factory=AutoOptions)
+
+    def __post_init__(self):
+        for name, kind in _GROUPS.items():
+            if not isinstance(getattr(self, name), kind):
+                raise TypeError(f"Options.{name} must be an afa.{kind.__name__}, got {getattr(self, name)!r}")
+
+    def replace(self, **groups) -> Options:
+        """A copy with some groups replaced, e.g. ``options.replace(pld=afa.PLDOptions(smallest_tail=1e-100))``."""
+        return dataclasses.replace(self, **groups)
+
+    def to_dict(self) -> dict:
+        """The settings that differ from the defaults, as {group: {name: value}} (JSON-ready)."""
+        default = Options()
+        spec = {}
+        for name in _GROUPS:
+            group, base = getattr(self, name), getattr(default, name)
+            changed = {f.name: getattr(group, f.name) for f in dataclasses.fields(group)
+                       if getattr(group, f.name) != getattr(base, f.name)}
+            if changed:
+                spec[name] = changed
+        return spec
+
+    @classmethod
+    def from_dict(cls, spec) -> Options:
+        """The inverse of :meth:`to_dict`: ``{group: {name: value}}`` over the defaults."""
+        if not isinstance(spec, dict):
+            raise TypeError(f"options must be a table of groups ({', '.join(_GROUPS)}), got {spec!r}")
+        groups = {}
+        for name, values in spec.items():
+            if name not in _GROUPS:
+                raise ValueError(f"unknown options group {name!r} (allowed: {', '.join(_GROUPS)})")
+            if not isinstance(values, dict):
+                raise TypeError(f"options.{name} must be a table, got {values!r}")
+            allowed = [f.name for f in dataclasses.fields(_GROUPS[name])]
+            for key in values:
+                if key not in allowed:
+                    raise ValueError(f"unknown key {key!r} in options.{name} (allowed: {', '.join(allowed)})")
+            groups[name] = _GROUPS[name](**values)
+        return cls(**groups)
+
+
+DEFAULT = Options()
+_ACTIVE: contextvars.ContextVar[Options] = contextvars.ContextVar("afa_options", default=DEFAULT)
+
+
+def current() -> Options:
+    """The options in effect: those of the query being answered, else the defaults."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def using(options: Options | None) -> Iterator[Options]:
+    """Make ``options`` the active options inside the block (None keeps the current ones)."""
+    if options is None:
+        yield current()
+        return
+    if not isinstance(options, Options):
+        raise TypeError(f"options must be an afa.Options, got {type(options).__name__}")
+    token = _ACTIVE.set(options)
+    try:
+        yield options
+    finally:
+        _ACTIVE.reset(token)
