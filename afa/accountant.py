@@ -119,9 +119,9 @@ class Accountant:
         (``MAX_LOSS``), so that the engines' sums and exponents of losses cannot overflow.  A ValueError
         naming ``times`` leaves the accountant unchanged.
         """
-        if not isinstance(mechanism, Mechanism) or type(mechanism)._losses is Mechanism._losses:
-            raise TypeError(f"mechanism must be an afa mechanism defining its privacy losses (Gaussian, Laplace, "
-                            f"...), got {type(mechanism).__name__}")
+        if not isinstance(mechanism, Mechanism) or not mechanism.declares_pair:
+            raise TypeError(f"mechanism must be an afa.Mechanism declaring its dominating pair (Gaussian, Laplace, "
+                            f"..., or a subclass implementing dominating_pair), got {type(mechanism).__name__}")
         times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
         losses = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
         total = self._counts.get(mechanism, 0) + times

@@ -1,17 +1,18 @@
 """Mechanisms: parameters, dominating pairs and the privacy losses they induce.
 
-Every mechanism is a small immutable, validated, hashable object.  Its only
-duty towards the accountant is :meth:`Mechanism.privacy_losses`: for a
-neighbouring relation it returns the two directions of its dominating pair
-(Zhu, Dong & Wang 2022, Def. 7, Lemma 37) -- the loss
-L = log(p/q)(o), o ~ P, and the loss L' = log(q/p)(o), o ~ Q.  Under
+Every mechanism is a small immutable, validated, hashable object that declares a
+dominating pair (:meth:`Mechanism.dominating_pair`, a kind of :mod:`afa.pairs`) for
+each neighbouring relation (Zhu, Dong & Wang 2022, Def. 7).  The accountant reads
+:meth:`Mechanism.privacy_losses`: the two directions of that pair (Lemma 37) -- the
+loss L = log(p/q)(o), o ~ P, and the loss L' = log(q/p)(o), o ~ Q.  Under
 add/remove these are the *remove* and *add* directions; under substitution,
-the pair and its swap.  The final delta is the larger of the two.
+the pair and its swap.  The final delta is the larger of the two.  By default they
+come from the pair (:func:`afa.pairs.privacy_losses`); mechanisms with closed forms
+(the Gaussian's symbolic log-CF, Laplace, randomized response) give them directly.
 
 Sensitivity enters in one place per family: additive-noise mechanisms shift
 their noise by ``sensitivity`` (given for the relation the accountant uses),
-and every finite-output mechanism goes through :func:`_pair_from_pmfs`, which
-derives both directions, their atoms and their masses at +infinity.
+and finite-output mechanisms list the probabilities of their outputs.
 
 :meth:`Mechanism.loss_tails` gives the same two directions as tails of the loss
 (:mod:`afa.loss_tails`), what the discretized-PLD backend builds from: finite-output
@@ -33,9 +34,11 @@ from scipy.special import logsumexp, roots_legendre
 from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
+from . import pairs
 from ._accurate import log_characteristic, normalize, weighted_cumulants
 from .loss_tails import AtomTails, GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
+from .pairs import FinitePair
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError, UnsupportedCompositionError
 
@@ -226,8 +229,25 @@ class Mechanism:
     def _cached_losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         return self._losses(neighboring)
 
+    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair:
+        """A dominating pair (P, Q) of one use under ``neighboring`` (Zhu, Dong & Wang 2022, Def. 7).
+
+        The extension point: a mechanism defined outside afa implements this (returning an
+        :class:`afa.pairs.FinitePair` or an :class:`afa.noise_pair.NoiseMixturePair`) and every engine that
+        serves that kind of pair answers for it.  Under add/remove, P is the output with the individual's
+        record and Q without (the *remove* direction is L = log(P/Q) under P).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not declare a dominating pair")
+
+    @property
+    def declares_pair(self) -> bool:
+        """Whether this mechanism's class implements :meth:`dominating_pair` (or gives its losses directly)."""
+        cls = type(self)
+        return cls.dominating_pair is not Mechanism.dominating_pair or cls._losses is not Mechanism._losses
+
     def _losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
-        raise NotImplementedError
+        """The two directions of :meth:`dominating_pair`; mechanisms with closed forms override it."""
+        return pairs.privacy_losses(self.dominating_pair(neighboring))
 
     @property
     def truncated_mass(self) -> float:
@@ -245,11 +265,16 @@ class Mechanism:
         return self._tails(neighboring)
 
     def _tails(self, neighboring: str) -> tuple[LossTails, LossTails]:
-        """From the atoms of :meth:`privacy_losses` (a finite loss); mechanisms with a continuous loss override it."""
+        """From the atoms of :meth:`privacy_losses` (a finite loss), else from :meth:`dominating_pair`;
+        mechanisms with closed-form tails override it."""
         first, second = self.privacy_losses(neighboring)
         if first.continuous or second.continuous:
-            raise UnsupportedCompositionError(f"{type(self).__name__} has a continuous privacy loss but no loss tails "
-                                              "(method='pld' cannot hold it)")
+            try:
+                pair = self.dominating_pair(neighboring)
+            except NotImplementedError:
+                raise UnsupportedCompositionError(f"{type(self).__name__} has a continuous privacy loss but no "
+                                                  "loss tails (method='pld' cannot hold it)") from None
+            return pairs.loss_tails(pair)
         forward = AtomTails(first.atoms, first.inf_mass)
         return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
 
@@ -331,6 +356,10 @@ class Gaussian(Mechanism):
         """sensitivity / sigma: the Gaussian-DP parameter of one use."""
         return self.sensitivity / self.sigma
 
+    def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
+        """(N(sensitivity, sigma^2), N(0, sigma^2)) under both relations."""
+        return NoiseMixturePair("gaussian", self.sigma, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
+
     def _losses(self, neighboring):
         loss = PrivacyLoss.symbolic(GAUSSIAN_LOG_PHI, (self.mu ** 2 / 2,))
         return loss, loss
@@ -366,6 +395,10 @@ class Laplace(Mechanism):
     def epsilon0(self) -> float:
         """sensitivity / scale: the pure-DP epsilon of one use."""
         return self.sensitivity / self.scale
+
+    def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
+        """(Lap(sensitivity, scale), Lap(0, scale)) under both relations."""
+        return NoiseMixturePair("laplace", self.scale, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
 
     def _losses(self, neighboring):
         return _laplace_loss(self.epsilon0, 0.0)
@@ -576,29 +609,6 @@ class _OutputQuadrature:
 # Finite-output mechanisms
 # ---------------------------------------------------------------------------
 
-def _pair_from_pmfs(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, PrivacyLoss]:
-    """Both directions of a finite dominating pair given by log-PMFs (Zhu, Dong & Wang 2022, Def. 36).
-
-    Outputs where the other distribution is zero send their mass to +infinity
-    (App. D.2); a single such output keeps its probability exactly
-    (e.g. ApproxDP's delta).  A symmetric pair returns the same object twice.
-    """
-    log_p, log_q = np.asarray(log_p, dtype=float), np.asarray(log_q, dtype=float)
-
-    def direction(log_a, log_b):
-        finite = (log_a > -np.inf) & (log_b > -np.inf)
-        to_infinity = (log_a > -np.inf) & (log_b == -np.inf)
-        inf_mass = math.fsum(np.exp(log_a[to_infinity]))
-        return PrivacyLoss.discrete(log_a[finite] - log_b[finite], log_a[finite], inf_mass=inf_mass)
-
-    forward, backward = direction(log_p, log_q), direction(log_q, log_p)
-    if (forward.inf_mass == backward.inf_mass
-            and np.array_equal(forward.atoms.losses, backward.atoms.losses)
-            and np.allclose(forward.atoms.log_masses, backward.atoms.log_masses, rtol=0, atol=1e-15)):
-        return forward, forward
-    return forward, backward
-
-
 def _log(values) -> np.ndarray:
     with np.errstate(divide="ignore"):
         return np.log(np.asarray(values, dtype=float))
@@ -618,14 +628,14 @@ class RandomizedResponse(Mechanism):
     def __post_init__(self):
         _set(self, p=check.in_interval("p", self.p, 0.5, 1.0))
 
-    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
-        """(log P, log Q) over the two outputs (the same under both relations)."""
-        return _log([self.p, 1 - self.p]), _log([1 - self.p, self.p])
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """(P, Q) over the two outputs (the same under both relations)."""
+        return FinitePair(_log([self.p, 1 - self.p]), _log([1 - self.p, self.p]))
 
     def _losses(self, neighboring):
         p = self.p
         if p == 1:
-            return _pair_from_pmfs(_log([1.0, 0.0]), _log([0.0, 1.0]))
+            return pairs.finite_losses(_log([1.0, 0.0]), _log([0.0, 1.0]))
         bias = 2 * p - 1  # exact in floating point for p in [1/2, 1]
         xi = math.log1p(bias / (1 - p))
         loss = PrivacyLoss.discrete([xi, -xi], [math.log(p), math.log1p(-p)],
@@ -655,16 +665,13 @@ class KaryRandomizedResponse(Mechanism):
         k = check.positive_integer("k", self.k, minimum=2, maximum=check.MAX_COUNT)
         _set(self, k=k, p=check.in_interval("p", self.p, 1.0 / k, 1.0))
 
-    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
-        """(log P, log Q) over the outputs that matter (true value, one other value, the rest)."""
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """(P, Q) over the outputs that matter (true value, one other value, the rest)."""
         k, p = self.k, self.p
         other = (1 - p) / (k - 1)
         if neighboring == "substitution":
-            return _log([p, other, (k - 2) * other]), _log([other, p, (k - 2) * other])
-        return _log([p, 1 - p]), _log([1 / k, (k - 1) / k])
-
-    def _losses(self, neighboring):
-        return _pair_from_pmfs(*self._log_pmfs(neighboring))
+            return FinitePair(_log([p, other, (k - 2) * other]), _log([other, p, (k - 2) * other]))
+        return FinitePair(_log([p, 1 - p]), _log([1 / k, (k - 1) / k]))
 
 
 @dataclass(frozen=True)
@@ -746,16 +753,13 @@ class DiscreteLaplace(Mechanism):
         _at_most("a", self.a * self.sensitivity, check.MAX_LOSS,
                  f"the largest loss a * sensitivity (sensitivity={self.sensitivity})")
 
-    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
-        """(log P, log Q) on the cells {x <= 0}, 1..shift-1, {x >= shift}, on each of which the loss is constant."""
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """(P, Q) on the cells {x <= 0}, 1..shift-1, {x >= shift}, on each of which the loss is constant."""
         a, shift = self.a, self.sensitivity
         log_norm = math.log(-math.expm1(-a)) - math.log1p(math.exp(-a))  # log tanh(a/2), no underflow
         inner = np.arange(1, shift)
         log_p = np.concatenate(([-np.logaddexp(0, -a)], log_norm - a * inner, [-a * shift - np.logaddexp(0, -a)]))
-        return log_p, log_p[::-1]  # Q is P's mirror image
-
-    def _losses(self, neighboring):
-        return _pair_from_pmfs(*self._log_pmfs(neighboring))
+        return FinitePair(log_p, log_p[::-1])  # Q is P's mirror image
 
 
 @dataclass(frozen=True)
@@ -809,8 +813,8 @@ class DiscreteGaussian(Mechanism):
         log_weight = -np.arange(0, reach + 1, dtype=float) ** 2 / (2 * sigma ** 2)
         return tau, log_weight, float(np.logaddexp(log_weight[0], math.log(2) + logsumexp(log_weight[1:])))
 
-    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
-        """(log P, log Q), P = N_Z(sensitivity, sigma^2) and Q = N_Z(0, sigma^2), on [-tau, tau + sensitivity]
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """(P, Q), P = N_Z(sensitivity, sigma^2) and Q = N_Z(0, sigma^2), on [-tau, tau + sensitivity]
         plus two outputs holding each side's dropped tails where the other has none (a pessimistic change:
         the tails' contribution to every hockey-stick divergence, subsampled or not, can only grow)."""
         tau, log_weight, log_norm = self._noise()
@@ -820,7 +824,7 @@ class DiscreteGaussian(Mechanism):
         log_dropped = np.logaddexp(logsumexp(log_weight[tau + 1:]), logsumexp(log_weight[tau + shift + 1:])) - log_norm
         log_q = np.concatenate((-x ** 2 / (2 * self.sigma ** 2) - log_norm, [-np.inf, log_dropped]))
         log_p = np.concatenate((-(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, [log_dropped, -np.inf]))
-        return log_p, log_q
+        return FinitePair(log_p, log_q)
 
     def _losses(self, neighboring):
         sigma, shift = self.sigma, self.sensitivity
@@ -853,8 +857,6 @@ class DiscreteMechanism(Mechanism):
             raise ValueError(f"p_pmf and q_pmf must have the same length, got {p.size} and {q.size}")
         _set(self, p_pmf=tuple(map(float, p)), q_pmf=tuple(map(float, q)))
 
-    def _log_pmfs(self, neighboring: str) -> tuple[np.ndarray, np.ndarray]:
-        return _log(self.p_pmf), _log(self.q_pmf)
-
-    def _losses(self, neighboring):
-        return _pair_from_pmfs(*self._log_pmfs(neighboring))
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """(P, Q) as given, under both relations."""
+        return FinitePair(_log(self.p_pmf), _log(self.q_pmf))

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validation as check
-from .loss_tails import NoisePairTails
-from .mechanisms import Gaussian, Laplace, Mechanism, _pair_from_pmfs, _set
-from .noise_pair import NoiseMixturePair, PairMGF
-from .privacy_loss import PrivacyLoss
+from . import pairs
+from .mechanisms import Mechanism, _set
+from .noise_pair import NoiseMixturePair
+from .pairs import FinitePair
 
 __all__ = ["Subsampled", "SCHEMES"]
 
@@ -78,7 +78,8 @@ class Subsampled(Mechanism):
         if self.scheme == "subset" and neighboring != "add_remove":
             raise ValueError("subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
                              "Thm 11(2), from the base's replacement pair)")
-        if 0 < self.q < 1 and neighboring == "substitution" and not isinstance(self.base, Gaussian):
+        noise = _additive_noise(self.base)
+        if 0 < self.q < 1 and neighboring == "substitution" and (noise is None or noise[0] != "gaussian"):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(Google DP team 2025, Sec. 4.2)")
 
@@ -91,35 +92,40 @@ class Subsampled(Mechanism):
         """The base's relation when q = 1 (subset sampling uses the replacement pair)."""
         return "substitution" if self.scheme == "subset" else neighboring
 
-    def _losses(self, neighboring):
+    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair:
+        """The base's pair transformed by the sampling (module docstring): a noise-mixture pair for a
+        Gaussian or Laplace base, a finite pair for a finite-output one."""
         self._check(neighboring)
         if self.q == 0:
-            loss = PrivacyLoss.discrete([0.0], [0.0])  # the record is never used
-            return loss, loss
+            return FinitePair(np.zeros(1), np.zeros(1))  # the record is never used
         if self.q == 1:
-            return self.base.privacy_losses(self._full_relation(neighboring))
+            return self.base.dominating_pair(self._full_relation(neighboring))
         noise = _additive_noise(self.base)
         if noise is not None:
-            return self._continuous_losses(noise, neighboring)
-        log_pmfs = getattr(self.base, "_log_pmfs", None)
-        if log_pmfs is None:
-            raise ValueError(f"subsampling is implemented for Gaussian, Laplace and discrete-output bases "
+            return _mixture_pair(noise, self.q, neighboring)
+        pair = _base_pair(self.base, self._full_relation(neighboring))  # neighboring is add_remove here (_check)
+        if not isinstance(pair, FinitePair):
+            raise ValueError(f"subsampling is implemented for Gaussian, Laplace and finite-output bases "
                              f"(randomized response, k-RR, discrete Laplace, discrete Gaussian, DiscreteMechanism), "
                              f"not {type(self.base).__name__}")
-        log_p, log_q = log_pmfs(self._full_relation(neighboring))  # neighboring is add_remove here (_check)
-        mixture = np.logaddexp(math.log1p(-self.q) + log_q, math.log(self.q) + log_p)
-        return _pair_from_pmfs(mixture, log_q)
+        return FinitePair(np.logaddexp(math.log1p(-self.q) + pair.log_q, math.log(self.q) + pair.log_p), pair.log_q)
+
+    def _losses(self, neighboring):
+        self._check(neighboring)
+        if self.q == 1:
+            return self.base.privacy_losses(self._full_relation(neighboring))  # the base's closed forms
+        pair = self.dominating_pair(neighboring)
+        if not isinstance(pair, NoiseMixturePair):
+            return pairs.privacy_losses(pair)
+        kind, scale, shift = _additive_noise(self.base)
+        label = f"log_phi_{self.scheme}_q{self.q:g}_{type(self.base).__name__}_{kind[0]}{scale:g}_d{shift:g}"
+        return pairs.privacy_losses(pair, (f"{label}_remove", f"{label}_add"))
 
     def _tails(self, neighboring):
         self._check(neighboring)
         if self.q == 1:
             return self.base.loss_tails(self._full_relation(neighboring))
-        noise = _additive_noise(self.base)
-        if self.q == 0 or noise is None:
-            return super()._tails(neighboring)  # a finite pair: from the atoms
-        pair = _mixture_pair(noise, self.q, neighboring)
-        remove = NoisePairTails(pair)
-        return (remove, remove) if neighboring == "substitution" else (remove, NoisePairTails(pair.swapped()))
+        return super()._tails(neighboring)
 
     def noise_pair(self, neighboring: str = "add_remove") -> NoiseMixturePair:
         """The remove direction's pair of noise mixtures (continuous bases only); the add direction is its swap."""
@@ -129,28 +135,21 @@ class Subsampled(Mechanism):
             raise ValueError(f"{type(self.base).__name__} is not a continuous additive-noise mechanism")
         return _mixture_pair(noise, self.q, neighboring)
 
-    def _continuous_losses(self, noise, neighboring):
-        pair = _mixture_pair(noise, self.q, neighboring)
-        integral = PairMGF(pair)
-        label = (f"log_phi_{self.scheme}_q{self.q:g}_{type(self.base).__name__}"
-                 f"_{noise[0][0]}{noise[1]:g}_d{noise[2]:g}")
-        remove = PrivacyLoss.numeric(f"{label}_remove", lambda t: integral.log_mgf(1j * np.asarray(t)),
-                                     integral.cumulants(), continues=True, noise_pair=pair,
-                                     cost=lambda t: integral.evaluation_cost(0.0, t))
-        if neighboring == "substitution":
-            return remove, remove  # A(-o) = B(o): both directions have the same law
-        add = PrivacyLoss.numeric(f"{label}_add", lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
-                                  PairMGF(pair.swapped()).cumulants(), continues=True,
-                                  noise_pair=pair.swapped(), cost=lambda t: integral.evaluation_cost(-1.0, t))
-        return remove, add
+
+def _base_pair(base: Mechanism, neighboring: str) -> FinitePair | NoiseMixturePair | None:
+    """The base's dominating pair, or None where it declares none."""
+    try:
+        return base.dominating_pair(neighboring)
+    except NotImplementedError:
+        return None
 
 
 def _additive_noise(base: Mechanism) -> tuple[str, float, float] | None:
-    """(noise, scale, sensitivity) of a continuous additive-noise base, else None."""
-    if isinstance(base, Gaussian):
-        return "gaussian", base.sigma, base.sensitivity
-    if isinstance(base, Laplace):
-        return "laplace", base.scale, base.sensitivity
+    """(noise, scale, sensitivity) of a base whose pair is one shifted noise against the unshifted one
+    (Gaussian, Laplace), else None."""
+    pair = _base_pair(base, "add_remove")
+    if isinstance(pair, NoiseMixturePair) and len(pair.a_shifts) == 1 and pair.b_shifts == (0.0,):
+        return pair.noise, pair.scale, pair.a_shifts[0]
     return None
 
 

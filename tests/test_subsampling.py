@@ -456,8 +456,9 @@ def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
     budget would end, so the contour refuses after the decay probe instead of after two full levels of
     ~2000 nodes (0.28 s of the 0.3 s 'auto' took); 'auto' then answers from the contour with a 64x node
     budget, inside the PLD's certified bracket, which straddles delta = 1e-5 by that contour (the remove
-    direction, which dominates)."""
-    acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=100)
+    direction, which dominates).  The budget is generous so that the answer does not depend on the
+    machine's load (the wide contour gets a quarter of it)."""
+    acc = afa.Accountant(budget=afa.Budget(seconds=600)).compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=100)
     inversion = ContourInversion(acc._composed(0))
     evaluated = []
     log_mgf = inversion.log_mgf

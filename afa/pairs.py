@@ -1,0 +1,149 @@
+"""Dominating pairs a mechanism declares, and the representations the engines derive from them.
+
+A mechanism's one duty is :meth:`afa.Mechanism.dominating_pair`: for a neighbouring relation, a pair
+(P, Q) of output distributions whose hockey-stick divergences bound those of every pair of neighbouring
+datasets (Zhu, Dong & Wang 2022, Def. 7).  The two directions of the privacy loss are L = log(P/Q)(o)
+with o ~ P and L' = log(Q/P)(o) with o ~ Q (Lemma 37).  Two kinds of pair exist:
+
+* :class:`FinitePair` -- P and Q over the same finite outputs, as log-probabilities (Def. 36); outputs
+  where one side is 0 send the other's mass to +infinity (App. D.2);
+* :class:`afa.noise_pair.NoiseMixturePair` -- two mixtures of shifted Gaussian or Laplace noise of one
+  scale (a noise mechanism, its Poisson or subset subsampling, random sensitivities).
+
+:func:`privacy_losses` and :func:`loss_tails` turn a pair into what the engines read: the two
+directions' losses (log-characteristic functions, atoms, masses at +infinity) and the tails of each
+loss (for the discretized PLD).  A mechanism with a closed form (e.g. the Gaussian mechanism's
+symbolic log-CF) may provide those directly instead; the pair stays its definition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .loss_tails import AtomTails, LossTails, NoisePairTails
+from .noise_pair import NoiseMixturePair, PairMGF
+from .privacy_loss import PrivacyLoss
+
+__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "loss_tails", "privacy_losses"]
+
+#: The largest |shift| / scale of a noise-mixture pair.  Its MGF is an integral over the output
+#: (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 |Re s|) shifts within PairMGF.MAX_REACH =
+#: 20 000 noise scales: a shift of 1000 scales leaves |Re s| up to about 9.
+MAX_NOISE_SHIFT = 1000.0
+
+
+@dataclass(frozen=True, eq=False)
+class FinitePair:
+    """P and Q over the same finite outputs: ``log_p[i]`` and ``log_q[i]`` are the log-probabilities of
+    output i (-inf for probability 0).
+
+    Build it from probabilities with :meth:`from_pmfs`.  Each side must sum to one (within 1e-9).
+    """
+
+    log_p: np.ndarray
+    log_q: np.ndarray
+
+    def __post_init__(self):
+        log_p = np.asarray(self.log_p, dtype=float)
+        log_q = np.asarray(self.log_q, dtype=float)
+        if log_p.ndim != 1 or log_p.shape != log_q.shape or log_p.size == 0:
+            raise ValueError(f"log_p and log_q must be non-empty 1-d arrays of one length, got shapes "
+                             f"{log_p.shape} and {log_q.shape}")
+        for name, side in (("log_p", log_p), ("log_q", log_q)):
+            if np.any(np.isnan(side)) or np.any(side > 0):
+                raise ValueError(f"{name} must hold log-probabilities (<= 0, -inf for 0), got {side!r}")
+            if not abs(math.fsum(np.exp(side)) - 1.0) <= 1e-9:
+                raise ValueError(f"the probabilities exp({name}) must sum to 1, got {math.fsum(np.exp(side))!r}")
+        object.__setattr__(self, "log_p", log_p)
+        object.__setattr__(self, "log_q", log_q)
+
+    @classmethod
+    def from_pmfs(cls, p, q) -> FinitePair:
+        """The pair of two probability vectors over the same outputs."""
+        with np.errstate(divide="ignore"):
+            return cls(np.log(np.asarray(p, dtype=float)), np.log(np.asarray(q, dtype=float)))
+
+
+def privacy_losses(pair: FinitePair | NoiseMixturePair,
+                   names: tuple[str, str] | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """The two directions (L under P, L' under Q) of ``pair``; a symmetric pair returns one object twice.
+
+    ``names`` label a noise-mixture pair's two numerically computed log-CFs (default: from its parameters).
+    """
+    if isinstance(pair, FinitePair):
+        return finite_losses(pair.log_p, pair.log_q)
+    if isinstance(pair, NoiseMixturePair):
+        return _mixture_losses(pair, names)
+    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair or NoiseMixturePair, got {pair!r}")
+
+
+def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTails]:
+    """The tails of the two directions' losses of ``pair`` (same order as :func:`privacy_losses`)."""
+    if isinstance(pair, FinitePair):
+        first, second = finite_losses(pair.log_p, pair.log_q)
+        forward = AtomTails(first.atoms, first.inf_mass)
+        return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
+    if isinstance(pair, NoiseMixturePair):
+        _check_reach(pair)
+        forward = NoisePairTails(pair)
+        return (forward, forward) if _is_own_swap(pair) else (forward, NoisePairTails(pair.swapped()))
+    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair or NoiseMixturePair, got {pair!r}")
+
+
+def finite_losses(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """Both directions of a finite pair given by log-PMFs (Zhu, Dong & Wang 2022, Def. 36).
+
+    Outputs where the other distribution is zero send their mass to +infinity (App. D.2); a single such
+    output keeps its probability exactly (e.g. ApproxDP's delta).  A symmetric pair returns the same
+    object twice.
+    """
+    log_p, log_q = np.asarray(log_p, dtype=float), np.asarray(log_q, dtype=float)
+
+    def direction(log_a, log_b):
+        finite = (log_a > -np.inf) & (log_b > -np.inf)
+        to_infinity = (log_a > -np.inf) & (log_b == -np.inf)
+        inf_mass = math.fsum(np.exp(log_a[to_infinity]))
+        return PrivacyLoss.discrete(log_a[finite] - log_b[finite], log_a[finite], inf_mass=inf_mass)
+
+    forward, backward = direction(log_p, log_q), direction(log_q, log_p)
+    if (forward.inf_mass == backward.inf_mass
+            and np.array_equal(forward.atoms.losses, backward.atoms.losses)
+            and np.allclose(forward.atoms.log_masses, backward.atoms.log_masses, rtol=0, atol=1e-15)):
+        return forward, forward
+    return forward, backward
+
+
+def _check_reach(pair: NoiseMixturePair) -> None:
+    largest = max(abs(shift) for shift in pair.a_shifts + pair.b_shifts) / pair.scale
+    if not largest <= MAX_NOISE_SHIFT:
+        raise ValueError(f"a noise-mixture pair's shifts must be within {MAX_NOISE_SHIFT:g} noise scales, got "
+                         f"{largest:.4g} (scale={pair.scale:g})")
+
+
+def _mixture_losses(pair: NoiseMixturePair, names: tuple[str, str] | None) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """The two directions of a noise-mixture pair: log-CFs by quadrature over the output (for complex
+    arguments too, so the contour method applies); a pair equal to its swap has one direction."""
+    _check_reach(pair)
+    if names is None:
+        digest = hashlib.sha1(repr(pair).encode()).hexdigest()[:10]
+        names = (f"log_phi_{pair.noise}_mixture_{digest}_forward", f"log_phi_{pair.noise}_mixture_{digest}_backward")
+    integral = PairMGF(pair)
+    forward = PrivacyLoss.numeric(names[0], lambda t: integral.log_mgf(1j * np.asarray(t)),
+                                  integral.cumulants(), continues=True, noise_pair=pair,
+                                  cost=lambda t: integral.evaluation_cost(0.0, t))
+    if _is_own_swap(pair):
+        return forward, forward
+    backward = PrivacyLoss.numeric(names[1], lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
+                                   PairMGF(pair.swapped()).cumulants(), continues=True,
+                                   noise_pair=pair.swapped(), cost=lambda t: integral.evaluation_cost(-1.0, t))
+    return forward, backward
+
+
+def _is_own_swap(pair: NoiseMixturePair) -> bool:
+    """Whether L' under B has the law of L under A: B is A mirrored about the output 0 (A(-o) = B(o))."""
+    mirrored = sorted(zip((-s for s in pair.a_shifts), pair.a_log_weights, strict=True))
+    return mirrored == sorted(zip(pair.b_shifts, pair.b_log_weights, strict=True))

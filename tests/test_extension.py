@@ -1,0 +1,117 @@
+"""Mechanisms defined outside afa: a class implementing ``dominating_pair`` is answered by every engine
+that serves its kind of pair, without touching afa's code.
+
+References: brute-force enumeration of the composed finite pair with mpmath (the hockey-stick divergence
+summed over every output tuple), and the exact formula for composed Gaussian mechanisms (Sommer, Meiser &
+Mohammadi 2019, Thm 5), which a Gaussian-noise pair declared by hand must reproduce.
+"""
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import mpmath
+import numpy as np
+import pytest
+
+import afa
+from afa import exact
+from afa.noise_pair import NoiseMixturePair
+from afa.pairs import FinitePair
+
+
+@dataclass(frozen=True)
+class ThreeWayVote(afa.Mechanism):
+    """A user's mechanism: report one of three answers with probabilities that depend on the record."""
+
+    type_name: ClassVar[str] = "test_three_way_vote"
+    lean: float
+
+    def dominating_pair(self, neighboring):
+        p = (0.5 + self.lean, 0.3, 0.2 - self.lean)
+        return FinitePair.from_pmfs(p, p[::-1])
+
+
+@dataclass(frozen=True)
+class ShiftedGaussian(afa.Mechanism):
+    """A user's Gaussian mechanism, declared only through its pair of noise distributions."""
+
+    sigma: float
+
+    def dominating_pair(self, neighboring):
+        return NoiseMixturePair("gaussian", self.sigma, (1.0,), (0.0,), (0.0,), (0.0,))
+
+
+def brute_force_delta(p, q, count: int, epsilon: float) -> float:
+    """max(H_{e^eps}(P^k || Q^k), H_{e^eps}(Q^k || P^k)) by enumerating every output tuple at 40 digits."""
+    mpmath.mp.dps = 40
+    p, q = [mpmath.mpf(x) for x in p], [mpmath.mpf(x) for x in q]
+    factor = mpmath.exp(mpmath.mpf(epsilon))
+    forward = backward = mpmath.mpf(0)
+    for outputs in itertools.product(range(len(p)), repeat=count):
+        a = mpmath.fprod(p[i] for i in outputs)
+        b = mpmath.fprod(q[i] for i in outputs)
+        forward += max(a - factor * b, 0)
+        backward += max(b - factor * a, 0)
+    return float(max(forward, backward))
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.5, 2.0])
+def test_a_user_finite_pair_by_every_engine_that_serves_it(epsilon):
+    mechanism = ThreeWayVote(0.1)
+    p = (0.6, 0.3, 0.1)
+    truth = brute_force_delta(p, p[::-1], 5, epsilon)
+    accountant = afa.Accountant().compose(mechanism, 5)
+    for method in ("auto", "exact", "pld"):
+        result = accountant.delta_result(epsilon, method=method)
+        assert result.lower - 1e-15 <= truth <= result.upper + 1e-15, (method, result, truth)
+    assert accountant.delta_result(epsilon, method="exact").error <= 1e-12
+
+
+def test_a_user_finite_pair_subsampled():
+    """Poisson subsampling transforms the pair: remove (A, Q), add (Q, A) with A = (1 - q) Q + q P
+    (Zhu, Dong & Wang 2022, Thm 11(1)); enumerated here directly from that definition."""
+    q_rate = 0.25
+    p = np.array([0.6, 0.3, 0.1])
+    q = p[::-1]
+    mixture = (1 - q_rate) * q + q_rate * p
+    truth = brute_force_delta(mixture, q, 4, 0.3)
+    result = afa.Accountant().compose(ThreeWayVote(0.1).poisson_subsampled(q_rate), 4).delta_result(0.3)
+    assert result.lower - 1e-15 <= truth <= result.upper + 1e-15
+
+
+@pytest.mark.parametrize("method", ["auto", "contour", "quadrature", "pld"])
+def test_a_user_noise_pair_matches_the_gaussian_formula(method):
+    sigma, count, delta = 2.0, 30, 1e-6
+    mu = math.sqrt(count) / sigma
+    truth = exact.gaussian_epsilon(delta, mu)
+    result = afa.Accountant().compose(ShiftedGaussian(sigma), count).epsilon_result(delta, method=method)
+    assert result.lower - 1e-9 * truth <= truth <= result.upper + 1e-9 * truth, (method, result, truth)
+    assert result.upper - result.lower <= 1e-3 * truth
+
+
+def test_a_user_noise_pair_subsampled_matches_afa_s_own_subsampled_gaussian():
+    """Subsampling reads the base's pair: a hand-declared Gaussian pair is subsampled exactly like afa's
+    Gaussian (the same mixture, so the same numbers)."""
+    own = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.05), 50).epsilon_result(1e-6)
+    user = afa.Accountant().compose(ShiftedGaussian(2.0).poisson_subsampled(0.05), 50).epsilon_result(1e-6)
+    assert user.lower <= own.upper and own.lower <= user.upper
+
+
+def test_a_mechanism_without_a_pair_is_refused_clearly():
+    @dataclass(frozen=True)
+    class Nothing(afa.Mechanism):
+        x: float = 1.0
+
+    with pytest.raises(TypeError, match="dominating_pair"):
+        afa.Accountant().compose(Nothing())
+
+
+def test_bad_finite_pairs_name_the_problem():
+    with pytest.raises(ValueError, match="sum to 1"):
+        FinitePair.from_pmfs([0.5, 0.4], [0.5, 0.5])
+    with pytest.raises(ValueError, match="one length"):
+        FinitePair.from_pmfs([0.5, 0.5], [1.0])
+    with pytest.raises(ValueError, match="noise scales"):
+        afa.Accountant().compose(type("Far", (ShiftedGaussian,), {})(1e-4)).delta(1.0)
