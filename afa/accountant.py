@@ -21,6 +21,7 @@ import sympy
 from . import _validation as check
 from . import budget as budgets
 from . import options as settings
+from . import pairs
 from .budget import Budget, BudgetExceededError
 from .composition import ComposedLoss
 from .contour import NodeBudgetError
@@ -36,7 +37,7 @@ from .engines import (
     PLDEngine,
     QuadratureEngine,
 )
-from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
 from .options import Options
 from .pld import LOSS_LIMIT, PLDTooLargeError
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
@@ -105,6 +106,7 @@ class Accountant:
         self.value_discretization_interval = value_discretization_interval
         self._counts: dict[Mechanism, int] = {}
         self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
+        self._gaussian_mu: dict[Mechanism, float] = {}  # mu of the mechanisms whose pair is a pure Gaussian pair
         self._engines: dict[str, list] = {}
         self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
         self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
@@ -124,16 +126,19 @@ class Accountant:
                             f"..., or a subclass implementing dominating_pair), got {type(mechanism).__name__}")
         times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
         losses = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
+        mu = _gaussian_mu(mechanism, self.neighboring)
         total = self._counts.get(mechanism, 0) + times
         if total > check.MAX_COUNT:
             raise ValueError(f"times is out of range: {mechanism!r} would be used {total} times in all, "
                              f"above 2**53")
-        magnitude = self._loss_magnitude + times * _loss_magnitude(mechanism, losses)
+        magnitude = self._loss_magnitude + times * (mu ** 2 if mu is not None else _loss_magnitude(losses))
         if not magnitude <= check.MAX_LOSS:
             raise ValueError(f"times is out of range: {times} uses of {mechanism!r} bring the composed privacy "
                              f"loss to about {magnitude:.3g} (the sum over uses of each one's largest |loss|, "
                              f"|mean| or variance), above the {check.MAX_LOSS:g} the accountant computes with")
         self._losses[mechanism] = losses
+        if mu is not None:
+            self._gaussian_mu[mechanism] = mu
         self._counts[mechanism] = total
         self._loss_magnitude = magnitude
         self._engines.clear()
@@ -266,14 +271,14 @@ class Accountant:
         form from its loss tails), else None."""
         if len(self._counts) == 1:
             (mechanism, count), = self._counts.items()
-            if count == 1 and not isinstance(mechanism, Gaussian) and any(loss.continuous
-                                                                           for loss in self._losses[mechanism]):
+            if count == 1 and mechanism not in self._gaussian_mu and any(loss.continuous
+                                                                          for loss in self._losses[mechanism]):
                 return mechanism
         return None
 
     def _exact_available(self) -> bool:
         return self._single_use() is not None or all(
-            isinstance(m, Gaussian) or not losses[0].continuous for m, losses in self._losses.items())
+            m in self._gaussian_mu or not losses[0].continuous for m, losses in self._losses.items())
 
     def _resolve(self, method: str) -> str:
         if method == WIDE_CONTOUR:  # internal: auto's retry of a wide certified bracket
@@ -321,8 +326,9 @@ class Accountant:
     def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine:
         if self._single_use() is not None:
             return self._single_use_engine(index)
-        mu = math.sqrt(sum(count * m.mu ** 2 for m, count in self._counts.items() if isinstance(m, Gaussian)))
-        return ExactEngine(mu, self._composed(index, lambda m: not isinstance(m, Gaussian)))
+        mu = math.sqrt(sum(count * self._gaussian_mu[m] ** 2 for m, count in self._counts.items()
+                           if m in self._gaussian_mu))
+        return ExactEngine(mu, self._composed(index, lambda m: m not in self._gaussian_mu))
 
     def _contour_engine(self, index: int) -> ContourEngine:
         return ContourEngine(self._composed(index))
@@ -629,10 +635,16 @@ def _label(name: str) -> str:
     return "contour" if name == WIDE_CONTOUR else name
 
 
-def _loss_magnitude(mechanism: Mechanism, losses: tuple) -> float:
-    """The largest |loss value|, |mean| or variance of one use over both directions (mu^2 for a Gaussian)."""
-    if isinstance(mechanism, Gaussian):
-        return mechanism.mu ** 2
+def _gaussian_mu(mechanism: Mechanism, neighboring: str) -> float | None:
+    """mu of a mechanism whose dominating pair is a pure Gaussian pair (:func:`afa.pairs.gaussian_mu`), else None."""
+    try:
+        return pairs.gaussian_mu(mechanism.dominating_pair(neighboring))
+    except NotImplementedError:
+        return None
+
+
+def _loss_magnitude(losses: tuple) -> float:
+    """The largest |loss value|, |mean| or variance of one use over both directions."""
     largest = 0.0
     for loss in losses:
         if loss.atoms.size:

@@ -28,7 +28,8 @@ from .loss_tails import AtomTails, LossTails, NoisePairTails
 from .noise_pair import NoiseMixturePair, PairMGF
 from .privacy_loss import PrivacyLoss
 
-__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "loss_tails", "privacy_losses"]
+__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "finite_losses", "gaussian_mu", "loss_tails",
+           "privacy_losses"]
 
 #: The largest |shift| / scale of a noise-mixture pair.  Its MGF is an integral over the output
 #: (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 |Re s|) shifts within PairMGF.MAX_REACH =
@@ -92,6 +93,15 @@ def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTail
         forward = NoisePairTails(pair)
         return (forward, forward) if _is_own_swap(pair) else (forward, NoisePairTails(pair.swapped()))
     raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair or NoiseMixturePair, got {pair!r}")
+
+
+def gaussian_mu(pair: FinitePair | NoiseMixturePair) -> float | None:
+    """mu = |shift| / scale of a pure Gaussian pair (N(shift, s^2), N(0, s^2)), whose composition has a closed
+    form (Sommer, Meiser & Mohammadi 2019, Thm 5); None for every other pair."""
+    if (isinstance(pair, NoiseMixturePair) and pair.noise == "gaussian" and len(pair.a_shifts) == 1
+            and pair.b_shifts == (0.0,)):
+        return abs(pair.a_shifts[0]) / pair.scale
+    return None
 
 
 def finite_losses(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, PrivacyLoss]:
