@@ -99,8 +99,10 @@ def complex_log1p(z: NDArray) -> NDArray:
     z = np.asarray(z, dtype=complex)
     x, y = z.real, z.imag
     small = np.abs(z) < 0.5  # elsewhere |1 + z| is formed without cancellation
+    modulus = np.empty(x.shape)
+    modulus[small] = 0.5 * np.log1p(2 * x[small] + x[small] ** 2 + y[small] ** 2)
     with np.errstate(divide="ignore"):
-        modulus = np.where(small, 0.5 * np.log1p(2 * x + x * x + y * y), np.log(np.hypot(1 + x, y)))
+        modulus[~small] = np.log(np.hypot(1 + x[~small], y[~small]))
     return modulus + 1j * np.arctan2(y, 1 + x)
 
 

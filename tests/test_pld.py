@@ -107,7 +107,8 @@ class SubsampledGaussianTails(LossTails):
     def log_tails(self, epsilons):
         epsilons = np.asarray(epsilons, dtype=float)
         q, s = self.q, self.sigma
-        ratio = np.expm1(epsilons) + q  # L > eps  <=>  q e^{(o - 1/2)/s^2} > ratio
+        with np.errstate(over="ignore"):
+            ratio = np.expm1(epsilons) + q  # L > eps  <=>  q e^{(o - 1/2)/s^2} > ratio (inf: no o)
         with np.errstate(divide="ignore", invalid="ignore"):
             threshold = 0.5 + s * s * np.log(ratio / q)
             log_q = np.where(ratio > 0, log_ndtr(-threshold / s), 0.0)
