@@ -106,6 +106,13 @@ def complex_log1p(z: NDArray) -> NDArray:
     return modulus + 1j * np.arctan2(y, 1 + x)
 
 
+def log_sum_exp(values: NDArray) -> NDArray:
+    """log(sum(exp(values))) over the first axis (-inf where every value is -inf)."""
+    largest = np.max(values, axis=0)
+    finite = np.where(np.isfinite(largest), largest, 0.0)
+    return finite + np.log(np.sum(np.exp(values - finite), axis=0))
+
+
 def normalize(log_weights: NDArray) -> tuple[float, NDArray]:
     """(log W, w / W) for positive weights given by their logs, W their sum."""
     shift = float(np.max(log_weights))

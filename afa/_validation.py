@@ -127,3 +127,9 @@ def choice(name: str, value, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {reprlib.repr(value)}")
     return value
+
+
+def assign(instance, **values) -> None:
+    """Store validated values on a frozen dataclass instance (from its ``__post_init__``)."""
+    for name, value in values.items():
+        object.__setattr__(instance, name, value)

@@ -251,6 +251,12 @@ class Accountant:
         return ComposedLoss(terms)
 
     @property
+    def composed_losses(self) -> dict[str, ComposedLoss]:
+        """The composed privacy loss of each direction (:class:`afa.composition.ComposedLoss`: its terms and
+        counts, symbolic log-CF, atoms, cumulants and mass at +infinity)."""
+        return {name: self._composed(index) for index, name in enumerate(self.directions)}
+
+    @property
     def log_phi(self) -> dict[str, sympy.Expr]:
         """The composed symbolic log-CF of each direction, sum_i k_i log phi_i(t)."""
         return {name: self._composed(index).log_phi for index, name in enumerate(self.directions)}

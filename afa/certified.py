@@ -94,6 +94,7 @@ from scipy.special import log_ndtr, ndtri
 
 from . import _validation as check
 from . import budget
+from ._accurate import log_sum_exp
 from .noise_pair import NoiseMixturePair
 from .results import AccuracyError
 
@@ -179,7 +180,7 @@ class CertifiedBracket:
         cells = _integer("cells", cells, minimum=2)
         tail_tolerance = check.in_interval("tail_tolerance", tail_tolerance, 0.0, 1e-3, low_open=True)
         budget.reserve(64 * 8 * cells, "the cells of the certified bracket")
-        pair = _without_empty_components(pair)
+        pair = pair.without_empty_components()
         reach = _default_reach(pair, count, tail_tolerance) if reach is None else check.positive("reach", reach)
         edges = np.linspace(-reach, reach, cells + 1)
         masses = _CellMasses.of(pair, edges)
@@ -252,15 +253,6 @@ def _integer(name: str, value, minimum: int) -> int:
         raise ValueError(str(error)) from None
 
 
-def _without_empty_components(pair: NoiseMixturePair) -> NoiseMixturePair:
-    """The same pair without components of weight 0 (log-weight -inf)."""
-    sides = []
-    for shifts, log_weights in ((pair.a_shifts, pair.a_log_weights), (pair.b_shifts, pair.b_log_weights)):
-        kept = [(c, w) for c, w in zip(shifts, log_weights) if w > -math.inf]
-        sides += [tuple(c for c, _ in kept), tuple(w for _, w in kept)]
-    return NoiseMixturePair(pair.noise, pair.scale, *sides)
-
-
 def _default_reach(pair: NoiseMixturePair, count: int, tail_tolerance: float) -> float:
     """Largest |shift| plus the noise quantile leaving tail_tolerance / count in both tails (Gaussian)."""
     farthest_shift = float(np.max(np.abs(pair.shifts)))
@@ -311,7 +303,7 @@ def log_mixture_masses(pair: NoiseMixturePair, shifts, log_weights, edges: np.nd
     bounds = np.concatenate((-np.inf * end, edges, np.inf * end))
     components = [_log_component_masses(pair.noise, pair.scale, shift, bounds) for shift in shifts]
     terms = np.array([log_weight + value for log_weight, (value, _) in zip(log_weights, components)])
-    value = _log_sum_exp(terms)
+    value = log_sum_exp(terms)
     error = np.max([error for _, error in components], axis=0)
     error += 4 * U * (1 + np.abs(value) + max(abs(w) for w in log_weights) + len(shifts))
     return value, error
@@ -350,13 +342,6 @@ def _log_gaussian_masses(z):
     ndtr_error = lambda v: np.where(np.isfinite(v), 8 * U * (1 + np.abs(v)), 0.0)  # noqa: E731
     cancellation = (ndtr_error(log_low) + ndtr_error(log_high)) / np.expm1(-gap)
     return value, ndtr_error(log_high) + cancellation + 4 * U * (1 + np.abs(value))
-
-
-def _log_sum_exp(values: np.ndarray) -> np.ndarray:
-    """log(sum(exp(values))) over the first axis."""
-    largest = np.max(values, axis=0)
-    finite = np.where(np.isfinite(largest), largest, 0.0)
-    return finite + np.log(np.sum(np.exp(values - finite), axis=0))
 
 
 def _log_laplace_masses(a, b, width):
@@ -406,7 +391,7 @@ def _mean_slope(pair: NoiseMixturePair, shifts, log_weights, points: np.ndarray,
     """m(o) = d/do log(sum_i w_i mu(o - c_i)) - [Gaussian: d/do log mu(o)]: the posterior mean
     of the components' slopes (one-sided at a Laplace kink: from the right or the left)."""
     logits = np.array([w + pair.kappa(points, c) for c, w in zip(shifts, log_weights)])
-    posterior = np.exp(logits - _log_sum_exp(logits))
+    posterior = np.exp(logits - log_sum_exp(logits))
     centres = np.asarray(shifts, dtype=float)[:, None]
     if pair.noise == "gaussian":
         slopes = centres / pair.scale ** 2
@@ -500,7 +485,7 @@ def _cell_loss_width(masses: _CellMasses) -> float:
     loss = masses.loss[1:-1]
     if loss.size < 2:
         return 0.0
-    weights = np.exp(masses.log_a[1:-1] - _log_sum_exp(masses.log_a[1:-1]))
+    weights = np.exp(masses.log_a[1:-1] - log_sum_exp(masses.log_a[1:-1]))
     return float(weights @ np.abs(np.gradient(loss)))
 
 
@@ -514,7 +499,7 @@ def _loss_grid(pair: NoiseMixturePair, edges: np.ndarray, masses: _CellMasses, c
     than the cells' loss errors), so that neither is rounded down by a whole step in the lower bound.
     """
     loss = masses.loss
-    weights = np.exp(masses.log_a - _log_sum_exp(masses.log_a))
+    weights = np.exp(masses.log_a - log_sum_exp(masses.log_a))
     mean = float(weights @ loss)
     variance = float(weights @ (loss - mean) ** 2)
     one_step = float(np.ptp(loss))
@@ -723,7 +708,7 @@ class _ComposedLoss:
         support = np.flatnonzero(self.single > 0)
         log_mass = np.log(self.single[support])
         losses = self.grid.values(self.first + support)
-        return np.array([_log_sum_exp(log_mass + t * losses) for t in np.atleast_1d(ts)])
+        return np.array([log_sum_exp(log_mass + t * losses) for t in np.atleast_1d(ts)])
 
     def tilt_for(self, *, delta: float | None = None, epsilon: float | None = None) -> float:
         """See :meth:`CertifiedBracket.tilt_for`."""
@@ -759,7 +744,7 @@ class _ComposedLoss:
         with np.errstate(divide="ignore"):
             log_weights = np.where(self.single > 0, np.log(np.where(self.single > 0, self.single, 1.0))
                                    + tilt * losses, -np.inf)
-        log_mgf = float(_log_sum_exp(log_weights[support]))
+        log_mgf = float(log_sum_exp(log_weights[support]))
         exponents = log_weights - log_mgf
         theta = 4 * U * (4 + float(np.max(np.abs(exponents[support]))) + abs(log_mgf))
         # Rounded the safe way: a k-fold power of larger (upper) or smaller (lower) weights bounds the exact one.
@@ -917,8 +902,8 @@ def _chernoff_window(single, first, count, grid: _LossGrid, tail_tolerance: floa
     variance = float(weights @ (losses - mean) ** 2)
     spread = math.sqrt(count * variance) if variance > 0 else grid.step
     rates = math.sqrt(2 * math.log(1 / tail_tolerance)) / spread * CHERNOFF_FACTORS
-    log_mgf_up = np.array([_log_sum_exp(log_mass + rate * losses) for rate in rates])
-    log_mgf_down = np.array([_log_sum_exp(log_mass - rate * losses) for rate in rates])
+    log_mgf_up = np.array([log_sum_exp(log_mass + rate * losses) for rate in rates])
+    log_mgf_down = np.array([log_sum_exp(log_mass - rate * losses) for rate in rates])
     log_tol = math.log(tail_tolerance)
     to_index = lambda loss: (loss - count * grid.origin) / grid.step  # noqa: E731
     lowest, highest = count * first, count * (first + single.size - 1)
@@ -938,7 +923,7 @@ def _outside_window(log_mass, losses, count, low, high, grid: _LossGrid, first, 
     """Chernoff bound on the mass of the k-fold power of the measure (log masses at ``losses``) at grid indices
     below ``low`` or at or above ``high`` (factor 2: the rounding of the tiny bounds themselves)."""
     if rates is None:
-        weights = np.exp(log_mass - _log_sum_exp(log_mass))
+        weights = np.exp(log_mass - log_sum_exp(log_mass))
         mean = float(weights @ losses)
         spread = math.sqrt(max(count * float(weights @ (losses - mean) ** 2), 0.0)) or grid.step
         rates = math.sqrt(2 * math.log(1 / TAIL_TOLERANCE)) / spread * CHERNOFF_FACTORS
@@ -947,9 +932,9 @@ def _outside_window(log_mass, losses, count, low, high, grid: _LossGrid, first, 
     above_loss = count * grid.origin + high * grid.step
     with np.errstate(over="ignore"):
         below = 0.0 if low <= lowest else float(np.min(np.exp(
-            [count * _log_sum_exp(log_mass - rate * losses) + rate * below_loss for rate in rates])))
+            [count * log_sum_exp(log_mass - rate * losses) + rate * below_loss for rate in rates])))
         above = 0.0 if high > highest else float(np.min(np.exp(
-            [count * _log_sum_exp(log_mass + rate * losses) - rate * above_loss for rate in rates])))
+            [count * log_sum_exp(log_mass + rate * losses) - rate * above_loss for rate in rates])))
     return 2 * (below + above)
 
 

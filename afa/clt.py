@@ -197,7 +197,7 @@ def _directions(accountant: Accountant) -> dict[str, ComposedLoss]:
         raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
     if not accountant.mechanisms:
         raise ValueError("the accountant is empty: compose at least one mechanism first")
-    return {name: accountant._composed(index) for index, name in enumerate(accountant.directions)}
+    return accountant.composed_losses
 
 
 def _class(composed: ComposedLoss) -> LossClass:

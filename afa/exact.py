@@ -403,7 +403,7 @@ _DDG_TAIL = 50.0
 _DDG_MAX_AMPLIFICATION = 16.0
 
 
-def _log_normal_mass(low: NDArray, high: NDArray) -> tuple[NDArray, NDArray]:
+def log_normal_mass(low: NDArray, high: NDArray) -> tuple[NDArray, NDArray]:
     """log(Φ(high) − Φ(low)) for low <= high (±inf allowed) and the error its difference adds.
 
     The second value counts rounding units of the result's relative error beyond those of
@@ -541,7 +541,7 @@ class QuadraticLoss:
                    (z2, -1.0, h, (np.minimum(zv, z2), z2), (np.minimum(wv, w2), w2))]
 
 
-def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_quadrature: bool = False) -> NDArray:
+def ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_quadrature: bool = False) -> NDArray:
     """log δ(ε) of the pair P = N(0, own²), Q = N(shift, other²) (the remove direction's pair).
 
     With the loss L of :class:`QuadraticLoss`, A = {L > ε} is everything (γ > 0, ε <= L*:
@@ -576,8 +576,8 @@ def _ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_q
     h, pieces = loss.pieces(e, gap[inside])
     total = np.full(e.shape, -np.inf)
     for root, direction, length, p_range, q_range in pieces:
-        log_p, cond_p = _log_normal_mass(*p_range)
-        log_q, cond_q = _log_normal_mass(*q_range)
+        log_p, cond_p = log_normal_mass(*p_range)
+        log_q, cond_q = log_normal_mass(*q_range)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             d = np.minimum(e + log_q - log_p, 0.0)
             ratio = np.exp(d)
@@ -601,7 +601,7 @@ def data_dependent_gaussian_log_delta(
     """log δ(ε) of one use of :class:`afa.DataDependentGaussian` (see :func:`data_dependent_gaussian_delta`)."""
     own, other, shift, direction = _ddg_arguments(sigma1, sigma2, sensitivity, direction)
     eps, scalar = _epsilon_array(epsilon)
-    return _result(_ddg_log_delta(eps, own, other, shift), scalar)
+    return _result(ddg_log_delta(eps, own, other, shift), scalar)
 
 
 def data_dependent_gaussian_delta(
@@ -623,7 +623,7 @@ def data_dependent_gaussian_delta(
     """
     own, other, shift, direction = _ddg_arguments(sigma1, sigma2, sensitivity, direction)
     eps, scalar = _epsilon_array(epsilon)
-    return _result(np.exp(_ddg_log_delta(eps, own, other, shift)), scalar)
+    return _result(np.exp(ddg_log_delta(eps, own, other, shift)), scalar)
 
 
 def _ddg_arguments(sigma1, sigma2, sensitivity, direction) -> tuple[float, float, float, str]:

@@ -36,10 +36,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp
 
-from .certified import _log_sum_exp, _without_empty_components
+from ._accurate import log_sum_exp
 from .discrete import LossAtoms
 from .discrete import hockey_stick_with_error as atoms_hockey_stick
-from .exact import QuadraticLoss, _ddg_log_delta, _log_normal_mass, gaussian_delta
+from .exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
 from .noise_pair import NoiseMixturePair
 
 __all__ = ["AtomTails", "GaussianTails", "LaplaceTails", "LossTails", "NoisePairTails", "QuadraticGaussianTails"]
@@ -264,7 +264,7 @@ class NoisePairTails(LossTails):
     GUESS_WIDTHS = (2 * U, 1e-15, 1e-13, 1e-9)
 
     def __init__(self, pair: NoiseMixturePair):
-        pair = _without_empty_components(pair)
+        pair = pair.without_empty_components()
         a_shifts, b_shifts = np.asarray(pair.a_shifts), np.asarray(pair.b_shifts)
         if a_shifts.min() >= b_shifts.max():
             self._orientation = 1.0
@@ -406,7 +406,7 @@ def _log_half_line_mass(pair: NoiseMixturePair, shifts, log_weights, edges: np.n
         tail = log_ndtr(-np.abs(y)) if pair.noise == "gaussian" else -np.abs(y) - math.log(2.0)
         with np.errstate(divide="ignore"):  # (F = 1: log1p(-0) = 0)
             terms.append(log_weight + np.where(y <= 0, tail, np.log1p(-np.exp(tail))))
-    return _log_sum_exp(np.array(terms))
+    return log_sum_exp(np.array(terms))
 
 
 class QuadraticGaussianTails(LossTails):
@@ -416,7 +416,7 @@ class QuadraticGaussianTails(LossTails):
     The loss is quadratic in the output (:class:`afa.exact.QuadraticLoss`): unbounded above with
     minimum L* when own > other, bounded above by L* when own < other.  {L > eps} is everything,
     nothing, the complement of an interval or an interval, whose P- and Q-masses come from log Phi
-    (:func:`afa.exact._log_normal_mass`), or, for the narrow interval just below a bounded loss's
+    (:func:`afa.exact.log_normal_mass`), or, for the narrow interval just below a bounded loss's
     top L* (where that difference of CDFs cancels), from Gauss-Legendre quadrature of the density.
     """
 
@@ -437,7 +437,7 @@ class QuadraticGaussianTails(LossTails):
         """delta(eps) from the closed form (:func:`afa.exact.data_dependent_gaussian_delta`), which keeps its
         relative accuracy where the tails' difference would cancel (down to delta ~ 1e-300)."""
         epsilons = _epsilons(epsilons)
-        values = np.exp(_ddg_log_delta(epsilons.ravel(), *self._pair)).reshape(epsilons.shape)
+        values = np.exp(ddg_log_delta(epsilons.ravel(), *self._pair)).reshape(epsilons.shape)
         return values, CLOSED_FORM_RTOL * values
 
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -452,8 +452,8 @@ class QuadraticGaussianTails(LossTails):
         if inside.size:
             h, (z1, z2), (w1, w2) = loss.roots(flat[inside], gap[inside])
             if loss.gamma > 0:  # the two tails beyond z1 and z2
-                log_p[inside] = np.logaddexp(_log_normal_mass(-np.inf, z1)[0], _log_normal_mass(z2, np.inf)[0])
-                log_q[inside] = np.logaddexp(_log_normal_mass(-np.inf, w1)[0], _log_normal_mass(w2, np.inf)[0])
+                log_p[inside] = np.logaddexp(log_normal_mass(-np.inf, z1)[0], log_normal_mass(z2, np.inf)[0])
+                log_q[inside] = np.logaddexp(log_normal_mass(-np.inf, w1)[0], log_normal_mass(w2, np.inf)[0])
             else:  # (z1, z2), of half-width h about the vertex
                 log_p[inside] = _log_normal_interval(z1, z2, loss.vertex, h)
                 log_q[inside] = _log_normal_interval(w1, w2, (loss.vertex - loss.mu) / loss.rho, h / loss.rho)
@@ -470,9 +470,9 @@ def _log_normal_interval(low: np.ndarray, high: np.ndarray, centre: float, half_
     Where the log-density -z^2/2 changes by at most 1 across the interval, the difference of CDFs
     would cancel (and so would high - low): there the density is integrated over centre + u,
     |u| <= half_width, by 16-point Gauss-Legendre (exact to rounding for so small a change);
-    elsewhere from log Phi (:func:`afa.exact._log_normal_mass`).
+    elsewhere from log Phi (:func:`afa.exact.log_normal_mass`).
     """
-    value = _log_normal_mass(low, high)[0]
+    value = log_normal_mass(low, high)[0]
     narrow = np.flatnonzero(half_width * (abs(centre) + half_width) <= 0.5)
     if narrow.size:
         half = half_width[narrow, None]

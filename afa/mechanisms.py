@@ -322,11 +322,6 @@ def _renamed_sampling_error(subsample, rate) -> Mechanism:
         raise type(error)(message) from None
 
 
-def _set(instance, **values) -> None:
-    for name, value in values.items():
-        object.__setattr__(instance, name, value)
-
-
 # ---------------------------------------------------------------------------
 # Continuous additive noise
 # ---------------------------------------------------------------------------
@@ -345,7 +340,7 @@ class Gaussian(Mechanism):
     sensitivity: float = 1.0
 
     def __post_init__(self):
-        _set(self, sigma=check.positive("sigma", self.sigma),
+        check.assign(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive("sensitivity", self.sensitivity))
         _at_most("sigma", self.sensitivity / self.sigma, MAX_MU,
                  f"sensitivity / sigma (sigma={self.sigma:g}, sensitivity={self.sensitivity:g}; the loss's "
@@ -386,7 +381,7 @@ class Laplace(Mechanism):
     sensitivity: float = 1.0
 
     def __post_init__(self):
-        _set(self, scale=check.positive("scale", self.scale),
+        check.assign(self, scale=check.positive("scale", self.scale),
              sensitivity=check.positive("sensitivity", self.sensitivity))
         _at_most("scale", self.sensitivity / self.scale, check.MAX_LOSS,
                  f"sensitivity / scale (scale={self.scale:g}, sensitivity={self.sensitivity:g}; the largest loss)")
@@ -455,7 +450,7 @@ class DataDependentGaussian(Mechanism):
     sensitivity: float = 0.0
 
     def __post_init__(self):
-        _set(self, sigma1=check.positive("sigma1", self.sigma1), sigma2=check.positive("sigma2", self.sigma2),
+        check.assign(self, sigma1=check.positive("sigma1", self.sigma1), sigma2=check.positive("sigma2", self.sigma2),
              sensitivity=check.non_negative("sensitivity", self.sensitivity))
         for direction in ("remove", "add"):
             if not all(math.isfinite(value) for value in self.coefficients(direction)):
@@ -524,7 +519,7 @@ class MixtureOfGaussians(Mechanism):
         if not np.any((sensitivities > 0) & (probabilities > 0)):
             raise ValueError("sensitivities must have a positive value with positive probability")
         _at_most("sigma", float(np.max(sensitivities)) / sigma, MAX_MU, f"max(sensitivities) / sigma (sigma={sigma:g})")
-        _set(self, sigma=sigma, sensitivities=tuple(map(float, sensitivities)),
+        check.assign(self, sigma=sigma, sensitivities=tuple(map(float, sensitivities)),
              probabilities=tuple(map(float, probabilities)))
 
     def _components(self) -> tuple[np.ndarray, np.ndarray]:
@@ -626,7 +621,7 @@ class RandomizedResponse(Mechanism):
     p: float
 
     def __post_init__(self):
-        _set(self, p=check.in_interval("p", self.p, 0.5, 1.0))
+        check.assign(self, p=check.in_interval("p", self.p, 0.5, 1.0))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q) over the two outputs (the same under both relations)."""
@@ -663,7 +658,7 @@ class KaryRandomizedResponse(Mechanism):
 
     def __post_init__(self):
         k = check.positive_integer("k", self.k, minimum=2, maximum=check.MAX_COUNT)
-        _set(self, k=k, p=check.in_interval("p", self.p, 1.0 / k, 1.0))
+        check.assign(self, k=k, p=check.in_interval("p", self.p, 1.0 / k, 1.0))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q) over the outputs that matter (true value, one other value, the rest)."""
@@ -688,7 +683,7 @@ class ApproxDP(Mechanism):
     delta: float
 
     def __post_init__(self):
-        _set(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS),
+        check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS),
              delta=check.in_interval("delta", self.delta, 0.0, 1.0))
 
     def _losses(self, neighboring):
@@ -722,7 +717,7 @@ class ProposeTestRelease(Mechanism):
     delta: float
 
     def __post_init__(self):
-        _set(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS, low_open=True),
+        check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS, low_open=True),
              delta=check.in_interval("delta", self.delta, 0.0, 1.0, high_open=True))
 
     def _losses(self, neighboring):
@@ -748,7 +743,7 @@ class DiscreteLaplace(Mechanism):
     sensitivity: int = 1
 
     def __post_init__(self):
-        _set(self, a=check.positive("a", self.a),
+        check.assign(self, a=check.positive("a", self.a),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 1))
         _at_most("a", self.a * self.sensitivity, check.MAX_LOSS,
                  f"the largest loss a * sensitivity (sensitivity={self.sensitivity})")
@@ -781,7 +776,7 @@ class DiscreteGaussian(Mechanism):
     sensitivity: int = 1
 
     def __post_init__(self):
-        _set(self, sigma=check.positive("sigma", self.sigma),
+        check.assign(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 3))
         # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (Google DP team 2025, Sec. 3.5).
         reach = _discrete_gaussian_reach()
@@ -855,7 +850,7 @@ class DiscreteMechanism(Mechanism):
         q = check.probability_vector("q_pmf", self.q_pmf)
         if p.shape != q.shape:
             raise ValueError(f"p_pmf and q_pmf must have the same length, got {p.size} and {q.size}")
-        _set(self, p_pmf=tuple(map(float, p)), q_pmf=tuple(map(float, q)))
+        check.assign(self, p_pmf=tuple(map(float, p)), q_pmf=tuple(map(float, q)))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q) as given, under both relations."""

@@ -57,6 +57,14 @@ class NoiseMixturePair:
             if abs(logsumexp(log_weights)) > 1e-12:
                 raise ValueError(f"the weights of side {side.upper()} must sum to one")
 
+    def without_empty_components(self) -> NoiseMixturePair:
+        """The same pair without components of weight 0 (log-weight -inf)."""
+        sides = []
+        for shifts, log_weights in ((self.a_shifts, self.a_log_weights), (self.b_shifts, self.b_log_weights)):
+            kept = [(c, w) for c, w in zip(shifts, log_weights, strict=True) if w > -math.inf]
+            sides += [tuple(c for c, _ in kept), tuple(w for _, w in kept)]
+        return NoiseMixturePair(self.noise, self.scale, *sides)
+
     def swapped(self) -> NoiseMixturePair:
         """(B, A): the other direction's pair."""
         return NoiseMixturePair(self.noise, self.scale, self.b_shifts, self.b_log_weights,

@@ -87,7 +87,7 @@ from scipy.signal import lfilter
 from . import _validation as check
 from . import budget
 from . import options as settings
-from .certified import _log_sum_exp
+from ._accurate import log_sum_exp
 from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
 from .results import UnsupportedCompositionError
 
@@ -1170,8 +1170,8 @@ class _LogMGF:
             with np.errstate(divide="ignore"):  # (an empty block: log 0)
                 inner = np.log(self._ratios @ np.exp(np.outer(self.interval * np.arange(self.BLOCK), orders)))
             exponents = self._block_log_masses[:, None] + self._block_losses[:, None] * orders + inner
-            values[blocked] = _log_sum_exp(exponents)
-            values[~blocked] = _log_sum_exp(self.log_masses[:, None] + self.losses[:, None] * missing[~blocked])
+            values[blocked] = log_sum_exp(exponents)
+            values[~blocked] = log_sum_exp(self.log_masses[:, None] + self.losses[:, None] * missing[~blocked])
             self._known.update(zip(missing.tolist(), values.tolist()))
         return np.array([self._known[float(t)] for t in ts])
 
@@ -1184,7 +1184,7 @@ class _LogMGF:
 
 def _spread(log_masses: np.ndarray, losses: np.ndarray) -> float:
     """The standard deviation of the losses under the normalized masses (numpy sums, not BLAS dot products)."""
-    weights = np.exp(log_masses - _log_sum_exp(log_masses))
+    weights = np.exp(log_masses - log_sum_exp(log_masses))
     mean = float(np.sum(weights * losses))
     return math.sqrt(max(float(np.sum(weights * (losses - mean) ** 2)), 0.0))
 
@@ -1508,7 +1508,7 @@ def _log_mgf_of(pld: DiscretePLD, tilt: float) -> float:
     if support.size == 0:
         return -math.inf
     exponents = np.log(pld.probs[support]) + tilt * pld.losses[support]
-    value = float(_log_sum_exp(exponents))
+    value = float(log_sum_exp(exponents))
     return value + 8 * U * (4 + float(np.max(np.abs(exponents))) + math.log(support.size))
 
 

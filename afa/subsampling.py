@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _validation as check
 from . import pairs
-from .mechanisms import Mechanism, _set
+from .mechanisms import Mechanism
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair
 
@@ -57,7 +57,7 @@ class Subsampled(Mechanism):
     def __post_init__(self):
         if not isinstance(self.base, Mechanism) or isinstance(self.base, Subsampled):
             raise TypeError(f"base must be an afa mechanism that is not itself subsampled, got {self.base!r}")
-        _set(self, q=check.in_interval("q", self.q, 0.0, 1.0))
+        check.assign(self, q=check.in_interval("q", self.q, 0.0, 1.0))
         check.choice("scheme", self.scheme, SCHEMES)
         noise = _additive_noise(self.base)
         if noise is not None and 0 < self.q < 1 and not noise[2] / noise[1] <= MAX_SUBSAMPLED_SHIFT:

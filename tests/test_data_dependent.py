@@ -24,9 +24,9 @@ from scipy import integrate
 
 import afa
 from afa.exact import (
-    _ddg_log_delta,
     data_dependent_gaussian_delta,
     data_dependent_gaussian_log_delta,
+    ddg_log_delta,
     gaussian_delta,
 )
 
@@ -293,7 +293,7 @@ def _check_profile(s1, s2, m, direction, grid, rtol, force_quadrature=False):
     own, other = (s1, s2) if direction == "remove" else (s2, s1)
     eps = np.array(grid)
     if force_quadrature:
-        got = _ddg_log_delta(eps, own, other, m, force_quadrature=True)
+        got = ddg_log_delta(eps, own, other, m, force_quadrature=True)
     else:
         got = data_dependent_gaussian_log_delta(eps, s1, s2, m, direction)
     worst = 0.0
