@@ -1,7 +1,8 @@
-"""Per-direction engines behind the accountant, and the shared epsilon(delta) solver.
+"""The engines behind the accountant: each answers for one direction of a composition.
 
-An engine answers delta(eps) for one direction of the composition with an
-absolute error for each value.  Two exist so far:
+Every engine follows one contract (:class:`Engine`): delta(eps) with an absolute error for each
+value, eps(delta) as (estimate, lower, upper), and a flag saying whether its bounds are certified.
+The engines:
 
 * :class:`ExactEngine` -- closed forms: composed Gaussians (Sommer, Meiser &
   Mohammadi 2019, Thm 5) convolved with the exact composition of every

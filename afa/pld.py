@@ -129,9 +129,9 @@ SQUARING_LIMIT = 1024
 DIRECT_POWER_LIMIT = 10 ** 8
 #: Chernoff orders tried, relative to the Gaussian-approximation optimum (Google DP team 2025, Sec. 5.2), in steps of 2.
 #: They reach far below it: a loss piled up near one value (subsampling with a small q k) has a tiny spread
-#: and a heavy upper tail, and its optimal orders lie hundreds of times below the Gaussian one; with the
-#: floor at 1/64 the tilt for delta = 1e-14 at sigma = 0.8, q = 0.001, k = 2 aimed at a point far beyond
-#: eps(delta) and left a certified eps bracket [1.19, 7.68] (now [2.16208659, 2.16208855]).
+#: and a heavy upper tail, and its optimal orders lie hundreds of times below the Gaussian one (at
+#: delta = 1e-14, sigma = 0.8, q = 0.001, k = 2, a floor at 1/64 would aim the tilt far beyond eps(delta)
+#: and leave the certified eps bracket [1.19, 7.68] instead of [2.16208659, 2.16208855]).
 CHERNOFF_FACTORS = np.geomspace(1 / 4096, 64, 19)
 #: Loss tails are evaluated at most this many points at a time (with a time-budget check in between).
 TAILS_CHUNK = 2 ** 18

@@ -370,7 +370,7 @@ def test_compose_times_errors(times, kind):
     (lambda: afa.Accountant().compose(None), ["mechanism"]),
     (lambda: afa.Accountant().compose(afa.Mechanism()), ["mechanism"]),
     (lambda: afa.Accountant().compose(afa.Gaussian(1.0), 2 ** 53).compose(afa.Gaussian(1.0), 1), ["times", "2**53"]),
-    # each use's loss magnitude times the count may not overflow (was 'zero variance' at query time)
+    # each use's loss magnitude times the count may not overflow: refused at compose, not at query time
     (lambda: afa.Accountant().compose(afa.Laplace(1e-300), 10 ** 10), ["times", "1e+300"]),
     (lambda: afa.Accountant().compose(afa.Gaussian(1e-150), 2), ["times"]),
     (lambda: afa.Accountant().compose(afa.ApproxDP(1e300, 0.0), 2), ["times"]),
@@ -510,7 +510,7 @@ def test_delta_beyond_every_loss_is_zero(gauss):
 
 def test_pld_wider_than_its_grid_is_a_clear_error():
     """RR(0.9) x 2**50: the composed loss's spread (standard deviation 4e7) forces a PLD step above the largest
-    (was 'interval must be in (0, 350]', a setting the user never made)."""
+    allowed: the error names the composition's spread, not a setting the user never made."""
     acc = afa.Accountant().compose(afa.RandomizedResponse(0.9), 2 ** 50)
     message = assert_clear_error(lambda: acc.delta_result(1.0, method="pld"), "pld", "standard deviation")
     assert "interval must be" not in message
@@ -599,8 +599,8 @@ def test_calibration_argument_errors(which, name, value):
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=0.0), ["sampling_probability"]),
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=1.5), ["sampling_probability"]),
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability="0.1"), ["sampling_probability"]),
-    # a record used with probability <= delta: every sigma meets the target (was a TypeError from inside the
-    # subsampled MGF: the search started at sigma = 4e-5, a shift of 25000 noise scales)
+    # a record used with probability <= delta: every sigma meets the target, which is said before any search
+    # (one at sigma = 4e-5 would need a shift of 25000 noise scales)
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 1, sampling_probability=1e-5), ["sampling_probability", "every sigma"]),
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=1e-12), ["sampling_probability"]),
     (lambda: afa.calibrate_sigma(1e300, 1e-5, 10), ["epsilon"]),

@@ -472,7 +472,8 @@ def test_approx_dp_inf_mass(eps, delta):
 
 @pytest.mark.parametrize("delta", [1e-3, 1e-4, 1e-6, 1e-9, 0.01, 0.05, 0.1])
 def test_approx_dp_inf_mass_is_exactly_delta(delta):
-    """Bit-exact: epsilon(delta) of ApproxDP(eps, delta) hinges on delta >= inf_mass (was exp(log(delta)))."""
+    """Bit-exact: epsilon(delta) of ApproxDP(eps, delta) hinges on delta >= inf_mass, compared exactly (not
+    through exp(log(delta)))."""
     for loss in afa.ApproxDP(1.0, delta).privacy_losses():
         assert loss.inf_mass == delta
 

@@ -476,9 +476,9 @@ def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
 
 def test_pld_tilt_for_few_steps_of_small_q_at_tiny_delta():
     """sigma = 0.8, q = 0.001, k = 2: the loss piles up near log(1 - q) with a heavy upper tail, and the Chernoff
-    orders that aim the PLD's tilted power lie hundreds of times below the Gaussian-approximation one.  With
-    the old floor (1/64 of it) the certified brackets were [0.7614, 0.7729] at delta = 1e-10 and
-    [1.19, 7.68] at 1e-14; now 6.6e-5 and 9.1e-7 relative.  At 1e-10 the bracket lies inside a separately
+    orders that aim the PLD's tilted power lie hundreds of times below the Gaussian-approximation one (a
+    floor at 1/64 of it would leave brackets [0.7614, 0.7729] at delta = 1e-10 and [1.19, 7.68] at 1e-14;
+    the test asks for 2e-4 and 1e-5 relative).  At 1e-10 the bracket lies inside a separately
     written brute-force PLD bracket (tests/_subsampling_reference.py, grid 1e-5); at 1e-14 (below what that
     reference resolves) 'auto' answers inside it."""
     acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), times=2)
@@ -494,8 +494,8 @@ def test_pld_tilt_for_few_steps_of_small_q_at_tiny_delta():
 def test_pld_direct_power_for_two_steps_of_small_q_at_tiny_delta():
     """sigma = 2, q = 0.001, k = 2: the per-step loss tail decays like exp(-c log^2 l) (log-normal-like), so no
     exponential tilt helps the FFT's absolute rounding; the PLD of two uses (8 400 grid points) is a direct
-    convolution, relatively accurate at every point.  The certified bracket of eps(1e-14) was
-    [0.0188, 0.0368]; now 3.5e-6 relative.  At 1e-10 it lies inside the separately written brute-force
+    convolution, relatively accurate at every point (an FFT power's rounding would leave the certified
+    bracket of eps(1e-14) at [0.0188, 0.0368]).  At 1e-10 it lies inside the separately written brute-force
     bracket (tests/_subsampling_reference.py, grid 1e-5)."""
     acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=2)
     moderate = acc.epsilon_result(1e-10, method="pld")
