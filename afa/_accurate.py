@@ -32,14 +32,14 @@ def two_sum(x: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
     return s, (x - (s - v)) + (y - v)
 
 
-def split(x: NDArray) -> tuple[NDArray, NDArray]:
+def split(x: NDArray | float) -> tuple[NDArray | float, NDArray | float]:
     """Dekker's split of x into two 26-bit halves."""
     c = 134217729.0 * x
     hi = c - (c - x)
     return hi, x - hi
 
 
-def two_prod(x: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
+def two_prod(x: NDArray | float, y: NDArray | float) -> tuple[NDArray | float, NDArray | float]:
     """p, e with p + e = x * y exactly."""
     p = x * y
     xh, xl = split(x)
@@ -47,7 +47,7 @@ def two_prod(x: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
     return p, ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
 
 
-def stirlerr(k: NDArray) -> NDArray:
+def stirlerr(k: NDArray | float) -> NDArray:
     """log(k!) − log(sqrt(2πk)(k/e)^k) for integers k >= 1 (Stirling series for k > 15)."""
     big = np.maximum(k, 16.0)
     s = 1.0 / (big * big)

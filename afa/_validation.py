@@ -70,7 +70,7 @@ def positive_integer(name: str, value, minimum: int = 1, maximum: int | None = N
     if isinstance(value, (numbers.Integral, np.integer)):
         result = int(value)
     elif isinstance(value, (numbers.Real, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        result = int(value)
+        result = int(float(value))
     else:
         raise TypeError(f"{name} must be an integer, got {value!r}")
     if result < minimum or (maximum is not None and result > maximum):

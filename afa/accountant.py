@@ -228,7 +228,8 @@ class Accountant:
                 "budget": self.budget, "options": self.options, "counts": list(self._counts.items())}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["neighboring"], state["value_discretization_interval"], state["budget"], state["options"])
+        Accountant.__init__(self, state["neighboring"], state["value_discretization_interval"], state["budget"],
+                            state["options"])
         for mechanism, count in state["counts"]:
             self.compose(mechanism, count)
 
@@ -370,7 +371,10 @@ class Accountant:
         return interval
 
     def _single_use_engine(self, index: int) -> ClosedFormEngine:
-        tails = self._single_use().loss_tails(self.neighboring)[index]
+        mechanism = self._single_use()
+        if mechanism is None:
+            raise UnsupportedCompositionError("the closed form of one use needs a composition of one use")
+        tails = mechanism.loss_tails(self.neighboring)[index]
         return ClosedFormEngine(tails.hockey_stick_with_error, self._composed(index))
 
     #: How each method's engine for one direction is built (the methods of METHODS but 'auto', and WIDE_CONTOUR).
@@ -452,7 +456,7 @@ class Accountant:
         floor or without a continuous part, the certified bracket for anything but one noise pair."""
         if name == "quadrature":
             continuous = any(losses[0].continuous for losses in self._losses.values())
-            return continuous and (delta is None or delta >= RESOLUTION_FACTOR * UNIT_ROUNDOFF)
+            return continuous and (delta is None or bool(delta >= RESOLUTION_FACTOR * UNIT_ROUNDOFF))
         if name == "certified":
             try:
                 self._engines_for(name)
@@ -519,8 +523,8 @@ class Accountant:
             name, answer, _, index = kept
             attempts[index] = dataclasses.replace(attempts[index], outcome="answered")
             return _Answer(name, answer, tuple(attempts), True)
-        error = BudgetExceededError if budgets.remaining() <= 0 else AccuracyError
-        raise error("no method answers this query for this composition; "
+        refusal = BudgetExceededError if budgets.remaining() <= 0 else AccuracyError
+        raise refusal("no method answers this query for this composition; "
                     + "; ".join(f"{attempt.method}: {attempt.reason}" for attempt in attempts)
                     + ("" if bracket is None else f"; certified: eps in [{bracket.lower!r}, {bracket.upper!r}] "
                        "(the error's .bracket)"), bracket=bracket, attempts=tuple(attempts))
@@ -535,8 +539,8 @@ class Accountant:
                                   lambda answer: max(float(np.max(errors / np.maximum(values, 1e-300)))
                                                      for values, errors in answer))
         name = run.name
-        values, errors = zip(*run.answer)
-        values, errors = np.array(values), np.array(errors)
+        values = np.array([value for value, _ in run.answer])
+        errors = np.array([error for _, error in run.answer])
         if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):
             raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
                                 "please report it with the composition")
@@ -589,7 +593,7 @@ class Accountant:
             raise ValueError("method='pld' is the reference here; validate another method")
         if delta is not None:
             estimate, bracket = self.epsilon_result(delta, method), self.epsilon_result(delta, "pld")
-        else:
+        elif epsilon is not None:
             estimate, bracket = self.delta_result(epsilon, method), self.delta_result(epsilon, "pld")
         if estimate.method == "pld":
             raise ValueError(f"method={method!r} answered with the PLD itself (no other engine serves this query); "

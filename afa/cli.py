@@ -165,14 +165,29 @@ def _cli_name(type_key: str) -> str:
 def _parameters(cls: type[Mechanism]) -> list[tuple[str, bool]]:
     """(name, required) of each constructor parameter, from the dataclass fields."""
     return [(field.name, field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING)
-            for field in dataclasses.fields(cls) if field.init]
+            for field in _fields(cls) if field.init]
+
+
+def _fields(cls: type[Mechanism]) -> tuple[dataclasses.Field, ...]:
+    """The dataclass fields of a mechanism class (every mechanism is a dataclass)."""
+    return dataclasses.fields(cls)  # type: ignore[arg-type]
+
+
+def _toml_loads(text: str) -> dict:
+    """Parse TOML with the standard library (Python >= 3.11) or tomli."""
+    try:
+        import tomllib
+        return tomllib.loads(text)
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli
+        return tomli.loads(text)
 
 
 def _flag(cls: type[Mechanism], parameter: str) -> str:
     return _RENAMED_FLAGS.get(cls, {}).get(parameter, "--" + parameter.replace("_", "-"))
 
 
-def _one_line(message: str) -> str:
+def _one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
@@ -234,11 +249,7 @@ def load_spec(path: str | Path) -> dict:
         raise SpecError(f"spec file {str(path)!r}: cannot read: {error.strerror or error}") from None
     try:
         if suffix == ".toml":
-            try:
-                import tomllib
-            except ModuleNotFoundError:  # Python < 3.11
-                import tomli as tomllib
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = _toml_loads(raw.decode("utf-8"))
         else:
             data = json.loads(raw.decode("utf-8"))
     except ValueError as error:  # TOMLDecodeError, JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -286,7 +297,7 @@ def _parameter_flags() -> dict[str, tuple[str, str]]:
     defaults: dict[str, set] = {}
     for key in FLAG_MECHANISMS:
         cls = MECHANISM_TYPES[key]
-        for field in dataclasses.fields(cls):
+        for field in _fields(cls):
             flag = _flag(cls, field.name)
             users.setdefault(flag, []).append(_cli_name(key))
             if field.default is not dataclasses.MISSING:

@@ -295,7 +295,7 @@ class _SaddlePointContour:
         # Trapezoid with step h, halved until two levels agree to RTOL, or to the rounding of the node values
         # (ROUNDING_FACTOR times it: below that a halving only chases noise).
         tolerance = max(RTOL, ROUNDING_FACTOR * rounding)
-        history = []
+        history: list[float] = []
 
         def converged(estimate: float, change: float, condition: float) -> bool:
             previous = history[-1] if history else math.inf

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -104,13 +105,17 @@ class LossAtoms:
 
     losses: np.ndarray
     log_masses: np.ndarray
-    loss_errors: np.ndarray | None = None
+    #: Bounds on each loss's absolute error (empty: all zero, exact atoms).
+    loss_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
     log_mass_error: tuple[float, float] = (0.0, 0.0)
     #: log of an upper bound on the mass of atoms dropped as negligible (-inf: none dropped).
     log_dropped: float = -math.inf
 
     def __post_init__(self):
-        if self.loss_errors is None:
+        if np.size(self.loss_errors) != np.size(self.losses):
+            if np.size(self.loss_errors):
+                raise ValueError(f"loss_errors must have one entry per loss, got {np.size(self.loss_errors)} for "
+                                 f"{np.size(self.losses)}")
             object.__setattr__(self, "loss_errors", np.zeros(np.shape(self.losses)))
 
     @classmethod
@@ -217,7 +222,8 @@ class LossAtoms:
             count - exponent uses add at most (count - exponent) * one_top."""
             return _rest_threshold(threshold, (count - exponent) * one_top)
 
-        result, base, done, exponent = None, self.above(cut(1)), 0, 1
+        result: LossAtoms | None = None
+        base, done, exponent = self.above(cut(1)), 0, 1
         remaining = count
         while remaining:
             budget.check(f"composing {count} uses of a {self.size}-atom privacy loss exactly")
@@ -228,6 +234,8 @@ class LossAtoms:
             if remaining:
                 exponent *= 2
                 base = base.convolve(base, cut(exponent), log_cutoff)
+        if result is None:
+            raise ValueError(f"count must be >= 1, got {count}")
         return result
 
     def _binomial_power(self, count: int, threshold: float, log_cutoff: float) -> LossAtoms:
@@ -826,30 +834,31 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
             j -= 1
         else:
             break
-    low, high = (float(losses[j - 1]) if j > k0 else floor), float(losses[j])
-    log_a = float(logsumexp(log_masses[j:]))
-    log_b = float(logsumexp(log_masses[j:] - losses[j:]))
+    low: float = float(losses[j - 1]) if j > k0 else floor
+    high: float = float(losses[j])
+    tail_log_a = float(logsumexp(log_masses[j:]))
+    tail_log_b = float(logsumexp(log_masses[j:] - losses[j:]))
     with np.errstate(divide="ignore"):
-        guess = log_a + math.log(-math.expm1(min(math.log(target) - log_a, 0.0))) - log_b
-    x = min(max(guess, low), high) if math.isfinite(guess) else high
+        guess = tail_log_a + math.log(-math.expm1(min(math.log(target) - tail_log_a, 0.0))) - tail_log_b
+    point = min(max(guess, low), high) if math.isfinite(guess) else high
     for _ in range(MAX_STEPS):
-        value, slope = value_at(x)
+        value, slope = value_at(point)
         if value > target:
-            low = x
+            low = point
         else:
-            high = x
+            high = point
         step = (value - target) / slope if slope > 0 else math.nan
         resolution = 4 * np.finfo(float).eps * max(abs(high), 1e-300)
         if high - low <= resolution:
             break
-        if abs(step) <= resolution:  # converged: the crossing is within a step of x
-            return x if value <= target else min(high, x + abs(step) + resolution)
-        proposal = x + step
+        if abs(step) <= resolution:  # converged: the crossing is within a step of the point
+            return point if value <= target else min(high, point + abs(step) + resolution)
+        proposal = point + step
         if not low < proposal < high:
             proposal = 0.5 * (low + high)
         if proposal in (low, high):
             break
-        x = proposal
+        point = proposal
     return high
 
 
@@ -1010,7 +1019,7 @@ class DiscreteComposition:
         return estimated_atoms(self.terms, log_cutoff)
 
     def _compose(self, threshold: float, log_cutoff: float, tops: list[float]) -> LossAtoms:
-        result = None
+        result: LossAtoms | None = None
         for k, (atoms, count) in enumerate(self.terms):
             # This term's power must be complete above threshold - (what all other terms add at most),
             # the running product above threshold - (what the terms after it add at most).
@@ -1019,6 +1028,8 @@ class DiscreteComposition:
             power = atoms.power(count, _rest_threshold(threshold, others), log_cutoff)
             result = power if result is None else result.convolve(power, _rest_threshold(threshold, later),
                                                                   log_cutoff)
+        if result is None:
+            raise ValueError("a composition needs at least one term")
         return result
 
     def atoms_above(self, threshold: float, log_cutoff: float = LOG_NEGLIGIBLE) -> LossAtoms:

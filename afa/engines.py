@@ -27,7 +27,7 @@ import collections
 import math
 import numbers
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.optimize import brentq
@@ -39,8 +39,9 @@ from .certified import TAIL_TOLERANCE as CERTIFIED_TAIL_TOLERANCE
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, verified_epsilon_bounds
+from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, LossAtoms, verified_epsilon_bounds
 from .loss_tails import GaussianTails, LossTails
+from .noise_pair import NoiseMixturePair
 from .pld import LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots, greedy_hull_optimistic
 from .quadrature import LevyInversion
 from .results import AccuracyError, Result, UnsupportedCompositionError
@@ -157,11 +158,18 @@ class ExactEngine(Engine):
                                                discrete.inf_mass)
         if mu > 0 and self.composition.full is None:
             self.composition.compose(-math.inf, LOG_NEGLIGIBLE)  # raises CompositionTooLargeError, with the sizes
-        self.atoms = self.composition.full
-        if mu > 0 and self.atoms.size > MAX_MIXTURE_ATOMS:
+        self.atoms: LossAtoms | None = self.composition.full  # composed in full whenever mu > 0
+        if mu > 0 and self._full_atoms.size > MAX_MIXTURE_ATOMS:
             raise CompositionTooLargeError(
-                f"the exact Gaussian mixture over {self.atoms.size} atoms (limit {MAX_MIXTURE_ATOMS}) costs the "
+                f"the exact Gaussian mixture over {self._full_atoms.size} atoms (limit {MAX_MIXTURE_ATOMS}) costs the "
                 "closed form at every atom near each eps tried; use method='contour'")
+
+    @property
+    def _full_atoms(self) -> LossAtoms:
+        """The fully composed atoms, which the Gaussian mixture (mu > 0) needs."""
+        if self.atoms is None:
+            raise CompositionTooLargeError("the exact discrete composition was not composed in full")
+        return self.atoms
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         epsilons = np.asarray(epsilons, dtype=float)
@@ -172,7 +180,7 @@ class ExactEngine(Engine):
 
     def _mixture_bounds(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(value, lower, upper) of m + sum_j w_j delta_Gauss(eps - l_j) (mu > 0)."""
-        atoms, mu = self.atoms, self.mu
+        atoms, mu = self._full_atoms, self.mu
         losses, log_masses = atoms.losses, atoms.log_masses
         alpha, beta = atoms.log_mass_error
         shift = atoms.loss_errors * 1.000001 + 2 * UNIT_ROUNDOFF * np.abs(losses)
@@ -194,8 +202,8 @@ class ExactEngine(Engine):
 
     def _mixture_slope(self, epsilon: float) -> float:
         """-d delta / d eps = sum_j w_j e^y Phi(-mu/2 - y/mu), y = eps - l_j (mu > 0)."""
-        gap = epsilon - self.atoms.losses
-        return float(np.exp(logsumexp(self.atoms.log_masses + gap + log_ndtr(-self.mu / 2 - gap / self.mu))))
+        gap = epsilon - self._full_atoms.losses
+        return float(np.exp(logsumexp(self._full_atoms.log_masses + gap + log_ndtr(-self.mu / 2 - gap / self.mu))))
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error bound."""
@@ -203,11 +211,11 @@ class ExactEngine(Engine):
             return self.composition.epsilon_bounds(delta)
         if delta < self.inf_mass * (1 - 1e-12):
             return math.inf, math.inf, math.inf
-        pure = self.atoms.size == 1 and self.atoms.losses[0] == 0 and self.inf_mass == 0
+        pure = self._full_atoms.size == 1 and self._full_atoms.losses[0] == 0 and self.inf_mass == 0
         if pure:
             estimate = exact.gaussian_epsilon(delta, self.mu)
         else:
-            atoms = self.atoms
+            atoms = self._full_atoms
             estimate = smallest_epsilon(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
                 np.array([eps]), atoms.losses, atoms.log_masses, self.mu))[0]), delta, self.epsilon_scale)
         if math.isinf(estimate):
@@ -300,18 +308,19 @@ class CertifiedEngine(Engine):
     REFINE_WIDTH = 1e-3
 
     def __init__(self, loss: ComposedLoss):
-        pair = count = None
+        pair: NoiseMixturePair | None = None
+        count = 0.0
         if len(loss.terms) == 1:
             (term, count), = loss.terms.items()
             pair = term.noise_pair
         if pair is None or count != int(count):
             raise UnsupportedCompositionError(
                 "method='certified' needs a composition of one subsampled Gaussian or Laplace mechanism (any count)")
-        self.pair, self.count = pair, int(count)
-        self.epsilon_scale = loss_epsilon_scale(loss)
+        self.pair: NoiseMixturePair = pair
+        self.count: int = int(count)
+        self.epsilon_scale: float = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss delta is the mass at +infinity (none here).
-        self._loss_max = loss.loss_max + 16 * np.finfo(float).eps * abs(loss.loss_max) \
-            if math.isfinite(loss.loss_max) else loss.loss_max
+        self._loss_max: float = _raised_loss_max(loss.loss_max)
         self._brackets: collections.OrderedDict = collections.OrderedDict()
 
     def bracket_for(self, tail_tolerance: float) -> CertifiedBracket:
@@ -454,15 +463,17 @@ class PLDEngine(Engine):
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
         if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 < interval <= LOSS_LIMIT / 2:
             raise ValueError(f"value_discretization_interval must be in (0, {LOSS_LIMIT / 2:g}], got {interval!r}")
-        self.interval = float(interval)
-        self.terms, self._gaussian = _merge_gaussians(terms, self.interval, self.GAUSSIAN_POINTS)
-        self.epsilon_scale = loss_epsilon_scale(loss)
+        self.interval: float = float(interval)
+        merged = _merge_gaussians(terms, self.interval, self.GAUSSIAN_POINTS)
+        self.terms: list[tuple[LossTails, int]] = merged[0]
+        self._gaussian: tuple | None = merged[1]
+        self.epsilon_scale: float = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss, delta is the mass at +infinity: that bound,
         # raised by its rounding (a sum of count * -log(1 - q)-type terms), and the mass raised by its own.
-        self._loss_max = loss.loss_max + 16 * np.finfo(float).eps * abs(loss.loss_max) \
-            if math.isfinite(loss.loss_max) else loss.loss_max
-        self._floor = -max(self._loss_max, 0.0) - self.interval if math.isfinite(self._loss_max) else None
-        self._inf_mass = loss.inf_mass * (1 + 16 * np.finfo(float).eps)
+        self._loss_max: float = _raised_loss_max(loss.loss_max)
+        self._floor: float | None = (-max(self._loss_max, 0.0) - self.interval if math.isfinite(self._loss_max)
+                                     else None)
+        self._inf_mass: float = loss.inf_mass * (1 + 16 * np.finfo(float).eps)
         self._bases: collections.OrderedDict = collections.OrderedDict()
         self._built: collections.OrderedDict = collections.OrderedDict()
 
@@ -584,6 +595,12 @@ def _pld_tail_mass(delta: float) -> float:
     return max(delta * options.tail_fraction, options.smallest_tail)
 
 
+def _raised_loss_max(loss_max: float) -> float:
+    """An upper bound on the composed finite loss raised by its rounding (a sum of count * -log(1 - q)-type
+    terms): beyond it delta is the mass at +infinity."""
+    return loss_max + 16 * np.finfo(float).eps * abs(loss_max) if math.isfinite(loss_max) else loss_max
+
+
 def _merge_gaussians(terms: list[tuple[LossTails, int]], interval: float,
                      most_points: int) -> tuple[list[tuple[LossTails, int]], tuple | None]:
     """(the terms other than plain Gaussians, (mu' rounded up, mu' rounded down, c) or None): the plain Gaussians
@@ -621,8 +638,7 @@ def _remember(cache: collections.OrderedDict, key, value, size: int) -> None:
 class _InversionEngine(Engine):
     """Shared plumbing of the engines that invert a composed CF/MGF numerically."""
 
-    method: str
-    inversion_class: Callable  # builds the inversion from the composed loss
+    inversion_class: ClassVar[Callable]  # builds the inversion from the composed loss
 
     def __init__(self, loss: ComposedLoss, **options):
         self.loss = loss
@@ -734,7 +750,7 @@ class ContourEngine(_InversionEngine):
 
 
 def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
-                   spread: float | None = None) -> tuple[float, tuple]:
+                   spread: float | None = None) -> tuple[float, Any]:
     """The smallest eps >= 0 with delta(eps) <= ``target`` (to a few ulps), and delta_and_slope there.
 
     Newton's method on log delta, kept in a bracket: ``delta_and_slope(eps)``

@@ -403,7 +403,7 @@ _DDG_TAIL = 50.0
 _DDG_MAX_AMPLIFICATION = 16.0
 
 
-def log_normal_mass(low: NDArray, high: NDArray) -> tuple[NDArray, NDArray]:
+def log_normal_mass(low: NDArray | float, high: NDArray | float) -> tuple[NDArray, NDArray]:
     """log(Φ(high) − Φ(low)) for low <= high (±inf allowed) and the error its difference adds.
 
     The second value counts rounding units of the result's relative error beyond those of

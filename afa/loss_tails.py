@@ -367,9 +367,9 @@ class NoisePairTails(LossTails):
         active = np.arange(eps.size)
         while active.size:
             middle = low[active] / 2 + high[active] / 2
-            above = self._loss_along(middle) > eps[active]
-            high[active[above]] = middle[above]
-            low[active[~above]] = middle[~above]
+            crossed = self._loss_along(middle) > eps[active]
+            high[active[crossed]] = middle[crossed]
+            low[active[~crossed]] = middle[~crossed]
             width = high[active] - low[active]
             active = active[width > 2 * U * np.maximum(np.maximum(np.abs(low[active]), np.abs(high[active])), scale)]
         return low / 2 + high / 2

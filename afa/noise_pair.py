@@ -188,16 +188,16 @@ class PairMGF:
         worst-case slope: a subsampled loss with small q is nearly flat where most mass lies.
         """
         scale = self.pair.scale
-        edges = [np.linspace(low, high, int(math.ceil((high - low) / (2 * scale))) + 1)]
+        pieces_of_edges = [np.linspace(low, high, int(math.ceil((high - low) / (2 * scale))) + 1)]
         if self.pair.noise == "laplace":
-            edges.append([c for c in self.pair.shifts if low < c < high])
+            pieces_of_edges.append(np.array([c for c in self.pair.shifts if low < c < high]))
         if frequency * self.pair.loss_slope * (high - low) > self.PHASE:  # else one panel's phase suffices
             grid = np.linspace(low, high, int(math.ceil(8 * (high - low) / scale)) + 1)
             variation = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(self.pair.privacy_loss(grid))))))
             pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
             if pieces > 1:
-                edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
-        edges = np.unique(np.concatenate(edges))
+                pieces_of_edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
+        edges = np.unique(np.concatenate(pieces_of_edges))
         half = np.diff(edges)[:, None] / 2
         o = (edges[:-1, None] + half * (self.nodes + 1)).ravel()
         return o, np.log((half * self.weights).ravel())
@@ -265,7 +265,10 @@ class PairMGF:
 
     def cumulants(self) -> tuple[float, float]:
         """Mean and variance of L under A."""
-        low, high = self.output_range(0.0)
+        window = self.output_range(0.0)
+        if window is None:
+            raise AccuracyError("the noise pair's output range exceeds the quadrature's reach")
+        low, high = window
         o, log_w = self._panels(low, high, 0.0)
         loss, log_density = self._loss_and_log_integrand(o, 0.0)
         return weighted_cumulants(loss, log_w + log_density)

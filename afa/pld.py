@@ -847,7 +847,8 @@ def _chunked_log_tails(tails: LossTails, points: np.ndarray) -> tuple[np.ndarray
     for start in range(0, points.size, TAILS_CHUNK):
         budget.check("evaluating the loss tails on a PLD's grid")
         parts.append(tails.log_tails(points[start:start + TAILS_CHUNK]))
-    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
+    first, second = zip(*parts, strict=True)
+    return np.concatenate(first), np.concatenate(second)
 
 
 def _first_true(predicate, start: int, stop: int) -> int:
@@ -994,7 +995,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
     composed_inf = _composed_inf_mass(max(finite + moved, 0.0), inf_mass, count, base.pessimistic)
     support = np.flatnonzero(base.probs > 0)
     if support.size == 0:
-        return DiscretePLD(h, count * base.offset, [0.0], composed_inf, base.pessimistic, rho, error)
+        return DiscretePLD(h, count * base.offset, np.zeros(1), composed_inf, base.pessimistic, rho, error)
     masses, positions = base.probs[support], base.offset + support
     weights = base.probs[support[0]:support[-1] + 1]
     if _power_rounding(count, count * weights.size) > rounding_tolerance / 4 and \

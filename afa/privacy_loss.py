@@ -141,7 +141,8 @@ class PrivacyLoss:
     def __init__(self, *, atoms: LossAtoms, inf_mass: float, continuous: bool,
                  log_phi: sympy.Expr | None, batch: tuple,
                  cumulants: tuple[float, float] | Callable[[], tuple[float, float]],
-                 evaluator: Callable[[np.ndarray], np.ndarray] | None = None):
+                 evaluator: Callable[[np.ndarray], np.ndarray] | None = None, continues: bool | None = None,
+                 noise_pair=None, cost: Callable[[np.ndarray], np.ndarray] | None = None):
         self._atoms = atoms
         self._inf_mass = float(inf_mass)
         self._continuous = bool(continuous)
@@ -150,11 +151,12 @@ class PrivacyLoss:
         self._evaluator = evaluator
         self.batch = batch
         #: Whether the log-CF takes complex arguments (closed forms do), and its relative error there.
-        self.continues_to_complex = batch[0] != NUMERIC
-        self.log_phi_rtol = 0.0
-        self.noise_pair = None
+        self.continues_to_complex: bool = batch[0] != NUMERIC if continues is None else bool(continues)
+        self.log_phi_rtol: float = NUMERIC_RTOL if batch[0] == NUMERIC and self.continues_to_complex else 0.0
+        #: The :class:`afa.noise_pair.NoiseMixturePair` a numeric loss comes from, if any.
+        self.noise_pair = noise_pair
         #: For numeric log-CFs: the work (terms summed) of one evaluation at each real t; see :meth:`numeric`.
-        self.evaluation_cost = None
+        self.evaluation_cost = cost
 
     # -- constructors -----------------------------------------------------
     @classmethod
@@ -199,13 +201,9 @@ class PrivacyLoss:
         ``cost``: the number of terms the evaluator sums at each real t (it grows with |t| for
         output quadratures); the real-line quadrature budgets its total.
         """
-        loss = cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
-                   batch=(NUMERIC, None), cumulants=cumulants, evaluator=evaluator)
-        loss.continues_to_complex = continues
-        loss.noise_pair = noise_pair
-        loss.evaluation_cost = cost
-        loss.log_phi_rtol = NUMERIC_RTOL if continues else 0.0
-        return loss
+        return cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
+                   batch=(NUMERIC, None), cumulants=cumulants, evaluator=evaluator, continues=continues,
+                   noise_pair=noise_pair, cost=cost)
 
     # -- properties -------------------------------------------------------
     @property
