@@ -55,6 +55,8 @@ WIDE_CONTOUR = "contour (wide node budget)"
 #: Allowed value_discretization_interval: from where the grid's indices of losses up to LOSS_LIMIT would
 #: leave the integers exact in floating point (with a margin) to the PLD's widest step.
 INTERVAL_RANGE = (1e-12, LOSS_LIMIT / 2)
+#: The grid step of a refusal's fallback lower bound, relative to the default step (Accountant._single_group_bracket).
+COARSE_FACTOR = 64.0
 #: Top-level keys of a spec (:meth:`Accountant.to_dict`).
 SPEC_KEYS = ("neighboring", "mechanisms", "value_discretization_interval", "budget", "options")
 
@@ -449,7 +451,48 @@ class Accountant:
                 answer = query(engines)
                 return _Answer(name, answer, (Attempt(name, "answered", "", time.monotonic() - began),),
                                engines[0].certified)
-            return self._run_auto(query, relative_width, delta)
+            if delta is None or self.options.auto.reserve == 0:
+                return self._run_auto(query, relative_width, delta)
+            try:
+                with budgets.limits(seconds=budgets.remaining() * (1 - self.options.auto.reserve)):
+                    return self._run_auto(query, relative_width, delta)
+            except AccuracyError as refusal:
+                if refusal.bracket is None:
+                    refusal.bracket = self._single_group_bracket(delta)
+                    if refusal.bracket is not None:
+                        refusal.args = (f"{refusal.args[0]}; certified: eps >= {refusal.bracket.lower!r} (the PLD "
+                                        "of one mechanism's uses; the error's .bracket)",)
+                raise
+
+    def _single_group_bracket(self, delta: float) -> Result | None:
+        """A certified lower bound on eps(delta) from the uses of one mechanism alone (composing more
+        never lowers eps): the discretized PLD of each mechanism's uses on a grid COARSE_FACTOR times the
+        default step (a looser bound, fast), the most loss-heavy first, within the time left; the largest
+        lower bound found, as a bracket with upper +inf."""
+        best = None
+        groups = sorted(self._counts.items(), reverse=True,
+                        key=lambda item: item[1] * _loss_magnitude(self._losses[item[0]]))
+        for mechanism, count in groups:
+            if budgets.remaining() <= 0:
+                break
+            alone = Accountant(self.neighboring, None, Budget(seconds=budgets.remaining(),
+                                                              memory_bytes=self.budget.memory_bytes),
+                               self.options).compose(mechanism, count)
+            try:
+                interval = min(COARSE_FACTOR * alone._pld_interval(alone._composed(0)), INTERVAL_RANGE[1])
+            except UnsupportedCompositionError:
+                continue
+            alone.value_discretization_interval = interval
+            lower: float | None = None
+            try:
+                lower = alone.epsilon_result(delta, method="pld").lower
+            except AccuracyError as error:
+                lower = error.bracket.lower if error.bracket is not None else None
+            except UnsupportedCompositionError:
+                pass
+            if lower is not None and lower > 0 and (best is None or lower > best):
+                best = lower
+        return None if best is None else Result(best, best, math.inf, math.inf, "pld", certified=True)
 
     def _may_serve(self, name: str, delta: float | None) -> bool:
         """False where a cheap check shows that method ``name`` refuses: the quadrature below its rounding

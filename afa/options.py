@@ -137,15 +137,20 @@ class AutoOptions(_Validated):
     bracket_rtol : float
         A certified bracket wider than this, relative to its value, makes 'auto' try the contour with the
         wide node budget for a tighter answer (default 0.01, in (0, inf]).
+    reserve : float
+        The share of an eps(delta) query's time kept back for a certified lower bound to attach to a refusal
+        when no engine answers in the rest (default 0.1, in [0, 0.5]; 0: none).
     """
 
     share: float = 0.5
     wide_share: float = 0.25
     bracket_rtol: float = 1e-2
+    reserve: float = 0.1
 
     _CHECKS = {"share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "wide_share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
-               "bracket_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf)}
+               "bracket_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
+               "reserve": lambda o, n, v: _check_real(o, n, v, 0.0, 0.5, low_open=False)}
 
 
 _GROUPS = {"exact": ExactOptions, "contour": ContourOptions, "pld": PLDOptions, "auto": AutoOptions}

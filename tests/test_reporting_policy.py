@@ -207,3 +207,26 @@ def test_a_named_method_records_one_attempt_and_refusals_carry_theirs():
                                           for a in refusal.value.attempts)
     with pytest.raises(afa.UnsupportedCompositionError, match="method='exact' needs"):
         afa.Accountant().compose(afa.Laplace(1.0), 2).epsilon_result(1e-6, method="exact")
+
+
+def test_a_refusal_out_of_time_carries_a_single_mechanism_lower_bound(monkeypatch):
+    """When no engine answers and none left a certified bound, 'auto' attaches one from the reserved
+    share of the time: the coarse discretized PLD of one mechanism's uses (composing more never lowers
+    eps).  Checked against the exact engine: below the composition's eps and near the group's own."""
+    delta = 1e-10
+    truth = _discrete_pair().epsilon_result(delta, method="exact")
+    group = afa.Accountant().compose(afa.DiscreteLaplace(0.5, 1), times=300).epsilon_result(delta, method="exact")
+
+    def nothing_answers(self, query, relative_width, delta=None):
+        raise afa.BudgetExceededError("no method answers this query for this composition (test)")
+
+    monkeypatch.setattr(afa.Accountant, "_run_auto", nothing_answers)
+    with pytest.raises(afa.BudgetExceededError, match="certified: eps >=") as refusal:
+        _discrete_pair().epsilon_result(delta)
+    bracket = refusal.value.bracket
+    assert bracket is not None and bracket.certified and math.isinf(bracket.upper)
+    assert 0.9 * group.lower <= bracket.lower <= min(group.upper, truth.lower)
+    no_reserve = afa.Options(auto=afa.AutoOptions(reserve=0.0))
+    with pytest.raises(afa.BudgetExceededError) as bare:
+        _discrete_pair(no_reserve).epsilon_result(delta)
+    assert bare.value.bracket is None
