@@ -123,8 +123,9 @@ class LossClass:
 
 
 def privacy_loss_class(accountant: Accountant) -> dict[str, LossClass]:
-    """The class (mu, sigma^2, omega(inf)) of each direction of the composition (Sommer, Meiser & Mohammadi 2019, Def.
-    10, Thm 4).
+    """The class (mu, sigma^2, omega(inf)) of each direction of the composition.
+
+    See Sommer, Meiser & Mohammadi 2019, Def. 10, Thm 4.
 
     Parameters
     ----------
@@ -151,8 +152,9 @@ def privacy_loss_class(accountant: Accountant) -> dict[str, LossClass]:
 
 
 def clt_delta(accountant: Accountant, epsilons) -> np.ndarray:
-    """delta_CLT(eps): the Gaussian approximation of each direction's class, the larger one (Sommer, Meiser &
-    Mohammadi 2019, Thm 4).
+    """delta_CLT(eps): the Gaussian approximation of each direction's class, the larger one.
+
+    See Sommer, Meiser & Mohammadi 2019, Thm 4.
 
     Exact for compositions of Gaussian mechanisms (Thm 5); an estimate, in neither
     direction, for anything else (:func:`berry_esseen_bounds` brackets the truth).
@@ -180,8 +182,9 @@ def clt_delta(accountant: Accountant, epsilons) -> np.ndarray:
 
 
 def berry_esseen_bounds(accountant: Accountant, epsilons) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) bounds on delta(eps) from the CLT with Berry-Esseen / Nagaev errors (Sommer, Meiser & Mohammadi
-    2019, Thm 6).
+    """(lower, upper) bounds on delta(eps) from the CLT with Berry-Esseen / Nagaev errors.
+
+    See Sommer, Meiser & Mohammadi 2019, Thm 6.
 
     Per direction, |delta - Delta| <= beta with Delta the class's Gaussian delta and
 

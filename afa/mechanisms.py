@@ -1255,8 +1255,9 @@ class DiscreteLaplace(Mechanism):
 
 @dataclass(frozen=True)
 class DiscreteGaussian(Mechanism):
-    """f(D) + N_Z(0, sigma^2): integer noise with P[x] proportional to e^{-x^2/(2 sigma^2)} (Google DP team 2025, Sec.
-    3.5).
+    """f(D) + N_Z(0, sigma^2): integer noise with P[x] proportional to e^{-x^2/(2 sigma^2)}.
+
+    The discrete Gaussian mechanism (Google DP team 2025, Sec. 3.5).
 
     Parameters
     ----------

@@ -126,8 +126,9 @@ class ContourOptions(_Validated):
 
 @dataclass(frozen=True)
 class PLDOptions(_Validated):
-    """Truncation and size of the discretized PLD (``method="pld"``; the grid step is the accountant's
-    ``value_discretization_interval``).
+    """Truncation and size of the discretized PLD (``method="pld"``).
+
+    The grid step is the accountant's ``value_discretization_interval``.
 
     Parameters
     ----------
