@@ -277,7 +277,7 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}
+        neighboring : {"add_remove", "substitution"}, default "add_remove"
             The neighbouring relation.
 
         Returns
@@ -380,7 +380,7 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}
+        neighboring : {"add_remove", "substitution"}, default "add_remove"
             The neighbouring relation.
 
         Returns
