@@ -30,7 +30,14 @@ class BudgetExceededError(AccuracyError):
     """A query ran out of its time or memory budget (see :class:`Budget`).
 
     The message names what was being computed and the budget; raise the budget
-    (``Accountant(budget=Budget(seconds=...))``) or choose another ``method``.
+    (``Accountant(budget=Budget(seconds=...))``) or choose another ``method``.  An
+    :class:`afa.AccuracyError`: a refusal, so ``method='auto'`` moves on to the next engine.
+
+    Examples
+    --------
+    >>> import afa
+    >>> issubclass(afa.BudgetExceededError, afa.AccuracyError)
+    True
     """
 
 
@@ -46,6 +53,20 @@ class Budget:
         Largest single working array an engine may allocate, in bytes, in (0, inf];
         default 2 GiB.  Engines estimate the size before allocating and refuse
         beyond it.
+
+    Raises
+    ------
+    ValueError
+        A limit that is NaN or <= 0.
+    TypeError
+        A limit that is not a real number (booleans included).
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.Budget(seconds=60)
+    Budget(seconds=60.0, memory_bytes=2147483648.0)
+    >>> accountant = afa.Accountant(budget=afa.Budget(seconds=60))
     """
 
     seconds: float = 30.0
@@ -74,7 +95,29 @@ _current: contextvars.ContextVar[_Limits | None] = contextvars.ContextVar("afa_b
 
 @contextlib.contextmanager
 def limits(budget: Budget | None = None, *, seconds: float | None = None) -> Iterator[None]:
-    """Run the body under ``budget`` (or a share of ``seconds`` of the current one), never beyond an outer budget."""
+    """Run the body under ``budget`` (or a share of ``seconds`` of the current one), never beyond an outer budget.
+
+    Parameters
+    ----------
+    budget : Budget, optional
+        The limits to set; None leaves time and memory unlimited except by ``seconds`` and an outer budget.
+    seconds : float, optional
+        At most this many seconds from now.
+
+    Notes
+    -----
+    The deadline and memory ceiling are the smallest of those given and those of an enclosing
+    :func:`limits`; they hold for the current thread or task only (a context variable).
+
+    Examples
+    --------
+    >>> import afa
+    >>> from afa import budget
+    >>> with budget.limits(afa.Budget(seconds=10)):
+    ...     with budget.limits(seconds=60):
+    ...         budget.remaining() <= 10
+    True
+    """
     outer = _current.get()
     now = time.monotonic()
     if budget is not None:
@@ -94,13 +137,26 @@ def limits(budget: Budget | None = None, *, seconds: float | None = None) -> Ite
 
 
 def remaining() -> float:
-    """Seconds left of the current budget (inf outside any)."""
+    """Seconds left of the current budget (inf outside any).
+
+    Examples
+    --------
+    >>> from afa import budget
+    >>> budget.remaining()
+    inf
+    """
     current = _current.get()
     return math.inf if current is None else current.deadline - time.monotonic()
 
 
 def check(what: str) -> None:
-    """Raise :class:`BudgetExceededError` if the current deadline has passed."""
+    """Raise :class:`BudgetExceededError` if the current deadline has passed.
+
+    Parameters
+    ----------
+    what : str
+        What is being computed, for the message ("... exceeded while {what}").
+    """
     current = _current.get()
     if current is not None and time.monotonic() > current.deadline:
         raise BudgetExceededError(f"time budget ({current.seconds:.3g} s) exceeded while {what}; "
@@ -108,7 +164,19 @@ def check(what: str) -> None:
 
 
 def reserve(nbytes: float, what: str) -> None:
-    """Raise :class:`BudgetExceededError` if one array of ``nbytes`` would exceed the memory budget."""
+    """Raise :class:`BudgetExceededError` if one array of ``nbytes`` would exceed the memory budget.
+
+    Parameters
+    ----------
+    nbytes : float
+        The size of the array about to be allocated, in bytes.
+    what : str
+        What needs it, for the message.
+
+    Notes
+    -----
+    Outside any budget the limit is the default 2 GiB.
+    """
     current = _current.get()
     limit = 2.0 * 2 ** 30 if current is None else current.memory_bytes
     if nbytes > limit:

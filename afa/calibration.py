@@ -49,10 +49,25 @@ CALIBRATION_SECONDS = 120.0
 class Calibration:
     """A calibrated parameter and the evidence that it is safe and tight.
 
-    ``value`` meets the target: its upper epsilon(delta) is ``epsilon_upper`` <= target.
-    ``rejected`` is a value within ``rtol`` of it (less private) whose *lower* epsilon was
-    checked to exceed the target.  ``certified`` says whether the upper bounds are certified
-    (closed form up to rounding, or the PLD backend's pessimistic estimate) or estimated.
+    Returned by :func:`calibrate_sigma`, :func:`calibrate_steps` and :func:`calibrate_sampling_rate`;
+    ``float(calibration)`` is ``value``.
+
+    Attributes
+    ----------
+    value : float
+        The calibrated parameter; it meets the target: its upper epsilon(delta) is ``epsilon_upper`` <= target.
+    epsilon_upper : float
+        The upper bound on epsilon(delta) at ``value``.
+    rejected : float
+        A value within ``rtol`` of ``value`` (less private) whose *lower* epsilon was checked to
+        exceed the target (+inf when no value was rejected: a sampling rate of 1 meets the target).
+    rtol : float
+        The relative tolerance of the search.
+    method : str
+        The accountant method whose bounds certify both ends.
+    certified : bool
+        Whether the upper bounds are certified (closed form up to rounding, or the PLD backend's
+        pessimistic estimate) or estimated.
     """
 
     value: float
@@ -69,8 +84,41 @@ class Calibration:
 def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: float = 1.0) -> float:
     """The smallest sigma with which ``steps`` Gaussian mechanisms satisfy (epsilon, delta)-DP (closed form).
 
-    Solves delta_Gauss(epsilon; mu) = delta for mu (Sommer, Meiser & Mohammadi 2019, Thm 5; delta increases with mu)
-    and returns sensitivity sqrt(steps) / mu, to about 1e-12 relative.
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon, in [0, 1e300].
+    delta : float
+        Target delta, in (0, 1).
+    steps : int, default 1
+        Number of uses, an integer in [1, 2**53].
+    sensitivity : float, default 1.0
+        Sensitivity of each use, > 0.
+
+    Returns
+    -------
+    float
+        sigma = sensitivity sqrt(steps) / mu, to about 1e-12 relative.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range, or a target met by every Gaussian (even mu = sqrt(steps) sensitivity /
+        sigma = 1e150, the largest supported).
+
+    Notes
+    -----
+    Solves delta_Gauss(epsilon; mu) = delta for mu (Sommer, Meiser & Mohammadi 2019, Thm 5; delta increases
+    with mu): the "analytic Gaussian mechanism" (Balle & Wang 2018).  Without subsampling, ``steps`` uses
+    of sigma act like one use of sigma / sqrt(steps).
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.gaussian_sigma(1.0, 1e-5), 4)
+    3.7306
+    >>> round(afa.gaussian_sigma(1.0, 1e-5, steps=10), 4)
+    11.7973
     """
     epsilon = check.in_interval("epsilon", epsilon, 0.0, check.MAX_LOSS)
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
@@ -96,11 +144,61 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
     """The smallest sigma (to ``rtol``) whose upper epsilon(delta) after ``steps`` uses is <= ``target_epsilon``.
 
     The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_probability``
-    if given (DP-SGD).  ``method`` defaults to "exact" without subsampling (closed form) and "pld"
-    with it (the pessimistic discretized PLD: a certified upper bound); any accountant method may be
-    named, and the answer is then as safe as that method's upper bound.  The whole search runs under
-    ``budget`` (default ``Budget(seconds=CALIBRATION_SECONDS)``); exceeding it raises
-    :class:`afa.BudgetExceededError`.
+    if given (DP-SGD).
+
+    Parameters
+    ----------
+    target_epsilon : float
+        Target epsilon, in [0, 1e300].
+    delta : float
+        Target delta, in (0, 1).
+    steps : int
+        Number of uses, an integer in [1, 2**53].
+    sampling_probability : float, optional
+        Poisson sampling rate of each step, in (0, 1]; None (default) for no subsampling.
+    sensitivity : float, default 1.0
+        Sensitivity of each use, > 0.
+    neighboring : {"add_remove", "substitution"}, default "add_remove"
+        The neighbouring relation.
+    method : str, optional
+        The accountant method that certifies the answer.  Defaults to "exact" without subsampling
+        (closed form) and "pld" with it (the pessimistic discretized PLD: a certified upper bound); any
+        accountant method may be named, and the answer is then as safe as that method's upper bound.
+    rtol : float, default 1e-3
+        Relative tolerance of the answer, in [1e-10, 0.5].
+    budget : afa.Budget, optional
+        The whole search runs under it (default ``Budget(seconds=CALIBRATION_SECONDS)``, 120 s).
+
+    Returns
+    -------
+    Calibration
+        ``value`` is sigma.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range, or a target met by every sigma the mechanism supports (e.g. a
+        sampling probability so small that 1 - (1 - q)^steps <= delta) or by none.
+    afa.BudgetExceededError
+        The search exceeded ``budget``.
+    afa.AccuracyError
+        ``method`` does not certify the target near the estimated crossing, or brackets delta too
+        loosely to isolate it to ``rtol``.
+
+    Notes
+    -----
+    Monotone-safe (module docstring): the search runs Brent's method on log delta(target_epsilon) - log delta
+    with the fast analytic estimate, and only the two final checks use ``method``.
+
+    Examples
+    --------
+    >>> import afa
+    >>> calibration = afa.calibrate_sigma(1.0, 1e-5, steps=10)
+    >>> round(calibration.value, 3), calibration.method, calibration.certified
+    (11.8, 'exact', True)
+    >>> rejected = afa.Accountant().compose(afa.Gaussian(calibration.rejected), 10)
+    >>> calibration.epsilon_upper <= 1.0 < rejected.epsilon(1e-5)
+    True
     """
     steps = check.positive_integer("steps", steps, maximum=check.MAX_COUNT)
     target_epsilon, delta, rtol, method, build, budget = _common(
@@ -136,10 +234,47 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
 def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_probability: float | None = None, *,
                     sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
                     rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
-    """The most steps (an integer, to ``rtol``) of Gaussian(sigma) (Poisson-subsampled with
-    ``sampling_probability``) whose upper epsilon(delta) is <= ``target_epsilon``; see :func:`calibrate_sigma`.
+    """The most steps (an integer, to ``rtol``) of Gaussian(sigma) whose upper epsilon(delta) is <= ``target_epsilon``.
 
-    ``rejected`` is a step count at most about rtol more whose *lower* epsilon exceeds the target.
+    The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_probability`` if
+    given; see :func:`calibrate_sigma`.
+
+    Parameters
+    ----------
+    target_epsilon : float
+        Target epsilon, in [0, 1e300].
+    delta : float
+        Target delta, in (0, 1).
+    sigma : float
+        Noise standard deviation, > 0 (with ``sensitivity`` in the Gaussian's range, and within the
+        subsampled Gaussian's range when subsampled).
+    sampling_probability : float, optional
+        Poisson sampling rate of each step, in (0, 1]; None (default) for no subsampling.
+    sensitivity, neighboring, method, rtol, budget
+        As for :func:`calibrate_sigma`.
+
+    Returns
+    -------
+    Calibration
+        ``value`` is the step count (an integral float); ``rejected`` is a step count at most about rtol
+        more whose *lower* epsilon exceeds the target.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range, even one step exceeding the target, or the target met even after the
+        most steps an accountant holds.
+    afa.BudgetExceededError
+        The search exceeded ``budget``.
+    afa.AccuracyError
+        ``method`` cannot certify or isolate the crossing (as for :func:`calibrate_sigma`).
+
+    Examples
+    --------
+    >>> import afa
+    >>> calibration = afa.calibrate_steps(1.0, 1e-5, sigma=10.0)
+    >>> calibration.value, calibration.rejected
+    (7.0, 8.0)
     """
     sigma = check.positive("sigma", sigma)
     target_epsilon, delta, rtol, method, build, budget = _common(
@@ -174,8 +309,51 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
 def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,
                             sensitivity: float = 1.0, neighboring: str = "add_remove", method: str = "pld",
                             rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
-    """The largest Poisson sampling rate q <= 1 (to ``rtol``) at which ``steps`` uses of Gaussian(sigma) have
-    upper epsilon(delta) <= ``target_epsilon``; see :func:`calibrate_sigma`.  q = 1 if even that meets it."""
+    """The largest Poisson rate q <= 1 (to ``rtol``) at which ``steps`` uses of Gaussian(sigma) meet the target.
+
+    That is, whose upper epsilon(delta) is <= ``target_epsilon``; see :func:`calibrate_sigma`.
+
+    Parameters
+    ----------
+    target_epsilon : float
+        Target epsilon, in [0, 1e300].
+    delta : float
+        Target delta, in (0, 1).
+    sigma : float
+        Noise standard deviation, > 0, within the subsampled Gaussian's range (sensitivity / sigma <= 1000).
+    steps : int
+        Number of uses, an integer in [1, 2**53].
+    sensitivity, neighboring, rtol, budget
+        As for :func:`calibrate_sigma`.
+    method : str, default "pld"
+        The accountant method that certifies the answer.
+
+    Returns
+    -------
+    Calibration
+        ``value`` is q; q = 1 (with ``rejected`` = +inf) if even the full batch meets the target.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range, or no rate q in [floor, 1] isolating the target.
+    afa.BudgetExceededError
+        The search exceeded ``budget``.
+    afa.AccuracyError
+        ``method`` cannot certify or isolate the crossing (as for :func:`calibrate_sigma`).
+
+    Notes
+    -----
+    The rate q with 1 - (1 - q)^steps = delta always meets the target (a rate-q Poisson subsample is
+    dominated by ApproxDP(0, q)'s pair, Zhu, Dong & Wang 2022, Thm 10): the search's floor.
+
+    Examples
+    --------
+    >>> import afa
+    >>> calibration = afa.calibrate_sampling_rate(1.0, 1e-5, sigma=5.0, steps=1)
+    >>> calibration.value, calibration.rejected
+    (1.0, inf)
+    """
     sigma = check.positive("sigma", sigma)
     steps = check.positive_integer("steps", steps, maximum=check.MAX_COUNT)
     target_epsilon, delta, rtol, method, build, budget = _common(target_epsilon, delta, 0.5, sensitivity,

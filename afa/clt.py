@@ -62,7 +62,24 @@ _CF_REACH = (8 / (math.pi * 1e-10)) ** (1 / 3)
 
 @dataclass(frozen=True)
 class LossClass:
-    """The privacy-loss class (mean, variance, inf_mass) of one direction (Sommer, Meiser & Mohammadi 2019, Def. 10)."""
+    """The privacy-loss class (mean, variance, inf_mass) of one direction (Sommer, Meiser & Mohammadi 2019, Def. 10).
+
+    Attributes
+    ----------
+    mean : float
+        Mean mu of the inner (finite, renormalised) loss.
+    variance : float
+        Its variance sigma^2.
+    inf_mass : float
+        The mass omega(inf) at +infinity.
+
+    Examples
+    --------
+    >>> import afa.clt
+    >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 4)
+    >>> afa.clt.privacy_loss_class(accountant)["remove"]
+    LossClass(mean=2.0, variance=4.0, inf_mass=0.0)
+    """
 
     mean: float
     variance: float
@@ -71,9 +88,31 @@ class LossClass:
     def delta(self, epsilons) -> np.ndarray:
         """delta(eps) of the Gaussian privacy loss of this class (Sommer, Meiser & Mohammadi 2019, Lemma 12).
 
-        omega + (1 - omega) H for the loss N(m, v): shifting eps by m - v/2 turns it into
-        the Gaussian mechanism's N(v/2, v), so the accurate closed form of
-        :func:`afa.exact.gaussian_delta` applies (Sommer, Meiser & Mohammadi 2019, Thm 5).
+        Parameters
+        ----------
+        epsilons : array_like
+            Real, finite values of eps (any shape).
+
+        Returns
+        -------
+        numpy.ndarray
+            omega + (1 - omega) H for the loss N(m, v), of the shape of ``epsilons``.
+
+        Raises
+        ------
+        ValueError
+            The class has zero variance (no Gaussian approximation).
+
+        Notes
+        -----
+        Shifting eps by m - v/2 turns N(m, v) into the Gaussian mechanism's N(v/2, v), so the accurate
+        closed form of :func:`afa.exact.gaussian_delta` applies (Sommer, Meiser & Mohammadi 2019, Thm 5).
+
+        Examples
+        --------
+        >>> import afa.clt
+        >>> afa.clt.LossClass(mean=2.0, variance=4.0, inf_mass=0.0).delta([1.0]).round(6).tolist()
+        [0.509862]
         """
         epsilons = check.real_array("epsilons", epsilons)
         if self.variance <= 0:
@@ -84,24 +123,68 @@ class LossClass:
 
 
 def privacy_loss_class(accountant: Accountant) -> dict[str, LossClass]:
-    """The class (mu, sigma^2, omega(inf)) of each direction of the composition (Sommer, Meiser & Mohammadi 2019, Def.
-    10, Thm 4)."""
+    """The class (mu, sigma^2, omega(inf)) of each direction of the composition.
+
+    See Sommer, Meiser & Mohammadi 2019, Def. 10, Thm 4.
+
+    Parameters
+    ----------
+    accountant : afa.Accountant
+        A non-empty composition.
+
+    Returns
+    -------
+    dict
+        ``{direction: LossClass}`` for each of ``accountant.directions``.
+
+    Raises
+    ------
+    ValueError
+        The accountant is empty.
+    TypeError
+        ``accountant`` is not an :class:`afa.Accountant`.
+
+    Notes
+    -----
+    Under composition the means and variances add and 1 - omega(inf) multiplies (Thm 4).
+    """
     return {name: _class(composed) for name, composed in _directions(accountant).items()}
 
 
 def clt_delta(accountant: Accountant, epsilons) -> np.ndarray:
-    """delta_CLT(eps): the Gaussian approximation of each direction's class, the larger one (Sommer, Meiser &
-    Mohammadi 2019, Thm 4).
+    """delta_CLT(eps): the Gaussian approximation of each direction's class, the larger one.
+
+    See Sommer, Meiser & Mohammadi 2019, Thm 4.
 
     Exact for compositions of Gaussian mechanisms (Thm 5); an estimate, in neither
     direction, for anything else (:func:`berry_esseen_bounds` brackets the truth).
+
+    Parameters
+    ----------
+    accountant : afa.Accountant
+        A non-empty composition.
+    epsilons : array_like
+        Real, finite values of eps (any shape).
+
+    Returns
+    -------
+    numpy.ndarray
+        delta_CLT at each eps, of the shape of ``epsilons``.
+
+    Examples
+    --------
+    >>> import afa.clt
+    >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 4)
+    >>> afa.clt.clt_delta(accountant, [1.0]).round(6).tolist(), round(accountant.delta(1.0), 6)
+    ([0.509862], 0.509862)
     """
     return np.max([loss_class.delta(epsilons) for loss_class in privacy_loss_class(accountant).values()], axis=0)
 
 
 def berry_esseen_bounds(accountant: Accountant, epsilons) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) bounds on delta(eps) from the CLT with Berry-Esseen / Nagaev errors (Sommer, Meiser & Mohammadi
-    2019, Thm 6).
+    """(lower, upper) bounds on delta(eps) from the CLT with Berry-Esseen / Nagaev errors.
+
+    See Sommer, Meiser & Mohammadi 2019, Thm 6.
 
     Per direction, |delta - Delta| <= beta with Delta the class's Gaussian delta and
 
@@ -112,7 +195,32 @@ def berry_esseen_bounds(accountant: Accountant, epsilons) -> tuple[np.ndarray, n
     prints z = (eps - n mu)/(sqrt(n) sigma^2) and Lemma 13 Pr[S > n sigma z]; the standardised
     threshold (eps - n mu)/(sqrt(n) sigma) is what Nagaev's bound is stated for).  The iid
     constants apply when a direction has a single distinct term, the non-iid ones
-    otherwise.  The result is max over directions of Delta -+ beta, clipped to [0, 1].
+    otherwise.
+
+    Parameters
+    ----------
+    accountant : afa.Accountant
+        A non-empty composition.
+    epsilons : array_like
+        Real, finite values of eps (any shape).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (lower, upper): max over directions of Delta -+ beta, clipped to [0, 1].
+
+    Raises
+    ------
+    afa.AccuracyError
+        A third absolute moment that cannot be computed (:func:`third_absolute_moments`).
+
+    Examples
+    --------
+    >>> import afa.clt
+    >>> accountant = afa.Accountant().compose(afa.Laplace(1.0), 10)
+    >>> lower, upper = afa.clt.berry_esseen_bounds(accountant, [3.0])
+    >>> round(float(lower[0]), 4), round(accountant.delta(3.0), 4), round(float(upper[0]), 4)
+    (0.2615, 0.4737, 0.6555)
     """
     epsilons = check.real_array("epsilons", epsilons)
     lower, upper = [], []
@@ -143,7 +251,31 @@ def markov_delta(accountant: Accountant, epsilons) -> np.ndarray:
 
     Thm 3's sum rearranged (T is non-increasing).  Any lambda and any grid give a valid
     bound; fine grids of both (400 lambdas, 1500 y's per eps) make it close to
-    int T(y) e^{eps - y} dy.  It needs the MGF: NotImplementedError for MixtureOfGaussians.
+    int T(y) e^{eps - y} dy.
+
+    Parameters
+    ----------
+    accountant : afa.Accountant
+        A non-empty composition.
+    epsilons : array_like
+        Real, finite values of eps (any shape).
+
+    Returns
+    -------
+    numpy.ndarray
+        The bound at each eps, capped at 1, of the shape of ``epsilons``.
+
+    Raises
+    ------
+    NotImplementedError
+        It needs the MGF: a composition with MixtureOfGaussians.
+
+    Examples
+    --------
+    >>> import afa.clt
+    >>> accountant = afa.Accountant().compose(afa.Laplace(1.0), 10)
+    >>> afa.clt.markov_delta(accountant, [6.0]).round(4).tolist(), round(accountant.delta(6.0), 4)
+    ([0.4075], 0.1096)
     """
     epsilons = check.real_array("epsilons", epsilons)
     bounds = [_markov_direction(composed, epsilons.ravel()) for composed in _directions(accountant).values()]
@@ -156,8 +288,25 @@ def gdp_mu(accountant: Accountant, estimate: str = "variance") -> float:
     For a loss N(mu^2/2, mu^2) (the Gaussian mechanism) mu = sqrt(variance) = sqrt(2 mean)
     = 2 mean / sqrt(variance); for other compositions these are what the CLT of Dong, Roth
     and Su (2022, Thm 3.5: mu = 2K/s) and Sommer, Meiser & Mohammadi 2019, Thm 4 converge to, and G_mu may lie
-    above or below the true trade-off function.  ``estimate`` picks the formula
-    (GDP_ESTIMATES); the larger direction's value is returned.
+    above or below the true trade-off function.
+
+    Parameters
+    ----------
+    accountant : afa.Accountant
+        A non-empty composition.
+    estimate : {"variance", "mean", "ratio"}, default "variance"
+        The formula (GDP_ESTIMATES): sqrt(variance), sqrt(2 mean) or 2 mean / sqrt(variance).
+
+    Returns
+    -------
+    float
+        The larger direction's value.
+
+    Examples
+    --------
+    >>> import afa.clt
+    >>> afa.clt.gdp_mu(afa.Accountant().compose(afa.Gaussian(1.0), 4))
+    2.0
     """
     check.choice("estimate", estimate, GDP_ESTIMATES)
     values = []
@@ -181,7 +330,30 @@ def third_absolute_moments(mechanism: Mechanism, neighboring: str = "add_remove"
     int_T^inf (Re psi - 1) / t^4 dt is <= 0, so leaving it out gives an upper bound, too high by
     at most 8 / (pi T^3) <= 1e-10 E|Y|^3 (which keeps the Berry-Esseen bound valid).  Both
     integrals use composite Gauss-Legendre panels, doubled until two refinements agree to 1e-10.
-    MixtureOfGaussians is refused (AccuracyError): its real-line CF stops short of T.
+
+    Parameters
+    ----------
+    mechanism : afa.Mechanism
+        The mechanism (one use).
+    neighboring : {"add_remove", "substitution"}, default "add_remove"
+        The neighbouring relation.
+
+    Returns
+    -------
+    tuple of float
+        E|L - E L|^3 of the first and of the second direction of :meth:`afa.Mechanism.privacy_losses`
+        (0 for a loss of zero variance).
+
+    Raises
+    ------
+    afa.AccuracyError
+        MixtureOfGaussians: its real-line CF stops short of T.
+
+    Examples
+    --------
+    >>> import afa.clt
+    >>> [round(m, 6) for m in afa.clt.third_absolute_moments(afa.Gaussian(1.0))]  # 2 sqrt(2 / pi)
+    [1.595769, 1.595769]
     """
     if not isinstance(mechanism, Mechanism):
         raise TypeError(f"mechanism must be an afa mechanism, got {type(mechanism).__name__}")

@@ -126,11 +126,26 @@ def _at_most(name: str, value: float, limit: float, what: str) -> None:
 
 
 class Mechanism:
-    """Base class.  Subclasses are frozen dataclasses implementing ``_losses``.
+    """Base class of afa's mechanisms: an immutable, validated, hashable object declaring a dominating pair.
 
+    Subclasses are frozen dataclasses that implement :meth:`dominating_pair` or, where a closed form
+    exists, give their two privacy losses directly (by overriding the private ``_losses``).
+
+    Notes
+    -----
     A subclass that sets ``type_name`` (snake case, unique) is registered under it: :meth:`to_dict`
     writes that name and :meth:`from_dict` finds the class by it, so mechanisms defined outside afa
-    serialise like afa's own once their module is imported.
+    serialise like afa's own once their module is imported.  A ``type_name`` that is not lower-case
+    snake case, or that another class already registered, raises TypeError at class creation.
+
+    Examples
+    --------
+    >>> import afa
+    >>> mechanism = afa.Gaussian(sigma=2.0)
+    >>> mechanism.to_dict()
+    {'type': 'gaussian', 'sigma': 2.0, 'sensitivity': 1.0}
+    >>> afa.Mechanism.from_dict(mechanism.to_dict()) == mechanism
+    True
     """
 
     #: The name of this mechanism type in spec files and :meth:`to_dict` (empty: not serialisable).
@@ -151,7 +166,19 @@ class Mechanism:
 
     @staticmethod
     def types() -> dict[str, type[Mechanism]]:
-        """Every registered mechanism type: {type_name: class}."""
+        """Every registered mechanism type.
+
+        Returns
+        -------
+        dict
+            ``{type_name: class}`` for every subclass that sets ``type_name`` (a copy).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Mechanism.types()["laplace"] is afa.Laplace
+        True
+        """
         return dict(Mechanism._types)
 
     def to_dict(self) -> dict:
@@ -162,6 +189,17 @@ class Mechanism:
         dict
             ``{"type": type_name, parameter: value, ...}`` with one entry per constructor argument
             (sequences as lists of floats); :meth:`from_dict` inverts it exactly.
+
+        Raises
+        ------
+        TypeError
+            The class sets no ``type_name``.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Laplace(scale=2.0).to_dict()
+        {'type': 'laplace', 'scale': 2.0, 'sensitivity': 1.0}
         """
         if not self.type_name:
             raise TypeError(f"{type(self).__name__} sets no type_name, so it cannot be written as a table")
@@ -182,12 +220,26 @@ class Mechanism:
             constructor arguments, plus optionally ``sampling_rate`` and ``sampling`` ("poisson", the
             default, or "subset") for the mechanism run on a random subsample.
 
+        Returns
+        -------
+        Mechanism
+            An instance of the registered class, or an :class:`afa.Subsampled` of it when
+            ``sampling_rate`` is given.
+
         Raises
         ------
         ValueError
             A missing, unknown or out-of-range key, named in the message.
         TypeError
             ``table`` is not a mapping, or a value of the wrong type.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Mechanism.from_dict({"type": "Randomized-Response", "p": 0.75})
+        RandomizedResponse(p=0.75)
+        >>> afa.Mechanism.from_dict({"type": "gaussian", "sigma": 2.0, "sampling_rate": 0.1})
+        Subsampled(base=Gaussian(sigma=2.0, sensitivity=1.0), q=0.1, scheme='poisson')
         """
         if not isinstance(table, Mapping):
             raise TypeError(f"a mechanism table must be a mapping (table/object), got {table!r}")
@@ -221,7 +273,34 @@ class Mechanism:
         raise ValueError(f"sampling must be 'poisson' or 'subset', got {scheme!r}")
 
     def privacy_losses(self, neighboring: str = "add_remove") -> tuple[PrivacyLoss, PrivacyLoss]:
-        """The two directions (L under P, L' under Q) of the dominating pair for ``neighboring``."""
+        """The two directions (L under P, L' under Q) of the dominating pair for ``neighboring``.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}, default "add_remove"
+            The neighbouring relation.
+
+        Returns
+        -------
+        tuple of afa.privacy_loss.PrivacyLoss
+            (L = log(p/q)(o), o ~ P; L' = log(q/p)(o), o ~ Q) (Zhu, Dong & Wang 2022, Lemma 37): under
+            add/remove the *remove* and *add* directions.  A symmetric mechanism returns the same object
+            twice.  Computed once per relation and cached.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``neighboring``, or a relation the mechanism is not analysed under.
+        NotImplementedError
+            The mechanism neither declares a dominating pair nor gives its losses.
+
+        Examples
+        --------
+        >>> import afa
+        >>> first, second = afa.Gaussian(1.0).privacy_losses()
+        >>> first is second
+        True
+        """
         check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         return self._cached_losses(neighboring)
 
@@ -234,14 +313,47 @@ class Mechanism:
 
         The extension point: a mechanism defined outside afa implements this (returning an
         :class:`afa.pairs.FinitePair` or an :class:`afa.noise_pair.NoiseMixturePair`) and every engine that
-        serves that kind of pair answers for it.  Under add/remove, P is the output with the individual's
-        record and Q without (the *remove* direction is L = log(P/Q) under P).
+        serves that kind of pair answers for it.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}
+            The neighbouring relation.
+
+        Returns
+        -------
+        afa.pairs.FinitePair or afa.noise_pair.NoiseMixturePair
+            Under add/remove, P is the output with the individual's record and Q without (the *remove*
+            direction is L = log(P/Q) under P).
+
+        Raises
+        ------
+        NotImplementedError
+            Always, on the base class: a subclass that gives its privacy losses directly (e.g.
+            :class:`afa.ApproxDP`) need not implement it.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.RandomizedResponse(0.75).dominating_pair("add_remove")
+        >>> np.exp(pair.log_p).round(4).tolist(), np.exp(pair.log_q).round(4).tolist()
+        ([0.75, 0.25], [0.25, 0.75])
         """
         raise NotImplementedError(f"{type(self).__name__} does not declare a dominating pair")
 
     @property
     def declares_pair(self) -> bool:
-        """Whether this mechanism's class implements :meth:`dominating_pair` (or gives its losses directly)."""
+        """Whether this mechanism's class implements :meth:`dominating_pair` (or gives its losses directly).
+
+        :meth:`afa.Accountant.compose` accepts only mechanisms for which this is True.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).declares_pair
+        True
+        """
         cls = type(self)
         return cls.dominating_pair is not Mechanism.dominating_pair or cls._losses is not Mechanism._losses
 
@@ -251,12 +363,38 @@ class Mechanism:
 
     @property
     def truncated_mass(self) -> float:
-        """An upper bound on the mass one use moves to +infinity by truncation (a pessimistic change:
-        delta is over-estimated by at most the composed sum of these); 0 when nothing is truncated."""
+        """An upper bound on the mass one use moves to +infinity by truncation; 0 when nothing is truncated.
+
+        Truncation is a pessimistic change: delta is over-estimated by at most the composed sum of these.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).truncated_mass
+        0.0
+        """
         return 0.0
 
     def loss_tails(self, neighboring: str = "add_remove") -> tuple[LossTails, LossTails]:
-        """The two directions of :meth:`privacy_losses` (same order) as tails of their losses, for the PLD backend."""
+        """The two directions of :meth:`privacy_losses` (same order) as tails of their losses, for the PLD backend.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}, default "add_remove"
+            The neighbouring relation.
+
+        Returns
+        -------
+        tuple of afa.loss_tails.LossTails
+            Finite-output mechanisms give the atoms of their privacy losses, the others tails derived
+            from their noise (closed forms where the class has them).  Computed once per relation and cached.
+
+        Raises
+        ------
+        UnsupportedCompositionError
+            A continuous privacy loss with neither a dominating pair nor closed-form tails
+            (``method='pld'`` cannot hold it).
+        """
         check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         return self._cached_tails(neighboring)
 
@@ -279,19 +417,69 @@ class Mechanism:
         return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
 
     def poisson_subsampled(self, q: float) -> Mechanism:
-        """This mechanism on a Poisson subsample with rate ``q`` (Zhu, Dong & Wang 2022, Thm 11(1);
-        :mod:`afa.subsampling`)."""
+        """This mechanism on a Poisson subsample with rate ``q`` (Zhu, Dong & Wang 2022, Thm 11(1)).
+
+        Parameters
+        ----------
+        q : float
+            The probability that each record is in the subsample, in [0, 1].
+
+        Returns
+        -------
+        afa.Subsampled
+            ``Subsampled(self, q, "poisson")``; see :mod:`afa.subsampling` for its dominating pair.
+
+        Raises
+        ------
+        ValueError
+            ``q`` out of range, or a base too sharp to subsample (:class:`afa.Subsampled`).
+        TypeError
+            This mechanism is itself subsampled.
+
+        Examples
+        --------
+        >>> import afa
+        >>> accountant = afa.Accountant().compose(afa.RandomizedResponse(0.75).poisson_subsampled(0.1))
+        >>> round(accountant.delta(0.0), 6)
+        0.05
+        """
         from .subsampling import Subsampled
         return Subsampled(self, q, "poisson")
 
     def subset_subsampled(self, q: float) -> Mechanism:
-        """This mechanism on a random fixed-size subset, rate ``q`` = m/n (Zhu, Dong & Wang 2022, Thm 11(2))."""
+        """This mechanism on a random fixed-size subset, rate ``q`` = m/n (Zhu, Dong & Wang 2022, Thm 11(2)).
+
+        Parameters
+        ----------
+        q : float
+            The subset size m over the dataset size n, in [0, 1].
+
+        Returns
+        -------
+        afa.Subsampled
+            ``Subsampled(self, q, "subset")``, analysed under ``neighboring="add_remove"`` only, from the
+            base's replacement pair (:mod:`afa.subsampling`).
+
+        Raises
+        ------
+        ValueError
+            ``q`` out of range, or a base too sharp to subsample (:class:`afa.Subsampled`).
+        TypeError
+            This mechanism is itself subsampled.
+        """
         from .subsampling import Subsampled
         return Subsampled(self, q, "subset")
 
     @property
     def symmetric(self) -> bool:
-        """Whether both directions have the same privacy-loss distribution."""
+        """Whether both directions have the same privacy-loss distribution (under add/remove).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).symmetric, afa.KaryRandomizedResponse(k=3, p=0.5).symmetric
+        (True, False)
+        """
         first, second = self.privacy_losses("add_remove")
         return first is second
 
@@ -328,10 +516,36 @@ def _renamed_sampling_error(subsample, rate) -> Mechanism:
 
 @dataclass(frozen=True)
 class Gaussian(Mechanism):
-    """f(D) + N(0, sigma^2) for f of the given sensitivity (Zhu, Dong & Wang 2022, Table 2, Lemma 35).
+    """The Gaussian mechanism: f(D) + N(0, sigma^2) for f of the given sensitivity.
 
-    The privacy loss is N(mu^2/2, mu^2) with mu = sensitivity / sigma, in both
-    directions; log phi(t) = -mu^2 (t^2 - i t) / 2.
+    Parameters
+    ----------
+    sigma : float
+        Standard deviation of the noise, > 0 (finite).
+    sensitivity : float, default 1.0
+        Sensitivity of f under the relation the accountant uses, > 0 (finite).  The ratio
+        ``sensitivity / sigma`` must be <= ``MAX_MU`` = 1e150 (the loss's variance is its square).
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range.
+    TypeError
+        A parameter that is not a real number.
+
+    Notes
+    -----
+    Dominating pair (P, Q) = (N(sensitivity, sigma^2), N(0, sigma^2)) under both relations.  The privacy
+    loss is N(mu^2/2, mu^2) with mu = sensitivity / sigma, in both directions;
+    log phi(t) = -mu^2 (t^2 - i t) / 2 (Zhu, Dong & Wang 2022, Table 2, Lemma 35).
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.Gaussian(sigma=2.0).mu
+    0.5
+    >>> round(afa.Accountant().compose(afa.Gaussian(1.0)).delta(1.0), 6)
+    0.126937
     """
 
     type_name: ClassVar[str] = "gaussian"
@@ -348,11 +562,24 @@ class Gaussian(Mechanism):
 
     @property
     def mu(self) -> float:
-        """sensitivity / sigma: the Gaussian-DP parameter of one use."""
+        """sensitivity / sigma: the Gaussian-DP parameter of one use.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(sigma=4.0, sensitivity=2.0).mu
+        0.5
+        """
         return self.sensitivity / self.sigma
 
     def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
-        """(N(sensitivity, sigma^2), N(0, sigma^2)) under both relations."""
+        """(N(sensitivity, sigma^2), N(0, sigma^2)) under both relations.
+
+        Returns
+        -------
+        afa.noise_pair.NoiseMixturePair
+            One Gaussian component of scale ``sigma`` shifted by ``sensitivity``, against the unshifted one.
+        """
         return NoiseMixturePair("gaussian", self.sigma, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
 
     def _losses(self, neighboring):
@@ -366,13 +593,41 @@ class Gaussian(Mechanism):
 
 @dataclass(frozen=True)
 class Laplace(Mechanism):
-    """f(D) + Lap(0, scale) for f of the given sensitivity (Zhu, Dong & Wang 2022, Table 2, Lemma 34).
+    """The Laplace mechanism: f(D) + Lap(0, scale) for f of the given sensitivity.
+
+    Parameters
+    ----------
+    scale : float
+        Scale b of the Laplace noise (density e^{-|x|/b} / (2b)), > 0 (finite).
+    sensitivity : float, default 1.0
+        Sensitivity of f under the relation the accountant uses, > 0 (finite).  The ratio
+        ``sensitivity / scale`` (the largest loss) must be <= 1e300.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range.
+    TypeError
+        A parameter that is not a real number.
+
+    Notes
+    -----
+    Dominating pair (P, Q) = (Lap(sensitivity, scale), Lap(0, scale)) under both relations
+    (Zhu, Dong & Wang 2022, Table 2, Lemma 34).
 
     With a = sensitivity / scale the loss has atoms +a (mass 1/2) and -a
     (mass e^{-a}/2) and density e^{l/2 - a/2}/4 on (-a, a), so
     phi(t) = e^{iat}/2 + e^{-a-iat}/2 + (e^{iat} - e^{-a-iat}) / (2 (1 + 2it)),
     the same in both directions (see ``LAPLACE_LOG_PHI``).  (This is Lemma 34's first line with
     lambda = scale / sensitivity; the last line of its proof has a sign slip.)
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.Laplace(scale=2.0).epsilon0
+    0.5
+    >>> round(afa.Accountant().compose(afa.Laplace(1.0)).delta(0.5), 6)
+    0.221199
     """
 
     type_name: ClassVar[str] = "laplace"
@@ -388,11 +643,24 @@ class Laplace(Mechanism):
 
     @property
     def epsilon0(self) -> float:
-        """sensitivity / scale: the pure-DP epsilon of one use."""
+        """sensitivity / scale: the pure-DP epsilon of one use.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Laplace(scale=0.5).epsilon0
+        2.0
+        """
         return self.sensitivity / self.scale
 
     def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
-        """(Lap(sensitivity, scale), Lap(0, scale)) under both relations."""
+        """(Lap(sensitivity, scale), Lap(0, scale)) under both relations.
+
+        Returns
+        -------
+        afa.noise_pair.NoiseMixturePair
+            One Laplace component of scale ``scale`` shifted by ``sensitivity``, against the unshifted one.
+        """
         return NoiseMixturePair("laplace", self.scale, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
 
     def _losses(self, neighboring):
@@ -415,8 +683,29 @@ def _laplace_loss(a: float, inf_mass: float) -> tuple[PrivacyLoss, PrivacyLoss]:
 class DataDependentGaussian(Mechanism):
     """Gaussian noise whose variance depends on the data (Zhu, Dong & Wang 2022, App. A Example 15).
 
+    Parameters
+    ----------
+    sigma1 : float
+        Standard deviation of P's noise, > 0 (finite).
+    sigma2 : float
+        Standard deviation of Q's noise, > 0 (finite).
+    sensitivity : float, default 0.0
+        Distance between the two means, >= 0 (finite).  The three together must leave the loss's
+        coefficients (:meth:`coefficients`) finite in both directions.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range, or parameters so far apart in scale that the coefficients overflow.
+    TypeError
+        A parameter that is not a real number.
+
+    Notes
+    -----
     Smooth-sensitivity style release (Nissim et al. 2007): the dominating pair is
-    P = N(0, sigma1^2), Q = N(sensitivity, sigma2^2).  Under add_remove the
+    P = N(0, sigma1^2), Q = N(sensitivity, sigma2^2).  The mechanism gives the two privacy losses of
+    this pair in closed form and does not implement :meth:`dominating_pair` (so a subsampled
+    version is refused with a ValueError).  Under add_remove the
     directions are remove (L = log(p/q)(X), X ~ P) and add (L' = log(q/p)(Y),
     Y ~ Q); "substitution" uses the same pair and its swap.  The two directions
     differ unless sigma1 == sigma2 (then it is an ordinary Gaussian shift).
@@ -441,6 +730,15 @@ class DataDependentGaussian(Mechanism):
     direction D_alpha(Q||P) is infinite when alpha sigma1^2 + (1 - alpha) sigma2^2 <= 0 (only when
     sigma2 > sigma1).  The privacy profile stays finite and tight
     (:func:`afa.exact.data_dependent_gaussian_delta` for one use).
+
+    Examples
+    --------
+    >>> import afa
+    >>> mechanism = afa.DataDependentGaussian(sigma1=1.0, sigma2=1.5, sensitivity=1.0)
+    >>> mechanism.symmetric
+    False
+    >>> round(afa.Accountant().compose(mechanism).delta(1.0), 6)
+    0.200413
     """
 
     type_name: ClassVar[str] = "data_dependent_gaussian"
@@ -458,7 +756,24 @@ class DataDependentGaussian(Mechanism):
                                  "are too far apart in scale: the privacy loss's coefficients overflow")
 
     def coefficients(self, direction: str = "remove") -> tuple[float, float, float]:
-        """(alpha, beta, gamma) of the loss alpha + beta Z + gamma Z^2 of ``direction`` ('remove' or 'add')."""
+        """(alpha, beta, gamma) of the loss alpha + beta Z + gamma Z^2, Z ~ N(0, 1), of ``direction``.
+
+        Parameters
+        ----------
+        direction : {"remove", "add"}
+            The remove direction (L under P) or the add direction (L' under Q); formulas in the class docstring.
+
+        Returns
+        -------
+        tuple of float
+            (alpha, beta, gamma).
+
+        Examples
+        --------
+        >>> import afa
+        >>> [round(c, 4) for c in afa.DataDependentGaussian(1.0, 2.0, 1.0).coefficients("remove")]
+        [0.8181, -0.25, -0.375]
+        """
         check.choice("direction", direction, ("remove", "add"))
         own, other = (self.sigma1, self.sigma2) if direction == "remove" else (self.sigma2, self.sigma1)
         ratio, shift = other / own, self.sensitivity / other  # (float overflow gives inf, checked by the caller)
@@ -492,13 +807,43 @@ class DataDependentGaussian(Mechanism):
 class MixtureOfGaussians(Mechanism):
     """Gaussian noise with a random sensitivity (Google DP team 2025, Sec. 3.3).
 
+    Parameters
+    ----------
+    sensitivities : sequence of float
+        The possible sensitivities c_i sigma, each >= 0 (finite), at least one; ``max(sensitivities) / sigma``
+        must be <= ``MAX_MU`` = 1e150.
+    probabilities : sequence of float
+        Their probabilities p_i, in [0, 1], summing to 1 (to 1e-9), one per sensitivity.  Some
+        sensitivity > 0 must have probability > 0.
+    sigma : float
+        Standard deviation of the Gaussian noise, > 0 (finite).
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range, or the two sequences of different lengths.
+    TypeError
+        A parameter that is not real.
+
+    Notes
+    -----
     The sensitivity is ``sensitivities[i]`` with probability ``probabilities[i]``;
     the dominating pair is P = sum_i p_i N(c_i, 1), Q = N(0, 1) with
     c_i = sensitivities[i] / sigma.  The pair is asymmetric, so the two
     directions differ.  Their log-CFs have no closed form: they are computed
     by Gauss-Legendre quadrature over the output, log M(s) with
     M(s) = E_Q[exp(s l(o))], s = 1 + it (direction P) and s = -it (direction Q),
-    l(o) = log sum_i p_i exp(c_i o - c_i^2 / 2).
+    l(o) = log sum_i p_i exp(c_i o - c_i^2 / 2).  These log-CFs are known on the real line only, so
+    the contour method and :func:`afa.rdp.renyi_divergence` do not serve this mechanism.  It gives its
+    privacy losses directly and does not implement :meth:`dominating_pair` (so a subsampled version is
+    refused with a ValueError).
+
+    Examples
+    --------
+    >>> import afa
+    >>> mechanism = afa.MixtureOfGaussians(sensitivities=(0.0, 1.0), probabilities=(0.5, 0.5), sigma=1.0)
+    >>> round(afa.Accountant().compose(mechanism).delta(0.5), 6)
+    0.079945
     """
 
     type_name: ClassVar[str] = "mixture_of_gaussians"
@@ -613,7 +958,29 @@ def _log(values) -> np.ndarray:
 class RandomizedResponse(Mechanism):
     """Binary randomized response: report the true bit with probability p (Zhu, Dong & Wang 2022, Lemma 33).
 
-    Dominating pair P = (p, 1-p), Q = (1-p, p), the same under both relations.
+    Parameters
+    ----------
+    p : float
+        Probability of reporting the true bit, in [1/2, 1] (p = 1/2 is perfectly private, p = 1 not private).
+
+    Raises
+    ------
+    ValueError
+        ``p`` out of range.
+
+    Notes
+    -----
+    Dominating pair P = (p, 1-p), Q = (1-p, p), the same under both relations.  The loss is
+    +-xi, xi = log(p / (1 - p)), with masses p and 1 - p in both directions, and
+    phi(t) = cos(xi t) + i (2p - 1) sin(xi t).
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.RandomizedResponse(0.75)).delta(0.0), 6)
+    0.5
+    >>> round(afa.Accountant().compose(afa.RandomizedResponse(0.75), 3).epsilon(1e-3), 4)
+    3.2935
     """
 
     type_name: ClassVar[str] = "randomized_response"
@@ -624,7 +991,12 @@ class RandomizedResponse(Mechanism):
         check.assign(self, p=check.in_interval("p", self.p, 0.5, 1.0))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
-        """(P, Q) over the two outputs (the same under both relations)."""
+        """(P, Q) = ((p, 1-p), (1-p, p)) over the two outputs (the same under both relations).
+
+        Returns
+        -------
+        afa.pairs.FinitePair
+        """
         return FinitePair(_log([self.p, 1 - self.p]), _log([1 - self.p, self.p]))
 
     def _losses(self, neighboring):
@@ -642,13 +1014,35 @@ class RandomizedResponse(Mechanism):
 class KaryRandomizedResponse(Mechanism):
     """k-ary randomized response: output the true value with probability p, each other value with (1-p)/(k-1).
 
+    Parameters
+    ----------
+    k : int
+        Number of possible values, an integer in [2, 2**53].
+    p : float
+        Probability of outputting the true value, in [1/k, 1].
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range.
+    TypeError
+        ``k`` is not an integer.
+
+    Notes
+    -----
     (Google DP team 2025, Sec. 3.6 writes the same mechanism with
-    randomisation probability r = k (1 - p) / (k - 1).)  ``p`` must be in
-    [1/k, 1]; with k = 2 under substitution this is :class:`RandomizedResponse`.
+    randomisation probability r = k (1 - p) / (k - 1).)  With k = 2 under substitution this is
+    :class:`RandomizedResponse`.  The dominating pair:
 
     * substitution: the pair (R(x), R(x')) over the outputs {x, x', other};
     * add_remove: the *replace-special* relation of Sec. 3.6, the pair
       (R(x), R(bottom)) with R(bottom) uniform -- its two directions differ.
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.KaryRandomizedResponse(k=4, p=0.7)).delta(0.5), 6)
+    0.28782
     """
 
     type_name: ClassVar[str] = "kary_randomized_response"
@@ -661,7 +1055,22 @@ class KaryRandomizedResponse(Mechanism):
         check.assign(self, k=k, p=check.in_interval("p", self.p, 1.0 / k, 1.0))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
-        """(P, Q) over the outputs that matter (true value, one other value, the rest)."""
+        """(P, Q) over the outputs that matter (true value, one other value, the rest).
+
+        Returns
+        -------
+        afa.pairs.FinitePair
+            Under substitution P = (p, o, (k-2) o) and Q = (o, p, (k-2) o) with o = (1-p)/(k-1); under
+            add_remove P = (p, 1-p) and Q = (1/k, (k-1)/k) (the true value, any other).
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.KaryRandomizedResponse(k=4, p=0.7).dominating_pair("substitution")
+        >>> np.exp(pair.log_p).round(4).tolist()
+        [0.7, 0.1, 0.2]
+        """
         k, p = self.k, self.p
         other = (1 - p) / (k - 1)
         if neighboring == "substitution":
@@ -673,8 +1082,31 @@ class KaryRandomizedResponse(Mechanism):
 class ApproxDP(Mechanism):
     """The dominating pair of every (epsilon, delta)-DP mechanism (Google DP team 2025, Sec. 3.7, Theorem 1).
 
+    Parameters
+    ----------
+    epsilon : float
+        The mechanism's epsilon, in [0, 1e300].
+    delta : float
+        The mechanism's delta, in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range.
+
+    Notes
+    -----
     P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0) and Q its
-    reversal: loss +infinity with mass delta, +eps and -eps on the rest.
+    reversal: loss +infinity with mass delta, +eps and -eps on the rest, the same in both directions
+    and under both relations.  The mechanism gives these losses directly and does not implement
+    :meth:`dominating_pair` (so a subsampled version is refused with a ValueError).  The mass at
+    +infinity makes every Renyi divergence of order > 1 infinite.
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.ApproxDP(epsilon=1.0, delta=1e-6), 2).delta(2.0), 8)
+    2e-06
     """
 
     type_name: ClassVar[str] = "approx_dp"
@@ -701,7 +1133,23 @@ class ProposeTestRelease(Mechanism):
     """Propose-test-release via distance to instability (Zhu, Dong & Wang 2022, App. A, Examples 14 and 16).
 
     dist_q(D) + Lap(1/epsilon) is compared with log(1/delta)/epsilon; above it
-    q(D) is released without noise.  The privacy profile is the larger of a
+    q(D) is released without noise.
+
+    Parameters
+    ----------
+    epsilon : float
+        The test's Laplace noise has scale 1/epsilon; in (0, 1e300].
+    delta : float
+        The test's threshold is log(1/delta)/epsilon; in [0, 1).
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range.
+
+    Notes
+    -----
+    The privacy profile is the larger of a
     Laplace(scale 1/epsilon, sensitivity 1) profile and delta (Example 16); the
     dominating pair used here is their mixture: loss +infinity with mass
     ``delta``, otherwise the Laplace loss with a = epsilon.  Its profile,
@@ -709,6 +1157,15 @@ class ProposeTestRelease(Mechanism):
     dominating pair, Zhu, Dong & Wang 2022, Def. 7) and exceeds their maximum by at most
     delta * (1 - delta_Lap).  The mass at +infinity makes every Renyi divergence
     of order > 1 infinite, so RDP says nothing about this mechanism.
+
+    The mechanism gives this loss directly (the same in both directions and under both relations) and
+    does not implement :meth:`dominating_pair` (so a subsampled version is refused with a ValueError).
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.ProposeTestRelease(epsilon=1.0, delta=1e-6)).delta(1.0), 8)
+    1e-06
     """
 
     type_name: ClassVar[str] = "propose_test_release"
@@ -732,9 +1189,34 @@ class ProposeTestRelease(Mechanism):
 class DiscreteLaplace(Mechanism):
     """f(D) + DLap(a): integer noise with P[x] proportional to e^{-a|x|} (Google DP team 2025, Sec. 3.4).
 
-    The outputs x <= 0, 0 < x < sensitivity and x >= sensitivity carry the
+    Parameters
+    ----------
+    a : float
+        Decay rate of the noise, > 0 (finite).
+    sensitivity : int, default 1
+        Integer sensitivity of f, in [1, ``MAX_OUTPUTS`` - 1] = [1, 1 999 999]; the largest loss
+        ``a * sensitivity`` must be <= 1e300.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range.
+    TypeError
+        ``sensitivity`` is not an integer, or ``a`` not a real number.
+
+    Notes
+    -----
+    The dominating pair is the noise DLap(a) against its shift by ``sensitivity`` (the same under both
+    relations), grouped into the cells of outputs on which the loss is constant: the outputs
+    x <= 0, 0 < x < sensitivity and x >= sensitivity carry the
     losses a*sensitivity, a*(sensitivity - 2x) and -a*sensitivity, so the
     privacy loss is finite and exact.
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.DiscreteLaplace(a=1.0)).delta(0.5), 6)
+    0.287649
     """
 
     type_name: ClassVar[str] = "discrete_laplace"
@@ -749,7 +1231,21 @@ class DiscreteLaplace(Mechanism):
                  f"the largest loss a * sensitivity (sensitivity={self.sensitivity})")
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
-        """(P, Q) on the cells {x <= 0}, 1..shift-1, {x >= shift}, on each of which the loss is constant."""
+        """(P, Q) on the cells {x <= 0}, 1..shift-1, {x >= shift}, on each of which the loss is constant.
+
+        Returns
+        -------
+        afa.pairs.FinitePair
+            P is DLap(a) on those cells and Q its mirror image (DLap(a) shifted by ``sensitivity``);
+            the same under both relations.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> np.exp(afa.DiscreteLaplace(a=1.0, sensitivity=2).dominating_pair("add_remove").log_p).round(4).tolist()
+        [0.7311, 0.17, 0.0989]
+        """
         a, shift = self.a, self.sensitivity
         log_norm = math.log(-math.expm1(-a)) - math.log1p(math.exp(-a))  # log tanh(a/2), no underflow
         inner = np.arange(1, shift)
@@ -759,8 +1255,31 @@ class DiscreteLaplace(Mechanism):
 
 @dataclass(frozen=True)
 class DiscreteGaussian(Mechanism):
-    """f(D) + N_Z(0, sigma^2): integer noise with P[x] proportional to e^{-x^2/(2 sigma^2)} (Google DP team 2025, Sec.
-    3.5).
+    """f(D) + N_Z(0, sigma^2): integer noise with P[x] proportional to e^{-x^2/(2 sigma^2)}.
+
+    The discrete Gaussian mechanism (Google DP team 2025, Sec. 3.5).
+
+    Parameters
+    ----------
+    sigma : float
+        Scale of the discrete Gaussian, > 0 (finite).  Its enumerated outputs (about 33.4 sigma +
+        sensitivity + 3) must number at most ``MAX_OUTPUTS`` = 2 000 000 (so sigma <= about 6e4 for
+        sensitivity 1; use :class:`Gaussian` for wider noise), and the largest loss
+        sensitivity (sensitivity + 2 tau) / (2 sigma^2), tau = ceil(16.7 sigma), must be <= 1e300.
+    sensitivity : int, default 1
+        Integer sensitivity of f, in [1, ``MAX_OUTPUTS`` - 3].
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range.
+    TypeError
+        ``sensitivity`` is not an integer, or ``sigma`` not a real number.
+
+    Notes
+    -----
+    Dominating pair (N_Z(sensitivity, sigma^2), N_Z(0, sigma^2)) under both relations, with each
+    side's far tails moved to an output of their own (:meth:`dominating_pair`).
 
     The noise is not truncated: the normaliser is summed until its terms
     underflow, and only outputs with P-mass below ``DISCRETE_GAUSSIAN_TAIL``
@@ -768,6 +1287,12 @@ class DiscreteGaussian(Mechanism):
     +infinity -- a pessimistic change that raises delta by at most that mass
     per use (Google DP team 2025, Sec. 3.5, Proposition 1); the accountant's bounds
     include it (:attr:`truncated_mass`).
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.DiscreteGaussian(sigma=2.0)).delta(1.0), 6)
+    0.007249
     """
 
     type_name: ClassVar[str] = "discrete_gaussian"
@@ -791,7 +1316,14 @@ class DiscreteGaussian(Mechanism):
 
     @property
     def truncated_mass(self) -> float:
-        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL)."""
+        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.DiscreteGaussian(sigma=2.0).truncated_mass < afa.mechanisms.DISCRETE_GAUSSIAN_TAIL
+        True
+        """
         tau, log_weight, log_norm = self._noise()
         return float(np.exp(math.log(2) + logsumexp(log_weight[tau + 1:]) - log_norm)) * (1 + 1e-12)
 
@@ -809,9 +1341,16 @@ class DiscreteGaussian(Mechanism):
         return tau, log_weight, float(np.logaddexp(log_weight[0], math.log(2) + logsumexp(log_weight[1:])))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
-        """(P, Q), P = N_Z(sensitivity, sigma^2) and Q = N_Z(0, sigma^2), on [-tau, tau + sensitivity]
-        plus two outputs holding each side's dropped tails where the other has none (a pessimistic change:
-        the tails' contribution to every hockey-stick divergence, subsampled or not, can only grow)."""
+        """(P, Q), P = N_Z(sensitivity, sigma^2) and Q = N_Z(0, sigma^2), on [-tau, tau + sensitivity] plus two outputs.
+
+        The two extra outputs hold each side's dropped tails where the other has none (a pessimistic change:
+        the tails' contribution to every hockey-stick divergence, subsampled or not, can only grow).
+
+        Returns
+        -------
+        afa.pairs.FinitePair
+            The same under both relations.
+        """
         tau, log_weight, log_norm = self._noise()
         shift = self.sensitivity
         x = np.arange(-tau, tau + shift + 1, dtype=float)
@@ -837,7 +1376,33 @@ class DiscreteGaussian(Mechanism):
 class DiscreteMechanism(Mechanism):
     """Any finite dominating pair, given by its two PMFs over the same outputs (Zhu, Dong & Wang 2022, Def. 36).
 
-    Outputs with q = 0 < p send their P-mass to +infinity (and vice versa).
+    Parameters
+    ----------
+    p_pmf : sequence of float
+        P's probabilities, in [0, 1], summing to 1 (to 1e-9); stored as a tuple of floats.
+    q_pmf : sequence of float
+        Q's probabilities over the same outputs, of the same length and with the same constraints.
+
+    Raises
+    ------
+    ValueError
+        A PMF that is empty, not 1-d, outside [0, 1] or not summing to 1, or PMFs of different lengths.
+    TypeError
+        A PMF with entries that are not real numbers.
+
+    Notes
+    -----
+    The dominating pair is (P, Q) as given, under both relations.  Outputs with q = 0 < p send their
+    P-mass to +infinity (and vice versa).
+
+    Examples
+    --------
+    >>> import afa
+    >>> mechanism = afa.DiscreteMechanism(p_pmf=[0.5, 0.5], q_pmf=[0.25, 0.75])
+    >>> mechanism
+    DiscreteMechanism(p_pmf=(0.5, 0.5), q_pmf=(0.25, 0.75))
+    >>> round(afa.Accountant().compose(mechanism).delta(0.0), 6)
+    0.25
     """
 
     type_name: ClassVar[str] = "discrete_mechanism"
@@ -853,5 +1418,10 @@ class DiscreteMechanism(Mechanism):
         check.assign(self, p_pmf=tuple(map(float, p)), q_pmf=tuple(map(float, q)))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
-        """(P, Q) as given, under both relations."""
+        """(P, Q) as given, under both relations.
+
+        Returns
+        -------
+        afa.pairs.FinitePair
+        """
         return FinitePair(_log(self.p_pmf), _log(self.q_pmf))

@@ -61,6 +61,19 @@ class ExactOptions(_Validated):
         and ``method="auto"`` moves on.
     max_pairs : int
         Most atom pairs one convolution may form (default 20 000 000, at least 1): its time and memory.
+
+    Raises
+    ------
+    ValueError
+        A setting below its minimum.
+    TypeError
+        A setting that is not an integer.
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.ExactOptions(max_atoms=10_000)
+    ExactOptions(max_atoms=10000, max_pairs=20000000)
     """
 
     max_atoms: int = 2_000_000
@@ -83,6 +96,19 @@ class ContourOptions(_Validated):
     wide_numeric_nodes : int
         The budget of the retry ``method="auto"`` makes after such a refusal (default 64 * 4096), at least
         ``numeric_nodes``.
+
+    Raises
+    ------
+    ValueError
+        A budget below 16, or ``wide_numeric_nodes`` below ``numeric_nodes``.
+    TypeError
+        A budget that is not an integer.
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.ContourOptions()
+    ContourOptions(numeric_nodes=4096, wide_numeric_nodes=262144)
     """
 
     numeric_nodes: int = 4_096
@@ -100,8 +126,9 @@ class ContourOptions(_Validated):
 
 @dataclass(frozen=True)
 class PLDOptions(_Validated):
-    """Truncation and size of the discretized PLD (``method="pld"``; the grid step is the accountant's
-    ``value_discretization_interval``).
+    """Truncation and size of the discretized PLD (``method="pld"``).
+
+    The grid step is the accountant's ``value_discretization_interval``.
 
     Parameters
     ----------
@@ -113,6 +140,19 @@ class PLDOptions(_Validated):
     max_grid_points : int
         Most points of one PLD's grid (default 2**26, at least 1024); more is refused
         (:class:`afa.pld.PLDTooLargeError`).
+
+    Raises
+    ------
+    ValueError
+        A setting out of its range.
+    TypeError
+        A setting of the wrong type (a real number, or an integer for ``max_grid_points``).
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.PLDOptions(tail_fraction=1e-6)
+    PLDOptions(tail_fraction=1e-06, smallest_tail=1e-305, max_grid_points=67108864)
     """
 
     tail_fraction: float = 1e-7
@@ -140,6 +180,19 @@ class AutoOptions(_Validated):
     reserve : float
         The share of an eps(delta) query's time kept back for a certified lower bound to attach to a refusal
         when no engine answers in the rest (default 0.1, in [0, 0.5]; 0: none).
+
+    Raises
+    ------
+    ValueError
+        A setting out of its range.
+    TypeError
+        A setting that is not a real number.
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.AutoOptions(share=0.25)
+    AutoOptions(share=0.25, wide_share=0.25, bracket_rtol=0.01, reserve=0.1)
     """
 
     share: float = 0.5
@@ -160,6 +213,22 @@ _GROUPS = {"exact": ExactOptions, "contour": ContourOptions, "pld": PLDOptions, 
 class Options:
     """All of afa's tunable settings (each group's defaults are documented on its class).
 
+    Parameters
+    ----------
+    exact : ExactOptions, optional
+        Limits of the exact discrete composition (default ``ExactOptions()``).
+    contour : ContourOptions, optional
+        Node budgets of the saddle-point contour (default ``ContourOptions()``).
+    pld : PLDOptions, optional
+        Truncation and size of the discretized PLD (default ``PLDOptions()``).
+    auto : AutoOptions, optional
+        The policy of ``method="auto"`` (default ``AutoOptions()``).
+
+    Raises
+    ------
+    TypeError
+        A group that is not an instance of its class.
+
     Examples
     --------
     >>> import afa
@@ -178,11 +247,36 @@ class Options:
                 raise TypeError(f"Options.{name} must be an afa.{kind.__name__}, got {getattr(self, name)!r}")
 
     def replace(self, **groups) -> Options:
-        """A copy with some groups replaced, e.g. ``options.replace(pld=afa.PLDOptions(smallest_tail=1e-100))``."""
+        """A copy with some groups replaced.
+
+        Parameters
+        ----------
+        **groups
+            New groups by name (``exact``, ``contour``, ``pld``, ``auto``).
+
+        Returns
+        -------
+        Options
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Options().replace(pld=afa.PLDOptions(smallest_tail=1e-100)).pld.smallest_tail
+        1e-100
+        """
         return dataclasses.replace(self, **groups)
 
     def to_dict(self) -> dict:
-        """The settings that differ from the defaults, as {group: {name: value}} (JSON-ready)."""
+        """The settings that differ from the defaults, as {group: {name: value}} (JSON-ready).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Options().to_dict()
+        {}
+        >>> afa.Options(pld=afa.PLDOptions(tail_fraction=1e-6)).to_dict()
+        {'pld': {'tail_fraction': 1e-06}}
+        """
         default = Options()
         spec = {}
         for name in _GROUPS:
@@ -195,7 +289,30 @@ class Options:
 
     @classmethod
     def from_dict(cls, spec) -> Options:
-        """The inverse of :meth:`to_dict`: ``{group: {name: value}}`` over the defaults."""
+        """The inverse of :meth:`to_dict`: ``{group: {name: value}}`` over the defaults.
+
+        Parameters
+        ----------
+        spec : dict
+            ``{group: {name: value}}``; groups and names left out keep their defaults.
+
+        Returns
+        -------
+        Options
+
+        Raises
+        ------
+        ValueError
+            An unknown group or key, or a value out of range.
+        TypeError
+            ``spec`` or a group that is not a dict, or a value of the wrong type.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Options.from_dict({"exact": {"max_atoms": 10_000}}).exact.max_atoms
+        10000
+        """
         if not isinstance(spec, dict):
             raise TypeError(f"options must be a table of groups ({', '.join(_GROUPS)}), got {spec!r}")
         groups = {}
@@ -217,13 +334,43 @@ _ACTIVE: contextvars.ContextVar[Options] = contextvars.ContextVar("afa_options",
 
 
 def current() -> Options:
-    """The options in effect: those of the query being answered, else the defaults."""
+    """The options in effect: those of the query being answered, else the defaults.
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.options.current() == afa.Options()
+    True
+    """
     return _ACTIVE.get()
 
 
 @contextlib.contextmanager
 def using(options: Options | None) -> Iterator[Options]:
-    """Make ``options`` the active options inside the block (None keeps the current ones)."""
+    """Make ``options`` the active options inside the block (None keeps the current ones).
+
+    Parameters
+    ----------
+    options : Options or None
+        The options to activate.
+
+    Yields
+    ------
+    Options
+        The options active inside the block.
+
+    Raises
+    ------
+    TypeError
+        ``options`` is neither None nor an :class:`Options`.
+
+    Examples
+    --------
+    >>> import afa
+    >>> with afa.options.using(afa.Options(auto=afa.AutoOptions(share=0.25))):
+    ...     afa.options.current().auto.share
+    0.25
+    """
     if options is None:
         yield current()
         return

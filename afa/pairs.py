@@ -39,10 +39,37 @@ MAX_NOISE_SHIFT = 1000.0
 
 @dataclass(frozen=True, eq=False)
 class FinitePair:
-    """P and Q over the same finite outputs: ``log_p[i]`` and ``log_q[i]`` are the log-probabilities of
-    output i (-inf for probability 0).
+    """P and Q over the same finite outputs, as log-probabilities (Zhu, Dong & Wang 2022, Def. 36).
 
-    Build it from probabilities with :meth:`from_pmfs`.  Each side must sum to one (within 1e-9).
+    Build it from probabilities with :meth:`from_pmfs`.
+
+    Parameters
+    ----------
+    log_p : array_like
+        ``log_p[i]`` is the log-probability of output i under P (-inf for probability 0); a non-empty
+        1-d array of values <= 0 (no NaN), stored as a float array.
+    log_q : array_like
+        The same for Q, of the same length.  Each side's probabilities must sum to one (within 1e-9).
+
+    Raises
+    ------
+    ValueError
+        Arrays that are empty, not 1-d or of different lengths, values that are NaN or > 0, or
+        probabilities not summing to one.
+
+    Notes
+    -----
+    Outputs where one side is 0 send the other's mass to +infinity (App. D.2).  Instances compare by
+    identity (the fields are arrays).
+
+    Examples
+    --------
+    >>> import afa
+    >>> import numpy as np
+    >>> pair = afa.pairs.FinitePair.from_pmfs([0.75, 0.25], [0.25, 0.75])
+    >>> declared = afa.RandomizedResponse(0.75).dominating_pair("add_remove")  # the same pair
+    >>> np.array_equal(pair.log_p, declared.log_p) and np.array_equal(pair.log_q, declared.log_q)
+    True
     """
 
     log_p: np.ndarray
@@ -64,7 +91,24 @@ class FinitePair:
 
     @classmethod
     def from_pmfs(cls, p, q) -> FinitePair:
-        """The pair of two probability vectors over the same outputs."""
+        """The pair of two probability vectors over the same outputs.
+
+        Parameters
+        ----------
+        p, q : array_like
+            The probabilities of P and Q (zeros allowed), each summing to one (within 1e-9).
+
+        Returns
+        -------
+        FinitePair
+
+        Examples
+        --------
+        >>> import afa
+        >>> pair = afa.pairs.FinitePair.from_pmfs([0.5, 0.5], [1.0, 0.0])
+        >>> pair.log_q.tolist()
+        [0.0, -inf]
+        """
         with np.errstate(divide="ignore"):
             return cls(np.log(np.asarray(p, dtype=float)), np.log(np.asarray(q, dtype=float)))
 
@@ -73,7 +117,33 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair,
                    names: tuple[str, str] | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
     """The two directions (L under P, L' under Q) of ``pair``; a symmetric pair returns one object twice.
 
-    ``names`` label a noise-mixture pair's two numerically computed log-CFs (default: from its parameters).
+    Parameters
+    ----------
+    pair : FinitePair or NoiseMixturePair
+        The dominating pair.
+    names : tuple of str, optional
+        Labels of a noise-mixture pair's two numerically computed log-CFs (default: from its parameters).
+
+    Returns
+    -------
+    tuple of afa.privacy_loss.PrivacyLoss
+        L = log(P/Q)(o), o ~ P, and L' = log(Q/P)(o), o ~ Q (Lemma 37).  A finite pair gives
+        :func:`finite_losses`; a noise-mixture pair log-CFs by quadrature over the output (for complex
+        arguments too, so the contour method applies).
+
+    Raises
+    ------
+    TypeError
+        ``pair`` is of neither kind.
+    ValueError
+        A noise-mixture pair with a shift beyond ``MAX_NOISE_SHIFT`` noise scales.
+
+    Examples
+    --------
+    >>> import afa
+    >>> first, second = afa.pairs.privacy_losses(afa.pairs.FinitePair.from_pmfs([0.75, 0.25], [0.25, 0.75]))
+    >>> first is second
+    True
     """
     if isinstance(pair, FinitePair):
         return finite_losses(pair.log_p, pair.log_q)
@@ -83,7 +153,26 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair,
 
 
 def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTails]:
-    """The tails of the two directions' losses of ``pair`` (same order as :func:`privacy_losses`)."""
+    """The tails of the two directions' losses of ``pair`` (same order as :func:`privacy_losses`).
+
+    Parameters
+    ----------
+    pair : FinitePair or NoiseMixturePair
+        The dominating pair.
+
+    Returns
+    -------
+    tuple of afa.loss_tails.LossTails
+        What the discretized PLD builds from: the atoms of a finite pair's losses, or the noise pair's
+        tails; the same object twice for a symmetric pair.
+
+    Raises
+    ------
+    TypeError
+        ``pair`` is of neither kind.
+    ValueError
+        A noise-mixture pair with a shift beyond ``MAX_NOISE_SHIFT`` noise scales.
+    """
     if isinstance(pair, FinitePair):
         first, second = finite_losses(pair.log_p, pair.log_q)
         forward = AtomTails(first.atoms, first.inf_mass)
@@ -96,8 +185,27 @@ def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTail
 
 
 def gaussian_mu(pair: FinitePair | NoiseMixturePair) -> float | None:
-    """mu = |shift| / scale of a pure Gaussian pair (N(shift, s^2), N(0, s^2)), whose composition has a closed
-    form (Sommer, Meiser & Mohammadi 2019, Thm 5); None for every other pair."""
+    """mu = |shift| / scale of a pure Gaussian pair (N(shift, s^2), N(0, s^2)); None for every other pair.
+
+    The composition of pure Gaussian pairs has a closed form (Sommer, Meiser & Mohammadi 2019, Thm 5).
+
+    Parameters
+    ----------
+    pair : FinitePair or NoiseMixturePair
+        The dominating pair.
+
+    Returns
+    -------
+    float or None
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.pairs.gaussian_mu(afa.Gaussian(sigma=2.0).dominating_pair("add_remove"))
+    0.5
+    >>> afa.pairs.gaussian_mu(afa.Laplace(scale=2.0).dominating_pair("add_remove")) is None
+    True
+    """
     if (isinstance(pair, NoiseMixturePair) and pair.noise == "gaussian" and len(pair.a_shifts) == 1
             and pair.b_shifts == (0.0,)):
         return abs(pair.a_shifts[0]) / pair.scale
@@ -107,9 +215,28 @@ def gaussian_mu(pair: FinitePair | NoiseMixturePair) -> float | None:
 def finite_losses(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, PrivacyLoss]:
     """Both directions of a finite pair given by log-PMFs (Zhu, Dong & Wang 2022, Def. 36).
 
+    Parameters
+    ----------
+    log_p, log_q : array_like
+        The log-probabilities of P and Q over the same outputs (-inf for probability 0).
+
+    Returns
+    -------
+    tuple of afa.privacy_loss.PrivacyLoss
+        (L under P, L' under Q), discrete.  A symmetric pair returns the same object twice.
+
+    Notes
+    -----
     Outputs where the other distribution is zero send their mass to +infinity (App. D.2); a single such
-    output keeps its probability exactly (e.g. ApproxDP's delta).  A symmetric pair returns the same
-    object twice.
+    output keeps its probability exactly (e.g. ApproxDP's delta).
+
+    Examples
+    --------
+    >>> import afa
+    >>> pair = afa.pairs.FinitePair.from_pmfs([0.5, 0.5], [1.0, 0.0])
+    >>> first, second = afa.pairs.finite_losses(pair.log_p, pair.log_q)
+    >>> first.inf_mass, second.inf_mass
+    (0.5, 0.0)
     """
     log_p, log_q = np.asarray(log_p, dtype=float), np.asarray(log_q, dtype=float)
 

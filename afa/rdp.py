@@ -72,11 +72,42 @@ _OFFSET, _WORKING_DIGITS = mpmath.mpf("1e-20"), 60
 def renyi_divergence(mechanism: Mechanism, alpha: float, neighboring: str = "add_remove") -> float:
     """D_alpha of the mechanism's dominating pair: the larger of D_alpha(P||Q) and D_alpha(Q||P).
 
-    ``alpha`` may be any real number > 0 other than 1 (orders in (0, 1) included).
-    Returns ``math.inf`` when a direction has mass at +infinity and alpha > 1, or when
-    its moment-generating function does not exist at s = alpha - 1.  Raises
-    NotImplementedError for a mechanism whose log-CF is known on the real line only
-    (:class:`afa.MixtureOfGaussians`).
+    Parameters
+    ----------
+    mechanism : afa.Mechanism
+        The mechanism (one use).
+    alpha : float
+        The order: any real number > 0 other than 1 (orders in (0, 1) included).
+    neighboring : {"add_remove", "substitution"}, default "add_remove"
+        The neighbouring relation.
+
+    Returns
+    -------
+    float
+        D_alpha = log M(alpha - 1) / (alpha - 1) of the larger direction (module docstring); ``math.inf``
+        when a direction has mass at +infinity and alpha > 1, or when its moment-generating function
+        does not exist at s = alpha - 1.
+
+    Raises
+    ------
+    NotImplementedError
+        A mechanism whose log-CF is known on the real line only (:class:`afa.MixtureOfGaussians`).
+    ValueError
+        ``alpha`` out of range or an unknown ``neighboring``.
+    TypeError
+        ``mechanism`` is not an afa mechanism.
+    afa.AccuracyError
+        A subsampled mechanism whose MGF at s = alpha - 1 is beyond the reach of the output quadrature.
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.renyi_divergence(afa.Gaussian(1.0), 2.0)  # mu^2 alpha / 2
+    1.0
+    >>> round(afa.renyi_divergence(afa.Laplace(1.0), 2.0), 6)
+    0.619124
+    >>> afa.renyi_divergence(afa.ApproxDP(1.0, 1e-6), 2.0)
+    inf
     """
     if not isinstance(mechanism, Mechanism):
         raise TypeError(f"mechanism must be an afa mechanism, got {type(mechanism).__name__}")
@@ -107,11 +138,37 @@ def _divergence(loss: PrivacyLoss, order: float) -> float:
 def log_mgf(loss: PrivacyLoss, s: float) -> float:
     """log E[e^{sL}; L < inf]: the log-MGF of the loss's finite part at a real s.
 
+    Parameters
+    ----------
+    loss : afa.privacy_loss.PrivacyLoss
+        One direction of a mechanism's privacy loss (:meth:`afa.Mechanism.privacy_losses`).
+    s : float
+        A real, finite point.
+
+    Returns
+    -------
+    float
+        +inf outside the MGF's strip, -inf when the finite part has no mass.
+
+    Raises
+    ------
+    NotImplementedError
+        A log-CF known on the real line only (MixtureOfGaussians).
+    afa.AccuracyError
+        A subsampled loss whose MGF at s is beyond the reach of the output quadrature.
+
+    Notes
+    -----
     Finite losses sum over their atoms; closed forms continue the symbolic log-CF to
     t = -is with 60 digits (Zhu, Dong & Wang 2022, App. B); subsampled Gaussian / Laplace losses take the
-    noise pair's quadrature at the real point s.  +inf outside the MGF's strip, -inf when the
-    finite part has no mass.  Raises NotImplementedError for log-CFs known on the real line
-    only (MixtureOfGaussians).
+    noise pair's quadrature at the real point s.
+
+    Examples
+    --------
+    >>> import afa
+    >>> loss, _ = afa.Gaussian(1.0).privacy_losses()  # N(1/2, 1)
+    >>> afa.rdp.log_mgf(loss, 1.0)
+    1.0
     """
     with mpmath.workdps(_WORKING_DIGITS):
         return float(_log_mgf(loss, mpmath.mpf(check.real_number("s", s))))
@@ -151,14 +208,41 @@ def _numeric_log_mgf(loss: PrivacyLoss, s: float) -> float:
 def renyi_divergence_expression(source: Mechanism | Accountant, neighboring: str = "add_remove") -> sympy.Expr:
     """D_alpha as a sympy expression in the positive symbol :data:`alpha`, from the symbolic log-CF.
 
-    ``source`` is a mechanism (under ``neighboring``) or an :class:`afa.Accountant` (its own
-    relation; the composed log-CF sum_i k_i log phi_i).  Each direction's log phi(t) is taken at
-    t = -i(alpha - 1) and divided by alpha - 1 (Zhu, Dong & Wang 2022, App. B), then simplified; two
-    different directions give ``Max`` of the two.  A direction with mass at +infinity gives
-    ``Piecewise`` (its finite part below alpha = 1, +oo above).  Where a closed form has a
-    strip (DataDependentGaussian) the expression is the divergence inside it only.
-    Parameters enter as 17-digit floats.  Raises ValueError for numeric log-CFs (subsampled
-    Gaussian / Laplace, MixtureOfGaussians): use :func:`renyi_divergence` for their values.
+    Parameters
+    ----------
+    source : afa.Mechanism or afa.Accountant
+        A mechanism (under ``neighboring``) or an accountant (its own relation; the composed log-CF
+        sum_i k_i log phi_i).
+    neighboring : {"add_remove", "substitution"}, default "add_remove"
+        The relation of a mechanism ``source``.
+
+    Returns
+    -------
+    sympy.Expr
+        Each direction's log phi(t) taken at t = -i(alpha - 1) and divided by alpha - 1 (Zhu, Dong &
+        Wang 2022, App. B), then simplified; two different directions give ``Max`` of the two.  A
+        direction with mass at +infinity gives ``Piecewise`` (its finite part below alpha = 1, +oo above).
+
+    Raises
+    ------
+    ValueError
+        Numeric log-CFs (subsampled Gaussian / Laplace, MixtureOfGaussians): use :func:`renyi_divergence`
+        for their values.
+    TypeError
+        ``source`` is neither a mechanism nor an accountant.
+
+    Notes
+    -----
+    Where a closed form has a strip (DataDependentGaussian) the expression is the divergence inside it
+    only.  Parameters enter as 17-digit floats.
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.rdp.renyi_divergence_expression(afa.Gaussian(1.0))
+    0.5*alpha
+    >>> afa.rdp.renyi_divergence_expression(afa.Accountant().compose(afa.Gaussian(1.0), 3))
+    1.5*alpha
     """
     if isinstance(source, Accountant):
         directions = [(source.log_phi[name], source.inf_mass[name]) for name in source.directions]
@@ -189,9 +273,30 @@ def _expression(log_phi: sympy.Expr, inf_mass: float) -> sympy.Expr:
 def composed_rdp(accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
     """The RDP curve of the accountant's composition at ``orders`` (each > 1).
 
+    Parameters
+    ----------
+    accountant : afa.Accountant
+        The composition (under its own relation).
+    orders : sequence of float, default DEFAULT_ORDERS
+        A non-empty 1-d sequence of orders, each > 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        rho(alpha) at each order; +inf where any term is (including an order whose MGF is beyond the
+        output quadrature's reach).
+
+    Notes
+    -----
     Divergences add along each direction of the composed dominating pair (Zhu, Dong & Wang 2022, Thm 10);
     the curve is the larger direction's sum at each order (no larger than the usual
-    sum over mechanisms of each mechanism's larger direction).  +inf where any term is.
+    sum over mechanisms of each mechanism's larger direction).
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.rdp.composed_rdp(afa.Accountant().compose(afa.Gaussian(1.0), 10), [2.0, 4.0]).tolist()
+    [10.0, 20.0]
     """
     if not isinstance(accountant, Accountant):
         raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
@@ -225,8 +330,29 @@ def epsilon_from_rdp(orders: Sequence[float], rdp: Sequence[float], delta: float
                      conversion: str = "improved") -> tuple[float, float]:
     """(epsilon, best order): an **upper bound** on epsilon(delta) from an RDP curve.
 
-    The minimum over the orders of the chosen conversion (module docstring), clipped at 0;
-    +inf if every order's RDP is infinite.
+    Parameters
+    ----------
+    orders : sequence of float
+        The orders, each > 1.
+    rdp : sequence of float
+        The RDP value rho >= 0 (possibly +inf) at each order.
+    delta : float
+        In (0, 1).
+    conversion : {"improved", "standard"}, default "improved"
+        The RDP to (epsilon, delta) conversion (module docstring).
+
+    Returns
+    -------
+    tuple of float
+        The minimum over the orders of the chosen conversion, clipped at 0 (+inf if every order's RDP
+        is infinite), and the order attaining it.
+
+    Examples
+    --------
+    >>> import afa
+    >>> epsilon, order = afa.rdp.epsilon_from_rdp([2.0, 4.0, 8.0], [5.0, 10.0, 20.0], 1e-5)
+    >>> round(epsilon, 4), order
+    (13.0879, 4.0)
     """
     orders, rdp = _curve(orders, rdp)
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
@@ -243,9 +369,34 @@ def delta_from_rdp(orders: Sequence[float], rdp: Sequence[float], epsilon: float
                    conversion: str = "improved") -> tuple[float, float]:
     """(delta, best order): an **upper bound** on delta(epsilon) from an RDP curve (epsilon >= 0).
 
+    Parameters
+    ----------
+    orders : sequence of float
+        The orders, each > 1.
+    rdp : sequence of float
+        The RDP value rho >= 0 (possibly +inf) at each order.
+    epsilon : float
+        >= 0.
+    conversion : {"improved", "standard"}, default "improved"
+        The conversion.
+
+    Returns
+    -------
+    tuple of float
+        The smallest delta over the orders, capped at 1, and the order attaining it.
+
+    Notes
+    -----
     The conversions of :func:`epsilon_from_rdp` solved for delta, in log space:
     log delta = (alpha - 1)(rho - eps) ("standard") or
-    (alpha - 1)(rho - eps + log(1 - 1/alpha)) - log alpha ("improved"); capped at 1.
+    (alpha - 1)(rho - eps + log(1 - 1/alpha)) - log alpha ("improved").
+
+    Examples
+    --------
+    >>> import afa
+    >>> delta, order = afa.rdp.delta_from_rdp([2.0, 4.0, 8.0], [5.0, 10.0, 20.0], 10.0)
+    >>> round(delta, 6), order
+    (0.001684, 2.0)
     """
     orders, rdp = _curve(orders, rdp)
     epsilon = check.non_negative("epsilon", epsilon)
@@ -282,7 +433,21 @@ class RdpAccountant:
     Its answers are **upper bounds** on the tight values of :class:`afa.Accountant`
     (Zhu, Dong & Wang 2022, Sec. 3): use it as the baseline it is.
 
-    >>> RdpAccountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), 1000).epsilon(1e-5)  # doctest: +SKIP
+    Parameters
+    ----------
+    neighboring : {"add_remove", "substitution"}, default "add_remove"
+        The neighbouring relation.
+    orders : sequence of float, default DEFAULT_ORDERS
+        The orders tracked, each > 1.
+
+    Examples
+    --------
+    >>> import afa
+    >>> from afa.rdp import RdpAccountant
+    >>> round(RdpAccountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), 1000).epsilon(1e-5), 4)
+    2.1078
+    >>> round(RdpAccountant().compose(afa.Gaussian(1.0), 10).epsilon(1e-5), 4)  # the tight value is 17.8566
+    19.0536
     """
 
     def __init__(self, neighboring: str = "add_remove", orders: Sequence[float] = DEFAULT_ORDERS):
@@ -291,7 +456,26 @@ class RdpAccountant:
 
     @classmethod
     def from_accountant(cls, accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> RdpAccountant:
-        """An RDP accountant holding the same composition as ``accountant``."""
+        """An RDP accountant holding the same composition as ``accountant`` (and its relation).
+
+        Parameters
+        ----------
+        accountant : afa.Accountant
+            The composition to copy.
+        orders : sequence of float, default DEFAULT_ORDERS
+            The orders tracked, each > 1.
+
+        Returns
+        -------
+        RdpAccountant
+
+        Examples
+        --------
+        >>> import afa
+        >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 10)
+        >>> afa.rdp.RdpAccountant.from_accountant(accountant, orders=[2.0, 3.0]).rdp.tolist()
+        [10.0, 15.0]
+        """
         if not isinstance(accountant, Accountant):
             raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
         rdp = cls(accountant.neighboring, orders)
@@ -300,25 +484,78 @@ class RdpAccountant:
         return rdp
 
     def compose(self, mechanism: Mechanism, times: int = 1) -> RdpAccountant:
-        """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain."""
+        """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain.
+
+        Parameters
+        ----------
+        mechanism : afa.Mechanism
+            The mechanism.
+        times : int, default 1
+            Number of uses, as for :meth:`afa.Accountant.compose`.
+
+        Returns
+        -------
+        RdpAccountant
+            This accountant.
+        """
         self._accountant.compose(mechanism, times)
         return self
 
     @property
     def neighboring(self) -> str:
+        """The neighbouring relation ("add_remove" or "substitution")."""
         return self._accountant.neighboring
 
     @property
     def rdp(self) -> np.ndarray:
-        """The composed RDP curve at :attr:`orders`."""
+        """The composed RDP curve at :attr:`orders` (:func:`composed_rdp`).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.rdp.RdpAccountant(orders=[2.0, 4.0]).compose(afa.Gaussian(1.0), 10).rdp.tolist()
+        [10.0, 20.0]
+        """
         return composed_rdp(self._accountant, self.orders)
 
     def epsilon(self, delta: float, conversion: str = "improved") -> float:
-        """An upper bound on epsilon(delta): the best order's conversion."""
+        """An upper bound on epsilon(delta): the best order's conversion.
+
+        Parameters
+        ----------
+        delta : float
+            In (0, 1).
+        conversion : {"improved", "standard"}, default "improved"
+            The conversion (module docstring).
+
+        Returns
+        -------
+        float
+            See :func:`epsilon_from_rdp`.
+        """
         return epsilon_from_rdp(self.orders, self.rdp, delta, conversion)[0]
 
     def delta(self, epsilon: float, conversion: str = "improved") -> float:
-        """An upper bound on delta(epsilon): the best order's conversion."""
+        """An upper bound on delta(epsilon): the best order's conversion.
+
+        Parameters
+        ----------
+        epsilon : float
+            >= 0.
+        conversion : {"improved", "standard"}, default "improved"
+            The conversion (module docstring).
+
+        Returns
+        -------
+        float
+            See :func:`delta_from_rdp`.
+
+        Examples
+        --------
+        >>> import afa
+        >>> round(afa.rdp.RdpAccountant().compose(afa.Gaussian(1.0), 10).delta(10.0), 6)
+        0.110276
+        """
         return delta_from_rdp(self.orders, self.rdp, epsilon, conversion)[0]
 
     def __repr__(self) -> str:

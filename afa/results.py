@@ -8,9 +8,24 @@ from dataclasses import dataclass, field
 class AccuracyError(ArithmeticError):
     """The requested quantity cannot be computed to a known accuracy by the chosen method.
 
-    The message says which range is reliable and which method to use instead.  ``bracket`` is what
-    was still certified (a :class:`Result` whose ``upper`` may be +inf, e.g. a certified lower bound
-    on epsilon with no finite upper bound), or None.
+    The message says which range is reliable and which method to use instead.
+
+    Parameters
+    ----------
+    *args
+        The message (as for any exception).
+    bracket : Result, optional
+        What was still certified, stored as the attribute ``bracket`` (None if nothing).
+    attempts : tuple of Attempt, optional
+        What each engine tried before the refusal, stored as the attribute ``attempts``.
+
+    Attributes
+    ----------
+    bracket : Result or None
+        What was still certified: a :class:`Result` whose ``upper`` may be +inf (e.g. a certified lower
+        bound on epsilon with no finite upper bound), or None.
+    attempts : tuple of Attempt
+        What each engine tried before the refusal (``method="auto"``), as on :attr:`Result.attempts`.
     """
 
     def __init__(self, *args, bracket: Result | None = None, attempts: tuple[Attempt, ...] = ()):
@@ -26,23 +41,46 @@ class UnsupportedCompositionError(ValueError):
     A declared refusal: under ``method="auto"`` the next candidate is tried; with a method named by the
     user it is a ValueError saying which methods can serve.  Any other exception from an engine is a bug
     and propagates.
+
+    Examples
+    --------
+    >>> import afa
+    >>> issubclass(afa.UnsupportedCompositionError, ValueError)
+    True
     """
 
 
 class ValidationError(AccuracyError):
-    """Two independent engines disagree: an estimate lies outside another engine's certified bracket."""
+    """Two independent engines disagree: an estimate lies outside another engine's certified bracket.
+
+    Raised by :meth:`afa.Accountant.validate`; an :class:`AccuracyError`.
+    """
 
 
 @dataclass(frozen=True)
 class Attempt:
     """One engine's try at a query.
 
-    ``outcome`` is "answered" (the result's method), "refused" (the engine declared it cannot answer to
-    a known accuracy: ``reason`` says why), "out of time" (its share of the budget ran out),
-    "wide bracket" (a certified answer kept while another engine tried for a tighter one) or
-    "passed over" (not tried: it refused this composition before, or building it ran out of time).
-    ``method`` names the engine (the contour's retry with a larger node budget is
-    "contour (wide node budget)"); ``seconds`` is the wall-clock time it took.
+    Attributes
+    ----------
+    method : str
+        The engine (the contour's retry with a larger node budget is "contour (wide node budget)").
+    outcome : str
+        "answered" (the result's method), "refused" (the engine declared it cannot answer to
+        a known accuracy: ``reason`` says why), "out of time" (its share of the budget ran out),
+        "wide bracket" (a certified answer kept while another engine tried for a tighter one) or
+        "passed over" (not tried: it refused this composition before, or building it ran out of time).
+    reason : str
+        Why the engine refused (empty otherwise).
+    seconds : float
+        The wall-clock time it took.
+
+    Examples
+    --------
+    >>> import afa
+    >>> attempt = afa.Accountant().compose(afa.Gaussian(1.0), 4).delta_result(1.0).attempts[-1]
+    >>> attempt.method, attempt.outcome
+    ('exact', 'answered')
     """
 
     method: str
@@ -58,9 +96,37 @@ class Result:
     ``lower <= truth <= upper`` holds up to ``error``'s own nature: when
     ``certified`` is False the bounds come from an error *estimate* (e.g. the
     difference of two quadrature rules) that the engine checked at run time,
-    not from a proof.  ``value`` is the best estimate; ``float(result)`` is
-    ``upper``, the number to report (as ``Accountant.epsilon``/``delta`` do).  ``attempts``
-    records how the answer was reached (not part of equality).
+    not from a proof.  ``float(result)`` is ``upper``, the number to report (as
+    ``Accountant.epsilon``/``delta`` do).
+
+    Attributes
+    ----------
+    value : float
+        The best estimate.
+    lower, upper : float
+        The bounds on the truth.
+    error : float
+        The error (estimate or bound) behind them.
+    method : str
+        The engine that answered.
+    certified : bool
+        Whether the bounds are proved (True) or come from a run-time error estimate (False).
+    attempts : tuple of Attempt
+        Every engine tried, in order, ending with the one that answered: how the answer was reached
+        (not part of equality).
+
+    Notes
+    -----
+    The four numbers are stored as plain floats, whatever numpy scalar an engine gave.
+
+    Examples
+    --------
+    >>> import afa
+    >>> result = afa.Accountant().compose(afa.Gaussian(1.0), 4).delta_result(1.0)
+    >>> round(result.value, 6), result.method
+    (0.509862, 'exact')
+    >>> result.lower <= result.value <= result.upper == float(result)
+    True
     """
 
     value: float
@@ -84,8 +150,22 @@ class Result:
 class Validation:
     """An answer checked by a second, independent engine (``Accountant.validate``).
 
-    ``estimate`` is the answer of the requested method; ``bracket`` the discretized PLD's
-    certified (lower, upper); the estimate's value lies inside it (else ValidationError).
+    Attributes
+    ----------
+    estimate : Result
+        The answer of the requested method.
+    bracket : Result
+        The discretized PLD's certified (lower, upper); the estimate's value lies inside it (else
+        :meth:`afa.Accountant.validate` raises :class:`ValidationError`).
+
+    Examples
+    --------
+    >>> import afa
+    >>> validation = afa.Accountant().compose(afa.RandomizedResponse(0.75), 3).validate(epsilon=1.0)
+    >>> validation.estimate.method, validation.bracket.method
+    ('exact', 'pld')
+    >>> validation.bracket.lower <= validation.estimate.value <= validation.bracket.upper
+    True
     """
 
     estimate: Result

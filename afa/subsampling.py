@@ -48,6 +48,51 @@ class Subsampled(Mechanism):
     """``base`` run on a random subsample with rate ``q``: scheme "poisson" or "subset" (Zhu, Dong & Wang 2022, Thm 11).
 
     Build it with ``base.poisson_subsampled(q)`` or ``base.subset_subsampled(q)``.
+
+    Parameters
+    ----------
+    base : Mechanism
+        The mechanism run on the subsample; not itself a :class:`Subsampled`.  Subsampling is
+        implemented for Gaussian, Laplace and finite-output bases (randomized response, k-RR, discrete
+        Laplace, discrete Gaussian, :class:`afa.DiscreteMechanism`, or any mechanism declaring a
+        :class:`afa.pairs.FinitePair`).
+    q : float
+        Sampling rate, in [0, 1]: each record's inclusion probability ("poisson"), or m/n ("subset").
+        For a Gaussian or Laplace base with 0 < q < 1, ``sensitivity / sigma`` (or ``/ scale``) must be
+        <= ``MAX_SUBSAMPLED_SHIFT`` = 1000.
+    scheme : {"poisson", "subset"}, default "poisson"
+        Poisson subsampling, or a random subset of fixed size.
+
+    Raises
+    ------
+    TypeError
+        ``base`` is not an afa mechanism, or is itself subsampled.
+    ValueError
+        ``q`` or ``scheme`` out of range, or a base whose noise is too narrow for its sensitivity.
+
+    Notes
+    -----
+    The dominating pair is the base's transformed by the sampling (module docstring): with A = (1 - q) Q + q P
+    built from the base's pair (P, Q), remove (A, Q) and add (Q, A) for Poisson subsampling, and the
+    same from the base's replacement pair for subset sampling.  q = 0 gives a mechanism that never uses
+    the record (its true delta is 0); q = 1 the base itself (under substitution for "subset").
+
+    Which relations are served:
+
+    * "subset": ``neighboring="add_remove"`` only (Zhu, Dong & Wang 2022, Thm 11(2));
+    * "poisson" under substitution, with 0 < q < 1: a Gaussian base only (Google DP team 2025, Sec. 4.2).
+
+    Other combinations raise ValueError when the losses are asked for, as does, for 0 < q < 1, a base that
+    gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`, :class:`afa.MixtureOfGaussians`).
+
+    Examples
+    --------
+    >>> import afa
+    >>> mechanism = afa.RandomizedResponse(0.75).poisson_subsampled(0.1)
+    >>> mechanism
+    Subsampled(base=RandomizedResponse(p=0.75), q=0.1, scheme='poisson')
+    >>> round(afa.Accountant().compose(mechanism).delta(0.0), 6)
+    0.05
     """
 
     base: Mechanism
@@ -69,8 +114,19 @@ class Subsampled(Mechanism):
                              "epsilon >= 0, and ApproxDP(epsilon=0, delta=q) is a valid bound to compose instead")
 
     def to_dict(self) -> dict:
-        """The base's table with ``sampling_rate`` (q) and ``sampling`` (the scheme); see
-        :meth:`afa.Mechanism.to_dict`."""
+        """The base's table with ``sampling_rate`` (q) and ``sampling`` (the scheme).
+
+        Returns
+        -------
+        dict
+            See :meth:`afa.Mechanism.to_dict`; :meth:`afa.Mechanism.from_dict` inverts it.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(2.0).poisson_subsampled(0.1).to_dict()
+        {'type': 'gaussian', 'sigma': 2.0, 'sensitivity': 1.0, 'sampling_rate': 0.1, 'sampling': 'poisson'}
+        """
         return {**self.base.to_dict(), "sampling_rate": self.q, "sampling": self.scheme}
 
     def _check(self, neighboring: str) -> None:
@@ -85,7 +141,7 @@ class Subsampled(Mechanism):
 
     @property
     def truncated_mass(self) -> float:
-        """The base's: the mixture (1 - q) Q + q P loses at most what each side loses."""
+        """The base's (0 when q = 0): the mixture (1 - q) Q + q P loses at most what each side loses."""
         return self.base.truncated_mass if self.q > 0 else 0.0
 
     def _full_relation(self, neighboring: str) -> str:
@@ -93,8 +149,32 @@ class Subsampled(Mechanism):
         return "substitution" if self.scheme == "subset" else neighboring
 
     def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair:
-        """The base's pair transformed by the sampling (module docstring): a noise-mixture pair for a
-        Gaussian or Laplace base, a finite pair for a finite-output one."""
+        """The base's pair transformed by the sampling (module docstring).
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}
+            The neighbouring relation (see the class docstring for which are served).
+
+        Returns
+        -------
+        afa.pairs.FinitePair or afa.noise_pair.NoiseMixturePair
+            A noise-mixture pair for a Gaussian or Laplace base, a finite pair for a finite-output one
+            (the remove direction's).  q = 0 gives a one-output pair (P = Q), q = 1 the base's pair.
+
+        Raises
+        ------
+        ValueError
+            A relation the scheme is not analysed under, or a base that declares no finite or additive-noise pair.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.RandomizedResponse(0.75).poisson_subsampled(0.1).dominating_pair("add_remove")
+        >>> np.exp(pair.log_p).round(4).tolist(), np.exp(pair.log_q).round(4).tolist()
+        ([0.3, 0.7], [0.25, 0.75])
+        """
         self._check(neighboring)
         if self.q == 0:
             return FinitePair(np.zeros(1), np.zeros(1))  # the record is never used
@@ -128,7 +208,32 @@ class Subsampled(Mechanism):
         return super()._tails(neighboring)
 
     def noise_pair(self, neighboring: str = "add_remove") -> NoiseMixturePair:
-        """The remove direction's pair of noise mixtures (continuous bases only); the add direction is its swap."""
+        """The remove direction's pair of noise mixtures (continuous bases only); the add direction is its swap.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}, default "add_remove"
+            The neighbouring relation.
+
+        Returns
+        -------
+        afa.noise_pair.NoiseMixturePair
+            ((1 - q) N(0) + q N(Delta), N(0)) under add/remove and ((1 - q) N(0) + q N(-Delta),
+            (1 - q) N(0) + q N(Delta)) under substitution (Laplace noise for a Laplace base), for the
+            base's noise scale and sensitivity Delta.
+
+        Raises
+        ------
+        ValueError
+            The base is not a continuous additive-noise mechanism (Gaussian, Laplace), or an unknown relation.
+
+        Examples
+        --------
+        >>> import afa
+        >>> pair = afa.Gaussian(1.0).poisson_subsampled(0.1).noise_pair()
+        >>> pair.a_shifts, pair.b_shifts
+        ((0.0, 1.0), (0.0,))
+        """
         check.choice("neighboring", neighboring, ("add_remove", "substitution"))
         noise = _additive_noise(self.base)
         if noise is None:

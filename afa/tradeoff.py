@@ -55,15 +55,40 @@ _INVERSE_GOLDEN = (np.sqrt(5.0) - 1) / 2
 def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto", direction: str | None = None) -> np.ndarray:
     """beta = f(alpha): the trade-off function of the accountant's composition (Zhu, Dong & Wang 2022, Lemma 21).
 
-    ``alphas`` in [0, 1] (any shape).  By default the symmetric curve, from delta(eps) = max of
-    both directions (a lower bound on both T[P, Q] and T[Q, P]); ``direction`` = the first of
-    ``accountant.directions`` gives T[P, Q] of the composed pair (P, Q), the second T[Q, P]
-    (Lemma 21 with H(P||Q) and H(Q||P) in their places).  The profile (engine ``method``) locates
-    each supremum; the value is then taken with the engine's *upper* bounds on delta at that
-    eps, so the curve lies below the true trade-off function up to the engine's error estimate
-    (certified with ``method="pld"`` or ``"certified"``).  Costs about 60 profile evaluations of
-    len(alphas) points each, plus one delta query per alpha: the per-eps cost of the
-    engine matters ("exact" and "quadrature" are cheap per point, "contour" is not).
+    Parameters
+    ----------
+    accountant : afa.Accountant
+        The composition.
+    alphas : array_like
+        Type I errors in [0, 1] (any shape).
+    method : str, default "auto"
+        The accountant engine that computes the privacy profile.
+    direction : str, optional
+        By default (None) the symmetric curve, from delta(eps) = max of both directions (a lower bound
+        on both T[P, Q] and T[Q, P]).  The first of ``accountant.directions`` gives T[P, Q] of the
+        composed pair (P, Q), the second T[Q, P] (Lemma 21 with H(P||Q) and H(Q||P) in their places).
+
+    Returns
+    -------
+    numpy.ndarray
+        The type II errors beta >= 0, of the shape of ``alphas``.
+
+    Notes
+    -----
+    The profile (engine ``method``) locates each supremum; the value is then taken with the engine's
+    *upper* bounds on delta at that eps, so the curve lies below the true trade-off function up to the
+    engine's error estimate (certified with ``method="pld"`` or ``"certified"``).  Costs about 60
+    profile evaluations of len(alphas) points each, plus one delta query per alpha: the per-eps cost of
+    the engine matters ("exact" and "quadrature" are cheap per point, "contour" is not).
+
+    Examples
+    --------
+    Four Gaussian mechanisms with sigma = 1 are 2-GDP: f(alpha) = Phi(Phi^-1(1 - alpha) - 2).
+
+    >>> import afa.tradeoff
+    >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 4)
+    >>> afa.tradeoff.tradeoff_curve(accountant, [0.01, 0.1, 0.5]).round(4).tolist()
+    [0.6279, 0.2362, 0.0228]
     """
     if not isinstance(accountant, Accountant):
         raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
@@ -94,10 +119,32 @@ def tradeoff_from_profile(delta: Profile, alphas, *, delta_reverse: Profile | No
                           floor: float = 0.0) -> np.ndarray:
     """T[P, Q](alpha) from delta(eps) = H_{e^eps}(P||Q) and delta_reverse(eps) = H_{e^eps}(Q||P).
 
-    Both are vectorised functions of eps >= 0; ``delta_reverse`` defaults to ``delta`` (a
-    symmetric profile, e.g. a mechanism's).  ``floor`` is their limit as eps -> infinity
-    (the mass at +infinity; the search stops where both are within 1e-15 of it).  Upper
-    bounds on the profiles give a curve below the true one (module docstring).
+    Parameters
+    ----------
+    delta : callable
+        A vectorised function of eps >= 0 (an array in, an array of the same shape out).
+    alphas : array_like
+        Type I errors in [0, 1] (any shape).
+    delta_reverse : callable, optional
+        The same for H_{e^eps}(Q||P); defaults to ``delta`` (a symmetric profile, e.g. a mechanism's).
+    floor : float, default 0.0
+        The profiles' limit as eps -> infinity (the mass at +infinity; the search stops where both are
+        within 1e-15 of it), in [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        The type II errors beta >= 0, of the shape of ``alphas``.  Upper bounds on the profiles give a
+        curve below the true one (module docstring).
+
+    Examples
+    --------
+    Randomized response with p = 3/4 has f(alpha) = max(0, 1 - 3 alpha, (1 - alpha) / 3):
+
+    >>> import afa.tradeoff
+    >>> profile = afa.Accountant().compose(afa.RandomizedResponse(0.75)).privacy_profile
+    >>> afa.tradeoff.tradeoff_from_profile(profile, [0.0, 0.25, 0.5]).round(4).tolist()
+    [1.0, 0.25, 0.1667]
     """
     alphas = _unit_interval("alphas", alphas)
     flat = alphas.ravel()
@@ -110,11 +157,36 @@ def tradeoff_from_profile(delta: Profile, alphas, *, delta_reverse: Profile | No
 def privacy_profile_from_tradeoff(tradeoff: Callable[[np.ndarray], np.ndarray], epsilons) -> np.ndarray:
     """delta(eps) = sup_x (1 - f(x) - e^eps x) of a trade-off function f (Zhu, Dong & Wang 2022, Lemma 20).
 
-    ``tradeoff`` is a vectorised convex f on [0, 1] (e.g. ``lambda a: tradeoff_curve(acc, a)``
-    or an interpolation of samples); for f = T[P, Q] the result is H_{e^eps}(Q||P).  Every x
-    gives a lower bound on f's delta, so the answer is a lower estimate accurate to about
+    Parameters
+    ----------
+    tradeoff : callable
+        A vectorised convex f on [0, 1] (e.g. ``lambda a: tradeoff_curve(acc, a)`` or an interpolation
+        of samples).
+    epsilons : array_like
+        Real, finite values of eps (any shape).
+
+    Returns
+    -------
+    numpy.ndarray
+        delta(eps) in [0, 1], of the shape of ``epsilons``; for f = T[P, Q] it is H_{e^eps}(Q||P).
+
+    Notes
+    -----
+    Every x gives a lower bound on f's delta, so the answer is a lower estimate accurate to about
     1e-12 absolute.  An f below the true trade-off function gives, up to that error, an
     upper bound on the true delta.
+
+    Examples
+    --------
+    The trade-off function of randomized response with p = 3/4 gives back its profile:
+
+    >>> import math
+    >>> import numpy as np
+    >>> import afa.tradeoff
+    >>> def f(alpha):
+    ...     return np.maximum.reduce([np.zeros_like(alpha), 1 - 3 * alpha, (1 - alpha) / 3])
+    >>> afa.tradeoff.privacy_profile_from_tradeoff(f, [0.0, 0.5, math.log(3)]).round(6).tolist()
+    [0.5, 0.33782, 0.0]
     """
     epsilons = check.real_array("epsilons", epsilons)
     flat = epsilons.ravel()
