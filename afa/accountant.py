@@ -85,7 +85,8 @@ class Accountant:
 
     Examples
     --------
-    >>> acc = Accountant().compose(Gaussian(sigma=10.0), times=100)
+    >>> import afa
+    >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
     >>> round(acc.epsilon(1e-5), 4)
     4.3772
     """

@@ -31,7 +31,7 @@ from . import budget as budgets
 from . import exact
 from .accountant import Accountant
 from .budget import Budget, BudgetExceededError
-from .mechanisms import MAX_MU, NEIGHBORING_RELATIONS, Gaussian
+from .mechanisms import MAX_MU, NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .results import AccuracyError
 from .subsampling import MAX_SUBSAMPLED_SHIFT
 
@@ -209,7 +209,8 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
 
     # The smallest sigma the mechanism takes (a subsampled Gaussian's shift is bounded, see afa.subsampling).
     subsampled = sampling_probability is not None and sampling_probability < 1
-    if subsampled and -math.expm1(steps * math.log1p(-sampling_probability)) <= delta:
+    if (sampling_probability is not None and subsampled
+            and -math.expm1(steps * math.log1p(-sampling_probability)) <= delta):
         # delta(eps) <= 1 - (1 - q)^steps at every eps >= 0 whatever sigma (see calibrate_sampling_rate).
         raise ValueError(f"sampling_probability={sampling_probability:g} is so small that every sigma meets the "
                          f"target: in {steps} steps a record is used with probability "
@@ -402,7 +403,7 @@ def _common(target_epsilon, delta, sampling_probability, sensitivity, neighborin
         method = "exact" if sampling_probability is None else "pld"
 
     def build(sigma: float, steps: int, interval: float | None = None, q: float | None = sampling_probability):
-        mechanism = Gaussian(sigma, sensitivity)
+        mechanism: Mechanism = Gaussian(sigma, sensitivity)
         if q is not None:
             mechanism = mechanism.poisson_subsampled(q)
         return Accountant(neighboring, value_discretization_interval=interval).compose(mechanism, steps)
@@ -446,17 +447,17 @@ def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, 
         # default grid.
         interval = SEARCH_INTERVAL if use == "auto" else None
         result = accountant(math.exp(x), interval).delta_result(target_epsilon, method=use)
-        gap.certified = gap.certified and (result.certified or result.method == "exact")
+        certified[0] = certified[0] and (result.certified or result.method == "exact")
         value = getattr(result, side)
         known[x, use, side] = _clip(math.log(value) - log_delta if value > 0 else -math.inf)
         return known[x, use, side]
-    gap.certified = True
+    certified = [True]  # whether every evaluation so far had certified (or exact) bounds
 
     low, high = _bracket(gap, start, increasing, domain, lambda side, x: out_of_range(side, math.exp(x)))
     root = brentq(gap, low, high, xtol=rtol / 8, rtol=1e-15)
     toward_safety = -rtol / 4 if increasing else rtol / 4
     safe = root + toward_safety
-    gap.certified = True  # only the certifying evaluations count from here
+    certified[0] = True  # only the certifying evaluations count from here
     for _ in range(MAX_GROWTH):
         if gap(safe, method, "upper") <= 0:
             break
@@ -469,7 +470,7 @@ def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, 
                             "brackets delta too loosely here (a coarse discretization?); use a larger rtol")
     value = math.exp(safe)
     epsilon_upper = float(accountant(value).epsilon_result(delta, method=method).upper)
-    return Calibration(value, epsilon_upper, math.exp(unsafe), rtol, method, gap.certified)
+    return Calibration(value, epsilon_upper, math.exp(unsafe), rtol, method, certified[0])
 
 
 def _clip(log_gap: float) -> float:

@@ -204,7 +204,7 @@ class Mechanism:
         if not self.type_name:
             raise TypeError(f"{type(self).__name__} sets no type_name, so it cannot be written as a table")
         table: dict = {"type": self.type_name}
-        for field in dataclasses.fields(self):
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]  # every mechanism is a dataclass
             if field.init:
                 table[field.name] = _plain(getattr(self, field.name))
         return table
@@ -252,7 +252,7 @@ class Mechanism:
         cls = Mechanism._types[_type_key(name)]
         parameters = [(field.name, field.default is dataclasses.MISSING
                        and field.default_factory is dataclasses.MISSING)
-                      for field in dataclasses.fields(cls) if field.init]
+                      for field in dataclasses.fields(cls) if field.init]  # type: ignore[arg-type]
         allowed = [parameter for parameter, _ in parameters] + list(SAMPLING_KEYS)
         for key in table:
             if key != "type" and key not in allowed:

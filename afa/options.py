@@ -315,13 +315,13 @@ class Options:
         """
         if not isinstance(spec, dict):
             raise TypeError(f"options must be a table of groups ({', '.join(_GROUPS)}), got {spec!r}")
-        groups = {}
+        groups: dict = {}
         for name, values in spec.items():
             if name not in _GROUPS:
                 raise ValueError(f"unknown options group {name!r} (allowed: {', '.join(_GROUPS)})")
             if not isinstance(values, dict):
                 raise TypeError(f"options.{name} must be a table, got {values!r}")
-            allowed = [f.name for f in dataclasses.fields(_GROUPS[name])]
+            allowed = [f.name for f in dataclasses.fields(_GROUPS[name])]  # type: ignore[arg-type]
             for key in values:
                 if key not in allowed:
                     raise ValueError(f"unknown key {key!r} in options.{name} (allowed: {', '.join(allowed)})")

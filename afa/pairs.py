@@ -175,12 +175,12 @@ def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTail
     """
     if isinstance(pair, FinitePair):
         first, second = finite_losses(pair.log_p, pair.log_q)
-        forward = AtomTails(first.atoms, first.inf_mass)
-        return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
+        atoms = AtomTails(first.atoms, first.inf_mass)
+        return (atoms, atoms) if second is first else (atoms, AtomTails(second.atoms, second.inf_mass))
     if isinstance(pair, NoiseMixturePair):
         _check_reach(pair)
-        forward = NoisePairTails(pair)
-        return (forward, forward) if _is_own_swap(pair) else (forward, NoisePairTails(pair.swapped()))
+        noise = NoisePairTails(pair)
+        return (noise, noise) if _is_own_swap(pair) else (noise, NoisePairTails(pair.swapped()))
     raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair or NoiseMixturePair, got {pair!r}")
 
 

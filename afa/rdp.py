@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import mpmath
 import numpy as np
 import sympy
+from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 from sympy.core.function import AppliedUndef
 
@@ -270,7 +271,7 @@ def _expression(log_phi: sympy.Expr, inf_mass: float) -> sympy.Expr:
 
 # -- RDP accounting ---------------------------------------------------------------------------------
 
-def composed_rdp(accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def composed_rdp(accountant: Accountant, orders: ArrayLike = DEFAULT_ORDERS) -> np.ndarray:
     """The RDP curve of the accountant's composition at ``orders`` (each > 1).
 
     Parameters
@@ -300,10 +301,10 @@ def composed_rdp(accountant: Accountant, orders: Sequence[float] = DEFAULT_ORDER
     """
     if not isinstance(accountant, Accountant):
         raise TypeError(f"accountant must be an afa.Accountant, got {type(accountant).__name__}")
-    orders = _orders(orders)
-    total = np.zeros((2, orders.size))
+    grid = _orders(orders)
+    total = np.zeros((2, grid.size))
     for mechanism, count in accountant.mechanisms.items():
-        total += count * _mechanism_rdp(mechanism, accountant.neighboring, tuple(orders))
+        total += count * _mechanism_rdp(mechanism, accountant.neighboring, tuple(grid))
     return total.max(axis=0)
 
 
@@ -326,7 +327,7 @@ def _divergences_or_infinite(mechanism: Mechanism, order: float, neighboring: st
         return math.inf, math.inf
 
 
-def epsilon_from_rdp(orders: Sequence[float], rdp: Sequence[float], delta: float,
+def epsilon_from_rdp(orders: ArrayLike, rdp: ArrayLike, delta: float,
                      conversion: str = "improved") -> tuple[float, float]:
     """(epsilon, best order): an **upper bound** on epsilon(delta) from an RDP curve.
 
@@ -354,18 +355,18 @@ def epsilon_from_rdp(orders: Sequence[float], rdp: Sequence[float], delta: float
     >>> round(epsilon, 4), order
     (13.0879, 4.0)
     """
-    orders, rdp = _curve(orders, rdp)
+    grid, curve = _curve(orders, rdp)
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     check.choice("conversion", conversion, CONVERSIONS)
     if conversion == "standard":
-        epsilons = rdp - math.log(delta) / (orders - 1)
+        epsilons = curve - math.log(delta) / (grid - 1)
     else:
-        epsilons = rdp + np.log1p(-1 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
+        epsilons = curve + np.log1p(-1 / grid) - (math.log(delta) + np.log(grid)) / (grid - 1)
     best = int(np.argmin(epsilons))
-    return max(0.0, float(epsilons[best])), float(orders[best])
+    return max(0.0, float(epsilons[best])), float(grid[best])
 
 
-def delta_from_rdp(orders: Sequence[float], rdp: Sequence[float], epsilon: float,
+def delta_from_rdp(orders: ArrayLike, rdp: ArrayLike, epsilon: float,
                    conversion: str = "improved") -> tuple[float, float]:
     """(delta, best order): an **upper bound** on delta(epsilon) from an RDP curve (epsilon >= 0).
 
@@ -398,15 +399,15 @@ def delta_from_rdp(orders: Sequence[float], rdp: Sequence[float], epsilon: float
     >>> round(delta, 6), order
     (0.001684, 2.0)
     """
-    orders, rdp = _curve(orders, rdp)
+    grid, curve = _curve(orders, rdp)
     epsilon = check.non_negative("epsilon", epsilon)
     check.choice("conversion", conversion, CONVERSIONS)
     if conversion == "standard":
-        log_deltas = (orders - 1) * (rdp - epsilon)
+        log_deltas = (grid - 1) * (curve - epsilon)
     else:
-        log_deltas = (orders - 1) * (rdp - epsilon + np.log1p(-1 / orders)) - np.log(orders)
+        log_deltas = (grid - 1) * (curve - epsilon + np.log1p(-1 / grid)) - np.log(grid)
     best = int(np.argmin(log_deltas))
-    return float(min(1.0, math.exp(min(0.0, log_deltas[best])))), float(orders[best])
+    return float(min(1.0, math.exp(min(0.0, log_deltas[best])))), float(grid[best])
 
 
 def _orders(orders) -> np.ndarray:
