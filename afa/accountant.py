@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import numpy as np
 import sympy
+from numpy.typing import ArrayLike
 
 from . import _validation as check
 from . import budget as budgets
@@ -387,16 +389,28 @@ class Accountant:
     }
 
     # -- queries ---------------------------------------------------------
-    def delta_result(self, epsilon: float, method: str = "auto", direction: str | None = None) -> Result:
-        """delta(epsilon) with its bounds and error estimate (of one ``direction`` if given, else the maximum)."""
-        epsilon = check.real_number("epsilon", epsilon)
-        value, lower, upper, error, run = self._profile(np.array([epsilon]), method, direction)
-        return Result(float(value[0]), float(lower[0]), float(upper[0]), float(error[0]), _label(run.name),
-                      certified=run.certified, attempts=run.attempts)
+    def delta_result(self, epsilon: ArrayLike, method: str = "auto", direction: str | None = None) -> Result:
+        """delta(epsilon) with its bounds and error (of one ``direction`` if given, else the maximum).
 
-    def delta(self, epsilon: float, method: str = "auto") -> float:
+        ``epsilon`` is a real number or an array of them (one pass over the engine's nodes); the result's
+        numbers then have its shape.
+        """
+        scalar = np.ndim(epsilon) == 0 and not isinstance(epsilon, np.ndarray)
+        if scalar:
+            epsilons = np.array([check.real_number("epsilon", epsilon)])
+        else:
+            epsilons = check.real_array("epsilon", epsilon)
+            if epsilons.size == 0:
+                self._resolve(method)
+                return Result(epsilons, epsilons, epsilons, epsilons, method)
+        value, lower, upper, error, run = self._profile(epsilons.ravel(), method, direction)
+        value, lower, upper, error = (column[0] if scalar else column.reshape(epsilons.shape)
+                                      for column in (value, lower, upper, error))
+        return Result(value, lower, upper, error, _label(run.name), certified=run.certified, attempts=run.attempts)
+
+    def delta(self, epsilon: ArrayLike, method: str = "auto") -> float | np.ndarray:
         """The tight delta(epsilon) of the composition: the upper end of :meth:`delta_result`'s bounds
-        (never below what they allow for the truth)."""
+        (never below what they allow for the truth); an array for an array of epsilons."""
         return self.delta_result(epsilon, method).upper
 
     def privacy_profile(self, epsilons, method: str = "auto", direction: str | None = None, *,
@@ -596,9 +610,30 @@ class Accountant:
         error = errors.max(axis=0) + truncated
         return value, lower, upper, error, run
 
-    def epsilon_result(self, delta: float, method: str = "auto") -> Result:
-        """The smallest epsilon >= 0 with delta(epsilon) <= delta, with bounds."""
-        delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    def epsilon_result(self, delta: ArrayLike, method: str = "auto") -> Result:
+        """The smallest epsilon >= 0 with delta(epsilon) <= delta, with bounds.
+
+        ``delta`` is a number in (0, 1) or an array of them (every value is checked before any is
+        answered; each is one query with its own time budget); the result's numbers then have its shape.
+        """
+        if np.ndim(delta) == 0 and not isinstance(delta, np.ndarray):
+            return self._epsilon_result(check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True),
+                                        method)
+        deltas = check.real_array("delta", delta)
+        outside = deltas[~((deltas > 0) & (deltas < 1))]
+        if outside.size:
+            raise ValueError(f"delta must be in (0, 1), got {outside.flat[0]!r} among {deltas.size} values")
+        if deltas.size == 0:
+            self._resolve(method)
+            return Result(deltas, deltas, deltas, deltas, method)
+        results = [self._epsilon_result(float(one), method) for one in deltas.ravel()]
+        value, lower, upper, error = (np.array([getattr(result, name) for result in results]).reshape(deltas.shape)
+                                      for name in ("value", "lower", "upper", "error"))
+        methods = "+".join(dict.fromkeys(result.method for result in results))
+        return Result(value, lower, upper, error, methods, certified=all(result.certified for result in results),
+                      attempts=tuple(attempt for result in results for attempt in result.attempts))
+
+    def _epsilon_result(self, delta: float, method: str) -> Result:
         run = self._run(method, lambda engines: _solve_directions(engines, delta),
                                     lambda answer: max((upper - lower) / max(value, 1e-300)
                                                        for value, lower, upper in answer), delta)
@@ -611,15 +646,20 @@ class Accountant:
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
         return Result(value, lower, upper, error, _label(run.name), certified=run.certified, attempts=run.attempts)
 
-    def epsilon(self, delta: float, method: str = "auto") -> float:
+    def epsilon(self, delta: ArrayLike, method: str = "auto") -> float | np.ndarray:
         """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity): the
-        upper end of :meth:`epsilon_result`'s bounds (never below what they allow for the truth)."""
+        upper end of :meth:`epsilon_result`'s bounds (never below what they allow for the truth); an array
+        for an array of deltas."""
         return self.epsilon_result(delta, method).upper
 
     def epsilon_bounds(self, delta: float, method: str = "auto") -> tuple[float, float]:
-        """(lower, upper) on epsilon(delta) from the engine's error estimate."""
-        result = self.epsilon_result(delta, method)
-        return result.lower, result.upper
+        """(lower, upper) on epsilon(delta).  Deprecated: read ``epsilon_result(delta).lower`` and ``.upper``
+        (one name per question); this spelling goes in the next version."""
+        warnings.warn("Accountant.epsilon_bounds is deprecated: use epsilon_result(delta).lower and .upper",
+                      DeprecationWarning, stacklevel=2)
+        result = self.epsilon_result(check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True),
+                                     method)
+        return float(result.lower), float(result.upper)
 
     def validate(self, *, delta: float | None = None, epsilon: float | None = None,
                  method: str = "auto") -> Validation:
@@ -635,6 +675,10 @@ class Accountant:
                              "(to check delta(epsilon))")
         if method == "pld":
             raise ValueError("method='pld' is the reference here; validate another method")
+        if delta is not None:
+            delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        if epsilon is not None:
+            epsilon = check.real_number("epsilon", epsilon)
         if delta is not None:
             estimate, bracket = self.epsilon_result(delta, method), self.epsilon_result(delta, "pld")
         elif epsilon is not None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 
 class AccuracyError(ArithmeticError):
@@ -89,9 +92,9 @@ class Attempt:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Result:
-    """A numeric answer and what is known about its error.
+    """A numeric answer and what is known about its error (one value, or an array of them).
 
     ``lower <= truth <= upper`` holds up to ``error``'s own nature: when
     ``certified`` is False the bounds come from an error *estimate* (e.g. the
@@ -101,14 +104,14 @@ class Result:
 
     Attributes
     ----------
-    value : float
-        The best estimate.
-    lower, upper : float
+    value : float or ndarray
+        The best estimate (an array, of the query's shape, when the query was given an array).
+    lower, upper : float or ndarray
         The bounds on the truth.
-    error : float
+    error : float or ndarray
         The error (estimate or bound) behind them.
     method : str
-        The engine that answered.
+        The engine that answered (for an array, the engines that answered its values, joined by "+").
     certified : bool
         Whether the bounds are proved (True) or come from a run-time error estimate (False).
     attempts : tuple of Attempt
@@ -117,7 +120,8 @@ class Result:
 
     Notes
     -----
-    The four numbers are stored as plain floats, whatever numpy scalar an engine gave.
+    The four numbers are stored as plain floats, whatever numpy scalar an engine gave, or as read-only
+    float arrays.  ``float(result)`` needs a single value.
 
     Examples
     --------
@@ -129,10 +133,10 @@ class Result:
     True
     """
 
-    value: float
-    lower: float
-    upper: float
-    error: float
+    value: Any
+    lower: Any
+    upper: Any
+    error: Any
     method: str
     certified: bool = False
     #: Every engine tried, in order, ending with the one that answered (see :class:`Attempt`).
@@ -140,10 +144,26 @@ class Result:
 
     def __post_init__(self):
         for name in ("value", "lower", "upper", "error"):  # plain floats, whatever numpy scalar an engine gave
-            object.__setattr__(self, name, float(getattr(self, name)))
+            values = np.array(getattr(self, name), dtype=float)
+            if values.ndim == 0:
+                object.__setattr__(self, name, float(values))
+            else:
+                values.setflags(write=False)
+                object.__setattr__(self, name, values)
 
     def __float__(self) -> float:
+        if isinstance(self.upper, np.ndarray):
+            raise TypeError(f"a Result of {self.upper.size} values has no single float: read .upper")
         return self.upper
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.method == other.method and self.certified == other.certified
+                and all(np.array_equal(getattr(self, name), getattr(other, name))
+                        for name in ("value", "lower", "upper", "error")))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking arrays: results are compared, not hashed
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ def test_asymmetric_mixture_takes_the_larger_direction():
     (lambda a: a.epsilon(1.0), "delta"),
     (lambda a: a.epsilon(-1e-5), "delta"),
     (lambda a: a.epsilon(float("inf")), "delta"),
-    (lambda a: a.epsilon_bounds(2.0), "delta"),
+    (lambda a: a.epsilon([1e-5, 2.0]), "delta"),
     (lambda a: a.privacy_profile([0.0, float("nan")]), "epsilons"),
     (lambda a: a.delta(1.0, method="fft"), "method"),
     (lambda a: a.cdf(0.0, direction="sideways"), "direction"),

@@ -88,7 +88,8 @@ def test_laplace_x100_reaches_below_1e_30():
     acc = afa.Accountant().compose(afa.Laplace(1.0), times=100)
     epsilon = acc.epsilon(1e-30)
     assert laplace_delta_mpmath(epsilon, 100, 1.0) == pytest.approx(1e-30, rel=1e-9)
-    lower, upper = acc.epsilon_bounds(1e-30)
+    result = acc.epsilon_result(1e-30)
+    lower, upper = result.lower, result.upper
     assert laplace_delta_mpmath(lower, 100, 1.0) >= 1e-30 >= laplace_delta_mpmath(upper, 100, 1.0)
 
 
