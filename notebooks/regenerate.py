@@ -1,5 +1,5 @@
 """Re-execute the research notebooks at full parameters, store their outputs in place and write the
-README's figures to ``docs/figures/``.
+figures of the documentation (docs/reproducing.md) to ``docs/figures/``.
 
     python notebooks/regenerate.py                 # every notebook
     python notebooks/regenerate.py afa_paper       # just these (names without .ipynb)
