@@ -36,7 +36,7 @@ from sympy.codegen.cfunctions import log1p
 from . import _validation as check
 from . import pairs
 from ._accurate import log_characteristic, normalize, weighted_cumulants
-from .loss_tails import AtomTails, GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
+from .loss_tails import GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
@@ -413,8 +413,7 @@ class Mechanism:
                 raise UnsupportedCompositionError(f"{type(self).__name__} has a continuous privacy loss but no "
                                                   "loss tails (method='pld' cannot hold it)") from None
             return pairs.loss_tails(pair)
-        forward = AtomTails(first.atoms, first.inf_mass)
-        return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
+        return pairs.atom_tails(first, second)
 
     def poisson_subsampled(self, q: float) -> Mechanism:
         """This mechanism on a Poisson subsample with rate ``q`` (Zhu, Dong & Wang 2022, Thm 11(1)).

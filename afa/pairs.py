@@ -28,8 +28,8 @@ from .loss_tails import AtomTails, LossTails, NoisePairTails
 from .noise_pair import NoiseMixturePair, PairMGF
 from .privacy_loss import PrivacyLoss
 
-__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "finite_losses", "gaussian_mu", "loss_tails",
-           "privacy_losses"]
+__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "atom_tails", "finite_losses", "gaussian_mu",
+           "loss_tails", "privacy_losses"]
 
 #: The largest |shift| / scale of a noise-mixture pair.  Its MGF is an integral over the output
 #: (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 |Re s|) shifts within PairMGF.MAX_REACH =
@@ -174,14 +174,19 @@ def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTail
         A noise-mixture pair with a shift beyond ``MAX_NOISE_SHIFT`` noise scales.
     """
     if isinstance(pair, FinitePair):
-        first, second = finite_losses(pair.log_p, pair.log_q)
-        atoms = AtomTails(first.atoms, first.inf_mass)
-        return (atoms, atoms) if second is first else (atoms, AtomTails(second.atoms, second.inf_mass))
+        return atom_tails(*finite_losses(pair.log_p, pair.log_q))
     if isinstance(pair, NoiseMixturePair):
         _check_reach(pair)
         noise = NoisePairTails(pair)
         return (noise, noise) if _is_own_swap(pair) else (noise, NoisePairTails(pair.swapped()))
     raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair or NoiseMixturePair, got {pair!r}")
+
+
+def atom_tails(first: PrivacyLoss, second: PrivacyLoss) -> tuple[LossTails, LossTails]:
+    """The tails of two finite losses (the directions of a finite pair) from their atoms; one object
+    twice when the directions are one loss."""
+    forward = AtomTails(first.atoms, first.inf_mass)
+    return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
 
 
 def gaussian_mu(pair: FinitePair | NoiseMixturePair) -> float | None:
