@@ -70,7 +70,6 @@ from . import budget
 from . import options as settings
 from .composition import ComposedLoss
 from .discrete import ESTIMATE_SLACK, CompositionTooLargeError, estimated_atoms
-from .mechanisms import LAPLACE_LOG_PHI
 from .privacy_loss import batched_log_phi, log_phi_and_continuous_part
 from .results import AccuracyError, UnsupportedCompositionError
 
@@ -825,15 +824,14 @@ def lattice_groups(loss: ComposedLoss):
     Raises CompositionTooLargeError beyond MAX_GROUPS groups.
     """
     finite = [(term.atoms, times) for term, times in loss.terms.items() if not term.continuous]
-    shifts_bound = math.prod(times + 1 for term, times in loss.terms.items() if term.batch[0] is LAPLACE_LOG_PHI)
+    shifts_bound = math.prod(times + 1 for term, times in loss.terms.items() if term.laplace_shift is not None)
     if estimated_atoms(finite) * shifts_bound > ESTIMATE_SLACK * MAX_GROUPS:  # refused before composing them
         raise CompositionTooLargeError(f"the lattice contour would need more than {MAX_GROUPS} groups")
     shifts, counts, log_weights = np.zeros(1), np.zeros(1), np.zeros(1)
     laplace_count, atoms = 0, None
     for term, times in loss.terms.items():
-        family, values = term.batch
-        if family is LAPLACE_LOG_PHI:
-            a = values[0]
+        if term.laplace_shift is not None:
+            a = term.laplace_shift
             j = np.arange(times + 1)
             log_binomial = gammaln(times + 1) - gammaln(j + 1) - gammaln(times - j + 1)
             shifts = (shifts[:, None] + a * (times - 2 * j)[None, :]).ravel()

@@ -674,7 +674,7 @@ def _laplace_loss(a: float, inf_mass: float) -> tuple[PrivacyLoss, PrivacyLoss]:
     """Both directions of the Laplace pair with a = sensitivity / scale, mixed with mass ``inf_mass`` at +infinity."""
     log_rest = math.log1p(-inf_mass)
     atoms = PrivacyLoss.discrete([a, -a], [log_rest - math.log(2), log_rest - a - math.log(2)]).atoms
-    loss = PrivacyLoss.symbolic(LAPLACE_LOG_PHI, (a,), atoms=atoms, inf_mass=inf_mass)
+    loss = PrivacyLoss.symbolic(LAPLACE_LOG_PHI, (a,), atoms=atoms, inf_mass=inf_mass, laplace_shift=a)
     return loss, loss
 
 

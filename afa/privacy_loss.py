@@ -142,7 +142,8 @@ class PrivacyLoss:
                  log_phi: sympy.Expr | None, batch: tuple,
                  cumulants: tuple[float, float] | Callable[[], tuple[float, float]],
                  evaluator: Callable[[np.ndarray], np.ndarray] | None = None, continues: bool | None = None,
-                 noise_pair=None, cost: Callable[[np.ndarray], np.ndarray] | None = None):
+                 noise_pair=None, cost: Callable[[np.ndarray], np.ndarray] | None = None,
+                 laplace_shift: float | None = None):
         self._atoms = atoms
         self._inf_mass = float(inf_mass)
         self._continuous = bool(continuous)
@@ -157,6 +158,9 @@ class PrivacyLoss:
         self.noise_pair = noise_pair
         #: For numeric log-CFs: the work (terms summed) of one evaluation at each real t; see :meth:`numeric`.
         self.evaluation_cost = cost
+        #: a when the loss is Laplace-type: atoms at +-a and a density between, so that its MGF is
+        #: e^{as} R(s) + e^{-as} R'(s) with R, R' rational (the lattice contour's groups); else None.
+        self.laplace_shift = laplace_shift
 
     # -- constructors -----------------------------------------------------
     @classmethod
@@ -175,17 +179,18 @@ class PrivacyLoss:
 
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
-                 inf_mass: float = 0.0) -> PrivacyLoss:
+                 inf_mass: float = 0.0, laplace_shift: float | None = None) -> PrivacyLoss:
         """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family.
 
         The template is the normalised CF of the finite part; with ``inf_mass`` > 0
         the loss's log-CF is log(1 - inf_mass) plus the template (and ``atoms``
-        must carry their share of the finite mass).
+        must carry their share of the finite mass).  ``laplace_shift`` declares a Laplace-type loss
+        (:attr:`laplace_shift`).
         """
         log_phi = _with_finite_mass(template.instantiate(values), inf_mass)
         return cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
                    log_phi=log_phi, batch=(template, tuple(map(float, values))),
-                   cumulants=lambda: template.cumulants(values))
+                   cumulants=lambda: template.cumulants(values), laplace_shift=laplace_shift)
 
     @classmethod
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
