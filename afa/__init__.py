@@ -37,3 +37,17 @@ __all__ = [
     "UnsupportedCompositionError", "Validation", "ValidationError", "renyi_divergence", "t",
 ]
 __version__ = "0.1.0"
+
+#: Submodules reachable as attributes (``afa.clt``, ``afa.tradeoff``, ...), imported on first use.
+_SUBMODULES = ("cli", "clt", "contour", "discrete", "engines", "exact", "options", "pairs", "pld", "rdp", "tradeoff")
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'afa' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SUBMODULES))
