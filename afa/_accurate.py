@@ -106,6 +106,16 @@ def complex_log1p(z: NDArray) -> NDArray:
     return modulus + 1j * np.arctan2(y, 1 + x)
 
 
+def suffix_recurrence(values: NDArray, decay: float, gain: float = 1.0) -> NDArray:
+    """y_c = gain * (values_c + decay * y_{c+1}) from the last entry down (y past the end is 0): the suffix
+    sums sum_{i >= c} gain^{i - c + 1} decay^{i - c} values_i of positive terms, in one linear pass.
+
+    (scipy.signal's first-order filter, imported here on first use: it costs a second at import.)
+    """
+    from scipy.signal import lfilter
+    return lfilter([gain], [1.0, -gain * decay], np.asarray(values, dtype=float)[::-1])[::-1]
+
+
 def log_sum_exp(values: NDArray) -> NDArray:
     """log(sum(exp(values))) over the first axis (-inf where every value is -inf)."""
     largest = np.max(values, axis=0)

@@ -89,12 +89,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
-from scipy.signal import lfilter
 from scipy.special import log_ndtr, ndtri
 
 from . import _validation as check
 from . import budget
-from ._accurate import log_sum_exp
+from ._accurate import log_sum_exp, suffix_recurrence
 from .noise_pair import NoiseMixturePair
 from .results import AccuracyError
 
@@ -785,10 +784,10 @@ class _TiltedPower:
         (1 - e^{-(x_i - x_c)}), by the positive-term recurrences B_c = p_c + e^{-(tilt + 1) h} B_{c+1} and
         D_c = e^{-tilt h} (D_{c+1} + (1 - e^{-h}) B_{c+1}) (h the grid step)."""
         step = float(self.losses[1] - self.losses[0]) if self.losses.size > 1 else 1.0
-        b = lfilter([1.0], [1.0, -math.exp(-(self.tilt + 1) * step)], self.pmf[::-1])[::-1]
+        b = suffix_recurrence(self.pmf, math.exp(-(self.tilt + 1) * step))
         terms = np.zeros_like(b)
         terms[:-1] = -math.expm1(-step) * b[1:]
-        d = lfilter([math.exp(-self.tilt * step)], [1.0, -math.exp(-self.tilt * step)], terms[::-1])[::-1]
+        d = suffix_recurrence(terms, 1.0, math.exp(-self.tilt * step))
         return b, d
 
     def hockey_stick(self, epsilons):

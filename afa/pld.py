@@ -82,12 +82,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
 from scipy.optimize import isotonic_regression
-from scipy.signal import lfilter
 
 from . import _validation as check
 from . import budget
 from . import options as settings
-from ._accurate import log_sum_exp
+from ._accurate import log_sum_exp, suffix_recurrence
 from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
 from .results import UnsupportedCompositionError
 
@@ -399,7 +398,7 @@ class DiscretePLD:
         For x_{j-1} <= eps < x_j, delta_S(eps) = inf_mass + D_j + (1 - e^{eps - x_j}) C_j: positive
         terms only.  C_j = p_j + e^{-h} C_{j+1} and D_j = D_{j+1} + (1 - e^{-h}) C_{j+1}.
         """
-        c = lfilter([1.0], [1.0, -math.exp(-self.interval)], self.probs[::-1])[::-1]
+        c = suffix_recurrence(self.probs, math.exp(-self.interval))
         d = np.zeros_like(c)
         d[:-1] = -math.expm1(-self.interval) * np.cumsum(c[:0:-1])[::-1]
         return c, d
