@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -138,12 +139,13 @@ def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: fl
     return sensitivity * math.sqrt(steps) / math.exp(log_mu)
 
 
-def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_probability: float | None = None, *,
+def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_rate: float | None = None, *,
                     sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
-                    rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
+                    rtol: float = 1e-3, budget: Budget | None = None,
+                    sampling_probability: float | None = None) -> Calibration:
     """The smallest sigma (to ``rtol``) whose upper epsilon(delta) after ``steps`` uses is <= ``target_epsilon``.
 
-    The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_probability``
+    The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_rate``
     if given (DP-SGD).
 
     Parameters
@@ -154,7 +156,7 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
         Target delta, in (0, 1).
     steps : int
         Number of uses, an integer in [1, 2**53].
-    sampling_probability : float, optional
+    sampling_rate : float, optional
         Poisson sampling rate of each step, in (0, 1]; None (default) for no subsampling.
     sensitivity : float, default 1.0
         Sensitivity of each use, > 0.
@@ -168,6 +170,8 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
         Relative tolerance of the answer, in [1e-10, 0.5].
     budget : afa.Budget, optional
         The whole search runs under it (default ``Budget(seconds=CALIBRATION_SECONDS)``, 120 s).
+    sampling_probability : float, optional
+        Deprecated name of ``sampling_rate`` (warns; it goes in the next version).
 
     Returns
     -------
@@ -200,26 +204,27 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
     >>> calibration.epsilon_upper <= 1.0 < rejected.epsilon(1e-5)
     True
     """
+    sampling_rate = _renamed_rate(sampling_rate, sampling_probability)
     steps = check.positive_integer("steps", steps, maximum=check.MAX_COUNT)
     target_epsilon, delta, rtol, method, build, budget = _common(
-        target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol, budget)
+        target_epsilon, delta, sampling_rate, sensitivity, neighboring, method, rtol, budget)
 
     def accountant(sigma: float, interval: float | None = None) -> Accountant:
         return build(sigma, steps, interval)
 
     # The smallest sigma the mechanism takes (a subsampled Gaussian's shift is bounded, see afa.subsampling).
-    subsampled = sampling_probability is not None and sampling_probability < 1
-    if (sampling_probability is not None and subsampled
-            and -math.expm1(steps * math.log1p(-sampling_probability)) <= delta):
+    subsampled = sampling_rate is not None and sampling_rate < 1
+    if (sampling_rate is not None and subsampled
+            and -math.expm1(steps * math.log1p(-sampling_rate)) <= delta):
         # delta(eps) <= 1 - (1 - q)^steps at every eps >= 0 whatever sigma (see calibrate_sampling_rate).
-        raise ValueError(f"sampling_probability={sampling_probability:g} is so small that every sigma meets the "
+        raise ValueError(f"sampling_rate={sampling_rate:g} is so small that every sigma meets the "
                          f"target: in {steps} steps a record is used with probability "
-                         f"{-math.expm1(steps * math.log1p(-sampling_probability)):.3g} <= delta={delta:g}")
+                         f"{-math.expm1(steps * math.log1p(-sampling_rate)):.3g} <= delta={delta:g}")
     # (plain Gaussians: the composed loss variance steps (sensitivity / sigma)^2 <= MAX_MU^2, see compose)
     smallest = sensitivity / MAX_SUBSAMPLED_SHIFT if subsampled else sensitivity * math.sqrt(steps) / MAX_MU
     start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
-    if sampling_probability is not None:
-        start *= sampling_probability  # privacy amplification: roughly q times less noise
+    if sampling_rate is not None:
+        start *= sampling_rate  # privacy amplification: roughly q times less noise
     start = max(start, smallest * GROWTH ** 2)
 
     def out_of_range(side: str, sigma: float) -> str:
@@ -232,12 +237,13 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_pr
                       domain=(math.log(smallest), math.inf), out_of_range=out_of_range, budget=budget)
 
 
-def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_probability: float | None = None, *,
+def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_rate: float | None = None, *,
                     sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
-                    rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
+                    rtol: float = 1e-3, budget: Budget | None = None,
+                    sampling_probability: float | None = None) -> Calibration:
     """The most steps (an integer, to ``rtol``) of Gaussian(sigma) whose upper epsilon(delta) is <= ``target_epsilon``.
 
-    The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_probability`` if
+    The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_rate`` if
     given; see :func:`calibrate_sigma`.
 
     Parameters
@@ -249,9 +255,9 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
     sigma : float
         Noise standard deviation, > 0 (with ``sensitivity`` in the Gaussian's range, and within the
         subsampled Gaussian's range when subsampled).
-    sampling_probability : float, optional
+    sampling_rate : float, optional
         Poisson sampling rate of each step, in (0, 1]; None (default) for no subsampling.
-    sensitivity, neighboring, method, rtol, budget
+    sensitivity, neighboring, method, rtol, budget, sampling_probability
         As for :func:`calibrate_sigma`.
 
     Returns
@@ -277,17 +283,18 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
     >>> calibration.value, calibration.rejected
     (7.0, 8.0)
     """
+    sampling_rate = _renamed_rate(sampling_rate, sampling_probability)
     sigma = check.positive("sigma", sigma)
     target_epsilon, delta, rtol, method, build, budget = _common(
-        target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol, budget)
+        target_epsilon, delta, sampling_rate, sensitivity, neighboring, method, rtol, budget)
     mu = Gaussian(sigma, sensitivity).mu  # sigma's range, checked before the search
-    if sampling_probability is not None and sampling_probability < 1:
-        Gaussian(sigma, sensitivity).poisson_subsampled(sampling_probability)
+    if sampling_rate is not None and sampling_rate < 1:
+        Gaussian(sigma, sensitivity).poisson_subsampled(sampling_rate)
     # At most 2**53 uses, and (plain Gaussians) a composed loss variance steps mu^2 <= MAX_LOSS.
     top = min(math.log(check.MAX_COUNT), math.log(check.MAX_LOSS) - 2 * math.log(mu))
     # Plain Gaussians: steps uses of sigma act like one of sigma / sqrt(steps); subsampling at q about like q^2 fewer.
     one_step = gaussian_sigma(max(target_epsilon, 1e-3), delta, 1, sensitivity)
-    start = 2 * (math.log(sigma) - math.log(one_step)) - 2 * math.log(sampling_probability or 1.0)
+    start = 2 * (math.log(sigma) - math.log(one_step)) - 2 * math.log(sampling_rate or 1.0)
 
     def out_of_range(side: str, steps: float) -> str:
         if side == "high":
@@ -384,7 +391,18 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, s
                       domain=(math.log(floor), 0.0), out_of_range=out_of_range, budget=budget)
 
 
-def _common(target_epsilon, delta, sampling_probability, sensitivity, neighboring, method, rtol, budget):
+def _renamed_rate(sampling_rate, sampling_probability):
+    """The sampling rate given as ``sampling_rate`` or by its deprecated name ``sampling_probability``."""
+    if sampling_probability is None:
+        return sampling_rate
+    warnings.warn("the keyword sampling_probability is deprecated: use sampling_rate", DeprecationWarning,
+                  stacklevel=3)
+    if sampling_rate is not None:
+        raise TypeError("give the sampling rate once, as sampling_rate")
+    return sampling_probability
+
+
+def _common(target_epsilon, delta, sampling_rate, sensitivity, neighboring, method, rtol, budget):
     """Validated (target_epsilon, delta, rtol, method), a builder (sigma, steps, interval[, q]) -> Accountant
     and the calibration's budget."""
     if budget is None:
@@ -396,13 +414,13 @@ def _common(target_epsilon, delta, sampling_probability, sensitivity, neighborin
     sensitivity = check.positive("sensitivity", sensitivity)
     check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
     rtol = check.in_interval("rtol", rtol, 1e-10, 0.5)
-    if sampling_probability is not None:
-        sampling_probability = check.in_interval("sampling_probability", sampling_probability, 0.0, 1.0,
+    if sampling_rate is not None:
+        sampling_rate = check.in_interval("sampling_rate", sampling_rate, 0.0, 1.0,
                                                  low_open=True)
     if method is None:
-        method = "exact" if sampling_probability is None else "pld"
+        method = "exact" if sampling_rate is None else "pld"
 
-    def build(sigma: float, steps: int, interval: float | None = None, q: float | None = sampling_probability):
+    def build(sigma: float, steps: int, interval: float | None = None, q: float | None = sampling_rate):
         mechanism: Mechanism = Gaussian(sigma, sensitivity)
         if q is not None:
             mechanism = mechanism.poisson_subsampled(q)

@@ -492,7 +492,7 @@ def _calibrate(args) -> str:
                                  sensitivity=args.sensitivity, neighboring=args.neighboring, rtol=args.rtol)
     except (ValueError, TypeError, AccuracyError) as error:
         names = {"target_epsilon": "--epsilon", "delta": "--delta", "steps": "--steps",
-                 "sampling_probability": "--sampling-rate", "sensitivity": "--sensitivity", "rtol": "--rtol"}
+                 "sampling_rate": "--sampling-rate", "sensitivity": "--sensitivity", "rtol": "--rtol"}
         raise _UsageError(_rename(str(error), names)) from None
     if args.json:
         return json.dumps({"query": "calibrate", "sigma": result.value, "epsilon_upper": result.epsilon_upper,

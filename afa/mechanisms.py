@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -239,7 +240,7 @@ class Mechanism:
         >>> afa.Mechanism.from_dict({"type": "Randomized-Response", "p": 0.75})
         RandomizedResponse(p=0.75)
         >>> afa.Mechanism.from_dict({"type": "gaussian", "sigma": 2.0, "sampling_rate": 0.1})
-        Subsampled(base=Gaussian(sigma=2.0, sensitivity=1.0), q=0.1, scheme='poisson')
+        Subsampled(base=Gaussian(sigma=2.0, sensitivity=1.0), sampling_rate=0.1, scheme='poisson')
         """
         if not isinstance(table, Mapping):
             raise TypeError(f"a mechanism table must be a mapping (table/object), got {table!r}")
@@ -267,9 +268,9 @@ class Mechanism:
                 raise ValueError("sampling needs a sampling_rate")
             return mechanism
         if scheme is None or scheme == "poisson":
-            return _renamed_sampling_error(mechanism.poisson_subsampled, rate)
+            return mechanism.poisson_subsampled(rate)
         if scheme == "subset":
-            return _renamed_sampling_error(mechanism.subset_subsampled, rate)
+            return mechanism.subset_subsampled(rate)
         raise ValueError(f"sampling must be 'poisson' or 'subset', got {scheme!r}")
 
     def privacy_losses(self, neighboring: str = "add_remove") -> tuple[PrivacyLoss, PrivacyLoss]:
@@ -415,18 +416,20 @@ class Mechanism:
             return pairs.loss_tails(pair)
         return pairs.atom_tails(first, second)
 
-    def poisson_subsampled(self, q: float) -> Mechanism:
-        """This mechanism on a Poisson subsample with rate ``q`` (Zhu, Dong & Wang 2022, Thm 11(1)).
+    def poisson_subsampled(self, sampling_rate: float | None = None, *, q: float | None = None) -> Mechanism:
+        """This mechanism on a Poisson subsample with rate ``sampling_rate`` (Zhu, Dong & Wang 2022, Thm 11(1)).
 
         Parameters
         ----------
-        q : float
+        sampling_rate : float
             The probability that each record is in the subsample, in [0, 1].
+        q : float, optional
+            Deprecated name of ``sampling_rate`` (warns; it goes in the next version).
 
         Returns
         -------
         afa.Subsampled
-            ``Subsampled(self, q, "poisson")``; see :mod:`afa.subsampling` for its dominating pair.
+            ``Subsampled(self, sampling_rate, "poisson")``; see :mod:`afa.subsampling` for its dominating pair.
 
         Raises
         ------
@@ -443,20 +446,22 @@ class Mechanism:
         0.05
         """
         from .subsampling import Subsampled
-        return Subsampled(self, q, "poisson")
+        return Subsampled(self, _sampling_rate(sampling_rate, q), "poisson")
 
-    def subset_subsampled(self, q: float) -> Mechanism:
-        """This mechanism on a random fixed-size subset, rate ``q`` = m/n (Zhu, Dong & Wang 2022, Thm 11(2)).
+    def subset_subsampled(self, sampling_rate: float | None = None, *, q: float | None = None) -> Mechanism:
+        """This mechanism on a random fixed-size subset of m out of n records (Zhu, Dong & Wang 2022, Thm 11(2)).
 
         Parameters
         ----------
-        q : float
+        sampling_rate : float
             The subset size m over the dataset size n, in [0, 1].
+        q : float, optional
+            Deprecated name of ``sampling_rate`` (warns; it goes in the next version).
 
         Returns
         -------
         afa.Subsampled
-            ``Subsampled(self, q, "subset")``, analysed under ``neighboring="add_remove"`` only, from the
+            ``Subsampled(self, sampling_rate, "subset")``, analysed under ``neighboring="add_remove"`` only, from the
             base's replacement pair (:mod:`afa.subsampling`).
 
         Raises
@@ -467,7 +472,7 @@ class Mechanism:
             This mechanism is itself subsampled.
         """
         from .subsampling import Subsampled
-        return Subsampled(self, q, "subset")
+        return Subsampled(self, _sampling_rate(sampling_rate, q), "subset")
 
     @property
     def symmetric(self) -> bool:
@@ -483,6 +488,18 @@ class Mechanism:
         return first is second
 
 
+def _sampling_rate(sampling_rate, q):
+    """The sampling rate given as ``sampling_rate`` or by its deprecated name ``q`` (one of them)."""
+    if q is not None:
+        warnings.warn("the keyword q is deprecated: use sampling_rate", DeprecationWarning, stacklevel=3)
+        if sampling_rate is not None:
+            raise TypeError("give the sampling rate once, as sampling_rate")
+        return q
+    if sampling_rate is None:
+        raise TypeError("sampling_rate is required: the probability that each record is in the subsample")
+    return sampling_rate
+
+
 def _type_key(name: str) -> str:
     return name.strip().lower().replace("-", "_")
 
@@ -496,17 +513,6 @@ def _plain(value):
     if isinstance(value, Mechanism):
         return value.to_dict()
     return value
-
-
-def _renamed_sampling_error(subsample, rate) -> Mechanism:
-    """``subsample(rate)``, with an error about the rate ``q`` renamed to the table's ``sampling_rate``."""
-    try:
-        return subsample(rate)
-    except (ValueError, TypeError) as error:
-        message = str(error)
-        if message.startswith("q "):
-            message = "sampling_rate " + message[2:]
-        raise type(error)(message) from None
 
 
 # ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ again, composed exactly.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +57,7 @@ class Subsampled(Mechanism):
         implemented for Gaussian, Laplace and finite-output bases (randomized response, k-RR, discrete
         Laplace, discrete Gaussian, :class:`afa.DiscreteMechanism`, or any mechanism declaring a
         :class:`afa.pairs.FinitePair`).
-    q : float
+    sampling_rate : float
         Sampling rate, in [0, 1]: each record's inclusion probability ("poisson"), or m/n ("subset").
         For a Gaussian or Laplace base with 0 < q < 1, ``sensitivity / sigma`` (or ``/ scale``) must be
         <= ``MAX_SUBSAMPLED_SHIFT`` = 1000.
@@ -90,22 +91,22 @@ class Subsampled(Mechanism):
     >>> import afa
     >>> mechanism = afa.RandomizedResponse(0.75).poisson_subsampled(0.1)
     >>> mechanism
-    Subsampled(base=RandomizedResponse(p=0.75), q=0.1, scheme='poisson')
+    Subsampled(base=RandomizedResponse(p=0.75), sampling_rate=0.1, scheme='poisson')
     >>> round(afa.Accountant().compose(mechanism).delta(0.0), 6)
     0.05
     """
 
     base: Mechanism
-    q: float
+    sampling_rate: float
     scheme: str = "poisson"
 
     def __post_init__(self):
         if not isinstance(self.base, Mechanism) or isinstance(self.base, Subsampled):
             raise TypeError(f"base must be an afa mechanism that is not itself subsampled, got {self.base!r}")
-        check.assign(self, q=check.in_interval("q", self.q, 0.0, 1.0))
+        check.assign(self, sampling_rate=check.in_interval("sampling_rate", self.sampling_rate, 0.0, 1.0))
         check.choice("scheme", self.scheme, SCHEMES)
         noise = _additive_noise(self.base)
-        if noise is not None and 0 < self.q < 1 and not noise[2] / noise[1] <= MAX_SUBSAMPLED_SHIFT:
+        if noise is not None and 0 < self.sampling_rate < 1 and not noise[2] / noise[1] <= MAX_SUBSAMPLED_SHIFT:
             kind, scale, shift = noise
             name = "sigma" if kind == "gaussian" else "scale"
             raise ValueError(f"{name} is out of range for a subsampled {type(self.base).__name__}: sensitivity / "
@@ -127,7 +128,13 @@ class Subsampled(Mechanism):
         >>> afa.Gaussian(2.0).poisson_subsampled(0.1).to_dict()
         {'type': 'gaussian', 'sigma': 2.0, 'sensitivity': 1.0, 'sampling_rate': 0.1, 'sampling': 'poisson'}
         """
-        return {**self.base.to_dict(), "sampling_rate": self.q, "sampling": self.scheme}
+        return {**self.base.to_dict(), "sampling_rate": self.sampling_rate, "sampling": self.scheme}
+
+    @property
+    def q(self) -> float:
+        """Deprecated name of :attr:`sampling_rate` (it goes in the next version)."""
+        warnings.warn("Subsampled.q is deprecated: use Subsampled.sampling_rate", DeprecationWarning, stacklevel=2)
+        return self.sampling_rate
 
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
@@ -135,14 +142,14 @@ class Subsampled(Mechanism):
             raise ValueError("subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
                              "Thm 11(2), from the base's replacement pair)")
         noise = _additive_noise(self.base)
-        if 0 < self.q < 1 and neighboring == "substitution" and (noise is None or noise[0] != "gaussian"):
+        if 0 < self.sampling_rate < 1 and neighboring == "substitution" and (noise is None or noise[0] != "gaussian"):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(Google DP team 2025, Sec. 4.2)")
 
     @property
     def truncated_mass(self) -> float:
         """The base's (0 when q = 0): the mixture (1 - q) Q + q P loses at most what each side loses."""
-        return self.base.truncated_mass if self.q > 0 else 0.0
+        return self.base.truncated_mass if self.sampling_rate > 0 else 0.0
 
     def _full_relation(self, neighboring: str) -> str:
         """The base's relation when q = 1 (subset sampling uses the replacement pair)."""
@@ -176,34 +183,36 @@ class Subsampled(Mechanism):
         ([0.3, 0.7], [0.25, 0.75])
         """
         self._check(neighboring)
-        if self.q == 0:
+        if self.sampling_rate == 0:
             return FinitePair(np.zeros(1), np.zeros(1))  # the record is never used
-        if self.q == 1:
+        if self.sampling_rate == 1:
             return self.base.dominating_pair(self._full_relation(neighboring))
         noise = _additive_noise(self.base)
         if noise is not None:
-            return _mixture_pair(noise, self.q, neighboring)
+            return _mixture_pair(noise, self.sampling_rate, neighboring)
         pair = _base_pair(self.base, self._full_relation(neighboring))  # neighboring is add_remove here (_check)
         if not isinstance(pair, FinitePair):
             raise ValueError(f"subsampling is implemented for Gaussian, Laplace and finite-output bases "
                              f"(randomized response, k-RR, discrete Laplace, discrete Gaussian, DiscreteMechanism), "
                              f"not {type(self.base).__name__}")
-        return FinitePair(np.logaddexp(math.log1p(-self.q) + pair.log_q, math.log(self.q) + pair.log_p), pair.log_q)
+        rate = self.sampling_rate
+        return FinitePair(np.logaddexp(math.log1p(-rate) + pair.log_q, math.log(rate) + pair.log_p), pair.log_q)
 
     def _losses(self, neighboring):
         self._check(neighboring)
-        if self.q == 1:
+        if self.sampling_rate == 1:
             return self.base.privacy_losses(self._full_relation(neighboring))  # the base's closed forms
         pair = self.dominating_pair(neighboring)
         if not isinstance(pair, NoiseMixturePair):
             return pairs.privacy_losses(pair)
         kind, scale, shift = _additive_noise(self.base)
-        label = f"log_phi_{self.scheme}_q{self.q:g}_{type(self.base).__name__}_{kind[0]}{scale:g}_d{shift:g}"
+        label = (f"log_phi_{self.scheme}_q{self.sampling_rate:g}_{type(self.base).__name__}"
+                 f"_{kind[0]}{scale:g}_d{shift:g}")
         return pairs.privacy_losses(pair, (f"{label}_remove", f"{label}_add"))
 
     def _tails(self, neighboring):
         self._check(neighboring)
-        if self.q == 1:
+        if self.sampling_rate == 1:
             return self.base.loss_tails(self._full_relation(neighboring))
         return super()._tails(neighboring)
 
@@ -238,7 +247,7 @@ class Subsampled(Mechanism):
         noise = _additive_noise(self.base)
         if noise is None:
             raise ValueError(f"{type(self.base).__name__} is not a continuous additive-noise mechanism")
-        return _mixture_pair(noise, self.q, neighboring)
+        return _mixture_pair(noise, self.sampling_rate, neighboring)
 
 
 def _base_pair(base: Mechanism, neighboring: str) -> FinitePair | NoiseMixturePair | None:

@@ -217,7 +217,7 @@ Q_ERRORS = [("q negative", -0.1), ("q above 1", 1.1), ("q nan", NAN), ("q inf", 
 @pytest.mark.parametrize("scheme", ["poisson_subsampled", "subset_subsampled"])
 @pytest.mark.parametrize("q", [row[1] for row in Q_ERRORS], ids=[row[0] for row in Q_ERRORS])
 def test_sampling_rate_errors(scheme, q):
-    assert_clear_error(lambda: getattr(afa.Gaussian(1.0), scheme)(q), "q")
+    assert_clear_error(lambda: getattr(afa.Gaussian(1.0), scheme)(q), "sampling_rate")
 
 
 @pytest.mark.parametrize("call, names", [
@@ -600,20 +600,20 @@ def test_calibration_argument_errors(which, name, value):
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 0), ["steps"]),
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 2.5), ["steps"]),
     (lambda: afa.calibrate_sigma(1.0, 1e-5, 10 ** 400), ["steps", "2**53"]),
-    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=0.0), ["sampling_probability"]),
-    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=1.5), ["sampling_probability"]),
-    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability="0.1"), ["sampling_probability"]),
+    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_rate=0.0), ["sampling_rate"]),
+    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_rate=1.5), ["sampling_rate"]),
+    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_rate="0.1"), ["sampling_rate"]),
     # a record used with probability <= delta: every sigma meets the target, which is said before any search
     # (one at sigma = 4e-5 would need a shift of 25000 noise scales)
-    (lambda: afa.calibrate_sigma(1.0, 1e-5, 1, sampling_probability=1e-5), ["sampling_probability", "every sigma"]),
-    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=1e-12), ["sampling_probability"]),
+    (lambda: afa.calibrate_sigma(1.0, 1e-5, 1, sampling_rate=1e-5), ["sampling_rate", "every sigma"]),
+    (lambda: afa.calibrate_sigma(1.0, 1e-5, 10, sampling_rate=1e-12), ["sampling_rate"]),
     (lambda: afa.calibrate_sigma(1e300, 1e-5, 10), ["epsilon"]),
     (lambda: afa.calibrate_steps(1.0, 1e-5, 0.0), ["sigma"]),
     (lambda: afa.calibrate_steps(1.0, 1e-5, 1e-300), ["sigma"]),
     (lambda: afa.calibrate_steps(1.0, 1e-5, 0.1), ["sigma", "one step"]),
     (lambda: afa.calibrate_steps(1.0, 1e-5, 1e300), ["sigma", "2**53"]),
-    (lambda: afa.calibrate_steps(1.0, 1e-5, 1.0, sampling_probability=-0.1), ["sampling_probability"]),
-    (lambda: afa.calibrate_steps(1.0, 1e-5, 1e-4, sampling_probability=0.5), ["sigma", "1000"]),
+    (lambda: afa.calibrate_steps(1.0, 1e-5, 1.0, sampling_rate=-0.1), ["sampling_rate"]),
+    (lambda: afa.calibrate_steps(1.0, 1e-5, 1e-4, sampling_rate=0.5), ["sigma", "1000"]),
     (lambda: afa.calibrate_sampling_rate(1.0, 1e-5, -1.0, 10), ["sigma"]),
     (lambda: afa.calibrate_sampling_rate(1.0, 1e-5, 1e-4, 10), ["sigma", "1000"]),
     (lambda: afa.calibrate_sampling_rate(1.0, 1e-5, 1.0, 0), ["steps"]),

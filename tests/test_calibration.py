@@ -60,7 +60,7 @@ def _analytic_epsilon(sigma: float, q: float, steps: int, delta: float) -> float
 def test_dp_sgd_calibration_is_certified_safe_and_tight(target, steps):
     """The certifying method is the PLD (pessimistic for the answer, optimistic for the rejected sigma);
     the analytic engines confirm both sides."""
-    result = afa.calibrate_sigma(target, 1e-5, steps, sampling_probability=0.01)
+    result = afa.calibrate_sigma(target, 1e-5, steps, sampling_rate=0.01)
     assert result.method == "pld" and result.certified
     assert result.epsilon_upper <= target
     assert _analytic_epsilon(result.value, 0.01, steps, 1e-5) <= target
@@ -73,8 +73,8 @@ def test_calibration_validation():
         afa.calibrate_sigma(1.0, 1.5, 10)
     with pytest.raises(ValueError, match="steps"):
         afa.calibrate_sigma(1.0, 1e-5, 0)
-    with pytest.raises(ValueError, match="sampling_probability"):
-        afa.calibrate_sigma(1.0, 1e-5, 10, sampling_probability=0.0)
+    with pytest.raises(ValueError, match="sampling_rate"):
+        afa.calibrate_sigma(1.0, 1e-5, 10, sampling_rate=0.0)
     with pytest.raises(ValueError, match="rtol"):
         afa.calibrate_sigma(1.0, 1e-5, 10, rtol=0.0)
     with pytest.raises(TypeError, match="target_epsilon"):
@@ -96,7 +96,7 @@ def test_gaussian_steps_calibration_is_the_largest_safe_count(target):
 
 def test_dp_sgd_steps_and_sampling_rate_calibration():
     """Safe by the PLD's upper bound, tight by its lower bound; the analytic engines confirm both sides."""
-    steps = afa.calibrate_steps(1.0, 1e-5, 3.8, sampling_probability=0.01)
+    steps = afa.calibrate_steps(1.0, 1e-5, 3.8, sampling_rate=0.01)
     assert steps.method == "pld" and steps.certified and steps.epsilon_upper <= 1.0
     assert _analytic_epsilon(3.8, 0.01, int(steps.value), 1e-5) <= 1.0
     assert _analytic_epsilon(3.8, 0.01, int(steps.rejected), 1e-5) > 1.0

@@ -198,8 +198,8 @@ def test_rates_zero_and_one():
 
 
 @pytest.mark.parametrize("build, error, match", [
-    (lambda: afa.Gaussian(1.0).poisson_subsampled(1.5), ValueError, "q"),
-    (lambda: afa.Gaussian(1.0).poisson_subsampled(float("nan")), ValueError, "q"),
+    (lambda: afa.Gaussian(1.0).poisson_subsampled(1.5), ValueError, "sampling_rate"),
+    (lambda: afa.Gaussian(1.0).poisson_subsampled(float("nan")), ValueError, "sampling_rate"),
     (lambda: afa.Subsampled(afa.Gaussian(1.0), 0.1, "stratified"), ValueError, "scheme"),
     (lambda: afa.Gaussian(1.0).poisson_subsampled(0.1).poisson_subsampled(0.1), TypeError, "base"),
     (lambda: afa.Subsampled("gaussian", 0.1), TypeError, "base")])
