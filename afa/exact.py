@@ -520,7 +520,8 @@ def approximate_rr_delta(
     >>> exact.approximate_rr_delta([0.0, 0.5], 0.5, 1e-6, n=3).round(6)
     array([0.360034, 0.152454])
     >>> x = exact.approximate_rr_delta(2.0, 0.5, 1e-6, n=3)  # ε > nξ: only 1 − (1 − δ0)^n is left
-    >>> abs(x - (1 - (1 - 1e-6) ** 3)) < 1e-18
+    >>> import math
+    >>> math.isclose(x, -math.expm1(3 * math.log1p(-1e-6)), rel_tol=1e-12)
     True
     """
     xi = check.non_negative("xi", xi)
