@@ -79,11 +79,39 @@ class Accountant:
         The engines' settings (enumeration limits, node budgets, tail masses, grid size) and the policy
         of ``method="auto"`` (default ``Options()``; see :mod:`afa.options`).
 
+    Attributes
+    ----------
+    neighboring : str
+        The neighbouring relation.
+    budget : Budget
+        Time and memory limits of each query.
+    options : Options
+        The engines' settings and the policy of ``method="auto"`` (active while a query runs).
+    value_discretization_interval : float or None
+        Grid step of the loss for ``method="pld"`` (None: chosen per composition).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``neighboring``, or a ``value_discretization_interval`` outside [1e-12, 350].
+    TypeError
+        A ``budget`` that is not an :class:`afa.Budget`, an ``options`` that is not an :class:`afa.Options`,
+        or a ``value_discretization_interval`` that is not a real number.
+
     Notes
     -----
+    State is {mechanism: count} under one neighbouring relation (Zhu, Dong & Wang 2022, Algorithm 1).
+
     The numbers a user reads -- :meth:`epsilon`, :meth:`delta`, :meth:`privacy_profile` -- are the
     upper ends of the answers' bounds: never below what those bounds allow for the truth.  The
     ``*_result`` methods return the best estimate in ``Result.value`` beside its bounds.
+
+    Every query takes a ``method``, one of "auto" (the default), "exact", "quadrature", "contour",
+    "certified" and "pld".  A named method answers or refuses; "auto" tries closed forms first where they
+    apply, then the contour method and the fallbacks "pld", "quadrature" and "certified", each with a share
+    of the budget, and moves on when one refuses (:class:`afa.AccuracyError`,
+    :class:`afa.UnsupportedCompositionError`).  The :class:`afa.Result` of a query lists every engine tried
+    in ``attempts``.
 
     Examples
     --------
@@ -121,10 +149,43 @@ class Accountant:
     def compose(self, mechanism: Mechanism, times: int = 1) -> Accountant:
         """Add ``times`` uses of ``mechanism``; returns the accountant so calls chain.
 
-        ``times`` is an integer in [1, 2**53] (counts are exact floats there), also in total per mechanism;
-        the sum over all uses of each one's largest |loss|, |mean| or variance must stay <= 1e300
-        (``MAX_LOSS``), so that the engines' sums and exponents of losses cannot overflow.  A ValueError
-        naming ``times`` leaves the accountant unchanged.
+        Parameters
+        ----------
+        mechanism : Mechanism
+            An :class:`afa.Mechanism` that declares its dominating pair (Gaussian, Laplace, ..., or a
+            subclass implementing ``dominating_pair``) and is analysed under this accountant's
+            :attr:`neighboring` relation.
+        times : int, default 1
+            How many uses to add: an integer in [1, 2**53] (counts are exact floats there; a float with an
+            integral value is accepted), also in total per mechanism.
+
+        Returns
+        -------
+        Accountant
+            This accountant (not a copy), so that calls chain.
+
+        Raises
+        ------
+        TypeError
+            ``mechanism`` is not an :class:`afa.Mechanism` declaring its dominating pair, or ``times`` is not
+            an integer.
+        ValueError
+            ``times`` out of range: below 1, above 2**53 in total for the mechanism, or bringing the sum over
+            all uses of each one's largest |loss|, |mean| or variance above 1e300 (``MAX_LOSS``), so that the
+            engines' sums and exponents of losses cannot overflow; or the mechanism is not analysed under
+            :attr:`neighboring`.  A ValueError naming ``times`` leaves the accountant unchanged.
+
+        Notes
+        -----
+        Composing the same mechanism twice adds to its count.  The engines built for earlier queries are
+        dropped: the next query builds them for the new composition.
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=60).compose(afa.Gaussian(sigma=10.0), 40)
+        >>> acc.mechanisms
+        {Gaussian(sigma=10.0, sensitivity=1.0): 100}
         """
         if not isinstance(mechanism, Mechanism) or not mechanism.declares_pair:
             raise TypeError(f"mechanism must be an afa.Mechanism declaring its dominating pair (Gaussian, Laplace, "
@@ -162,6 +223,16 @@ class Accountant:
             ``value_discretization_interval`` when set, and ``budget`` (``seconds`` and ``memory_bytes``,
             None for no limit), and ``options`` where they differ from the defaults
             (:meth:`afa.Options.to_dict`).  :meth:`from_dict` rebuilds an accountant giving the same answers.
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> spec = acc.to_dict()
+        >>> spec["neighboring"], spec["mechanisms"]
+        ('add_remove', [{'type': 'gaussian', 'sigma': 10.0, 'sensitivity': 1.0, 'times': 100}])
+        >>> spec["budget"]
+        {'seconds': 30.0, 'memory_bytes': 2147483648.0}
         """
         spec: dict = {"neighboring": self.neighboring,
                       "mechanisms": [{**mechanism.to_dict(), "times": count}
@@ -183,14 +254,31 @@ class Accountant:
         ----------
         spec : mapping
             ``mechanisms``: a non-empty list of mechanism tables (:meth:`afa.Mechanism.from_dict`), each
-            with an optional ``times`` (default 1); optional ``neighboring`` (default "add_remove"),
-            ``value_discretization_interval``, ``budget`` (a table of :class:`afa.Budget`'s fields) and
-            ``options`` (:meth:`afa.Options.from_dict`).
+            with an optional ``times`` (default 1); optional ``neighboring`` (default "add_remove"; case,
+            surrounding spaces and hyphens for underscores are accepted), ``value_discretization_interval``,
+            ``budget`` (a table of :class:`afa.Budget`'s fields, ``seconds`` and ``memory_bytes``, None for no
+            limit) and ``options`` (:meth:`afa.Options.from_dict`).  No other top-level key is allowed.
+
+        Returns
+        -------
+        Accountant
+            A new accountant with the spec's settings and every mechanism composed its ``times``.
 
         Raises
         ------
         ValueError, TypeError
-            A missing, unknown or invalid key; the message names it (``mechanisms[2]: ...``).
+            A missing, unknown or invalid key; the message names it (``mechanisms[2]: ...``).  An
+            OverflowError from a mechanism table is re-raised with the same prefix.
+
+        Examples
+        --------
+        >>> import afa
+        >>> spec = {"mechanisms": [{"type": "gaussian", "sigma": 10.0, "times": 100}]}
+        >>> acc = afa.Accountant.from_dict(spec)
+        >>> round(acc.epsilon(1e-5), 4)
+        4.3772
+        >>> afa.Accountant.from_dict(acc.to_dict()).mechanisms == acc.mechanisms
+        True
         """
         if not isinstance(spec, Mapping):
             raise TypeError(f"spec must be a mapping with a 'mechanisms' list, got {type(spec).__name__}")
@@ -240,12 +328,38 @@ class Accountant:
 
     @property
     def mechanisms(self) -> dict[Mechanism, int]:
-        """A copy of the state: each distinct mechanism with its count."""
+        """A copy of the state: each distinct mechanism with its count.
+
+        Returns
+        -------
+        dict of Mechanism to int
+            A new dict on every call: changing it leaves the accountant unchanged.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Accountant().compose(afa.Laplace(scale=2.0), times=3).mechanisms
+        {Laplace(scale=2.0, sensitivity=1.0): 3}
+        """
         return dict(self._counts)
 
     @property
     def directions(self) -> tuple[str, str]:
-        """Names of the two directions: ('remove', 'add') or ('forward', 'reverse')."""
+        """Names of the two directions: ('remove', 'add') or ('forward', 'reverse').
+
+        Returns
+        -------
+        tuple of str
+            ('remove', 'add') under "add_remove", ('forward', 'reverse') under "substitution": the keys of
+            :attr:`log_phi`, :attr:`inf_mass` and :attr:`composed_losses` and the values of the ``direction``
+            arguments.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Accountant("substitution").directions
+        ('forward', 'reverse')
+        """
         return DIRECTION_NAMES[self.neighboring]
 
     def _composed(self, index: int, keep=lambda mechanism: True) -> ComposedLoss:
@@ -258,18 +372,44 @@ class Accountant:
 
     @property
     def composed_losses(self) -> dict[str, ComposedLoss]:
-        """The composed privacy loss of each direction (:class:`afa.composition.ComposedLoss`: its terms and
-        counts, symbolic log-CF, atoms, cumulants and mass at +infinity)."""
+        """The composed privacy loss of each direction.
+
+        Returns
+        -------
+        dict of str to afa.composition.ComposedLoss
+            Keyed by :attr:`directions`: each direction's terms and counts, symbolic log-CF, atoms, cumulants
+            and mass at +infinity.  Built anew on every call.
+        """
         return {name: self._composed(index) for index, name in enumerate(self.directions)}
 
     @property
     def log_phi(self) -> dict[str, sympy.Expr]:
-        """The composed symbolic log-CF of each direction, sum_i k_i log phi_i(t)."""
+        """The composed symbolic log-CF of each direction, sum_i k_i log phi_i(t).
+
+        Returns
+        -------
+        dict of str to sympy.Expr
+            Keyed by :attr:`directions`; an expression in the symbol :data:`afa.t` (Zhu, Dong & Wang 2022,
+            Prop. 13).
+
+        Examples
+        --------
+        >>> import afa
+        >>> log_phi = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100).log_phi
+        >>> sorted(log_phi), log_phi["remove"].free_symbols == {afa.t}
+        (['add', 'remove'], True)
+        """
         return {name: self._composed(index).log_phi for index, name in enumerate(self.directions)}
 
     @property
     def inf_mass(self) -> dict[str, float]:
-        """Pr[composed loss = +infinity] of each direction (Zhu, Dong & Wang 2022, Prop. 38)."""
+        """Pr[composed loss = +infinity] of each direction (Zhu, Dong & Wang 2022, Prop. 38).
+
+        Returns
+        -------
+        dict of str to float
+            Keyed by :attr:`directions`; delta(eps) of a direction is at least its mass at every eps.
+        """
         return {name: self._composed(index).inf_mass for index, name in enumerate(self.directions)}
 
     # -- engines ---------------------------------------------------------
@@ -392,8 +532,48 @@ class Accountant:
     def delta_result(self, epsilon: ArrayLike, method: str = "auto", direction: str | None = None) -> Result:
         """delta(epsilon) with its bounds and error (of one ``direction`` if given, else the maximum).
 
-        ``epsilon`` is a real number or an array of them (one pass over the engine's nodes); the result's
-        numbers then have its shape.
+        Parameters
+        ----------
+        epsilon : float or array_like
+            A finite real number (negative values allowed), or an array of them of any shape (one pass over
+            the engine's nodes); the result's numbers then have its shape.
+        method : {"auto", "exact", "quadrature", "contour", "certified", "pld"}, default "auto"
+            The engine (see the class's Notes).
+        direction : str, optional
+            One of :attr:`directions`: that direction's hockey-stick divergence alone; by default the
+            maximum of the two (Zhu, Dong & Wang 2022, Lemma 37).
+
+        Returns
+        -------
+        Result
+            ``value`` (best estimate), ``lower``, ``upper`` and ``error``: floats for a number, arrays of
+            ``epsilon``'s shape for an array (an empty array gives empty arrays without computing).  The
+            values are clipped to [(1 - e^eps)_+, 1]; the lower bound allows for the mass truncated
+            mechanisms (DiscreteGaussian) send to +infinity.  ``method`` names the engine that answered,
+            ``certified`` whether the bounds are proved, and ``attempts`` every engine tried.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``method`` or ``direction``, a non-finite ``epsilon``, or an empty accountant.
+        TypeError
+            An ``epsilon`` that is not real numbers.
+        UnsupportedCompositionError
+            The named ``method`` cannot serve this composition (e.g. "exact" needs Gaussian and
+            finite-output mechanisms only, or one use of a single mechanism).
+        AccuracyError
+            The named method, or under "auto" every method, refused (a :class:`afa.BudgetExceededError`
+            when the budget ran out); the message lists what was tried.
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> result = acc.delta_result(1.0)
+        >>> round(result.value, 6), result.method, bool(result.lower <= result.value <= result.upper)
+        (0.126937, 'exact', True)
+        >>> acc.delta_result([0.5, 1.0, 2.0]).upper.round(6)
+        array([0.238422, 0.126937, 0.020924])
         """
         scalar = np.ndim(epsilon) == 0 and not isinstance(epsilon, np.ndarray)
         if scalar:
@@ -409,18 +589,74 @@ class Accountant:
         return Result(value, lower, upper, error, _label(run.name), certified=run.certified, attempts=run.attempts)
 
     def delta(self, epsilon: ArrayLike, method: str = "auto") -> float | np.ndarray:
-        """The tight delta(epsilon) of the composition: the upper end of :meth:`delta_result`'s bounds
-        (never below what they allow for the truth); an array for an array of epsilons."""
+        """The tight delta(epsilon) of the composition: the upper end of :meth:`delta_result`'s bounds.
+
+        Parameters
+        ----------
+        epsilon : float or array_like
+            A finite real number, or an array of them of any shape.
+        method : {"auto", "exact", "quadrature", "contour", "certified", "pld"}, default "auto"
+            The engine (see the class's Notes).
+
+        Returns
+        -------
+        float or ndarray
+            ``delta_result(epsilon, method).upper``: never below what the bounds allow for the truth; an
+            array of ``epsilon``'s shape for an array of epsilons.
+
+        Raises
+        ------
+        ValueError, TypeError, UnsupportedCompositionError, AccuracyError
+            As :meth:`delta_result`.
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> round(acc.delta(1.0), 6)
+        0.126937
+        >>> acc.delta([0.5, 2.0]).round(6)
+        array([0.238422, 0.020924])
+        """
         return self.delta_result(epsilon, method).upper
 
     def privacy_profile(self, epsilons, method: str = "auto", direction: str | None = None, *,
                         estimate: bool = False) -> np.ndarray:
-        """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes): the upper ends of
-        the bounds, as :meth:`delta` reads them, or with ``estimate=True`` the best estimates
-        (``Result.value``), e.g. to locate a maximiser.
+        """delta(eps) for every eps in ``epsilons`` (one pass over the quadrature nodes).
 
-        ``direction`` (one of :attr:`directions`) gives that direction's hockey-stick divergence
-        alone, e.g. H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (Zhu, Dong & Wang 2022, Lemma 37).
+        Parameters
+        ----------
+        epsilons : array_like
+            Finite real numbers, of any shape (a number gives a 0-d array).
+        method : {"auto", "exact", "quadrature", "contour", "certified", "pld"}, default "auto"
+            The engine (see the class's Notes).
+        direction : str, optional
+            One of :attr:`directions`: that direction's hockey-stick divergence alone, e.g.
+            H_{e^eps}(P || Q) for 'remove'; by default the maximum of the two (Zhu, Dong & Wang 2022, Lemma 37).
+        estimate : bool, default False
+            Return the best estimates (``Result.value``) instead of the upper ends of the bounds, e.g. to
+            locate a maximiser.
+
+        Returns
+        -------
+        ndarray
+            delta at each eps, of ``epsilons``' shape: the upper ends of the bounds, as :meth:`delta` reads
+            them, or with ``estimate=True`` the best estimates.  An empty array is returned as is (the
+            method and direction are still checked).
+
+        Raises
+        ------
+        ValueError, TypeError, UnsupportedCompositionError, AccuracyError
+            As :meth:`delta_result`.
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> acc.privacy_profile([0.5, 1.0, 2.0]).round(6)
+        array([0.238422, 0.126937, 0.020924])
+        >>> acc.privacy_profile([1.0], direction="add", estimate=True).round(6)
+        array([0.126937])
         """
         epsilons = check.real_array("epsilons", epsilons)
         if epsilons.size == 0:  # nothing to compute; the options are still checked
@@ -613,8 +849,47 @@ class Accountant:
     def epsilon_result(self, delta: ArrayLike, method: str = "auto") -> Result:
         """The smallest epsilon >= 0 with delta(epsilon) <= delta, with bounds.
 
-        ``delta`` is a number in (0, 1) or an array of them (every value is checked before any is
-        answered; each is one query with its own time budget); the result's numbers then have its shape.
+        Parameters
+        ----------
+        delta : float or array_like
+            A number in (0, 1), or an array of them of any shape (every value is checked before any is
+            answered; each is one query with its own time budget); the result's numbers then have its shape.
+        method : {"auto", "exact", "quadrature", "contour", "certified", "pld"}, default "auto"
+            The engine (see the class's Notes).
+
+        Returns
+        -------
+        Result
+            ``value`` (best estimate), ``lower``, ``upper`` and ``error`` (half the bracket's width, +inf
+            when ``upper`` is): floats for a number, arrays of ``delta``'s shape for an array (an empty array
+            gives empty arrays without computing).  epsilon is +inf when ``delta`` is below the mass at
+            infinity.  The lower bound allows for the mass truncated mechanisms (DiscreteGaussian) send to
+            +infinity.  For an array, ``method`` joins the engines that answered with "+", ``certified`` holds
+            if every answer is certified, and ``attempts`` concatenates every query's.
+
+        Raises
+        ------
+        ValueError
+            A ``delta`` outside (0, 1) or not finite, an unknown ``method``, or an empty accountant.
+        TypeError
+            A ``delta`` that is not real numbers.
+        UnsupportedCompositionError
+            The named ``method`` cannot serve this composition.
+        AccuracyError
+            The named method, or under "auto" every method, refused (a :class:`afa.BudgetExceededError`
+            when the budget ran out); the message lists what was tried, and the error's ``bracket`` holds
+            the best certified bound found, if any (under "auto", when no engine found one, a lower bound
+            from the PLD of one mechanism's uses alone, computed in the time ``AutoOptions.reserve`` keeps).
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> result = acc.epsilon_result(1e-5)
+        >>> round(result.value, 6), result.method, bool(result.lower <= result.value <= result.upper)
+        (4.377178, 'exact', True)
+        >>> acc.epsilon_result([1e-5, 1e-6]).upper.round(4)
+        array([4.3772, 4.8866])
         """
         if np.ndim(delta) == 0 and not isinstance(delta, np.ndarray):
             return self._epsilon_result(check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True),
@@ -647,14 +922,64 @@ class Accountant:
         return Result(value, lower, upper, error, _label(run.name), certified=run.certified, attempts=run.attempts)
 
     def epsilon(self, delta: ArrayLike, method: str = "auto") -> float | np.ndarray:
-        """The tight epsilon(delta) of the composition (+inf if delta is below the mass at infinity): the
-        upper end of :meth:`epsilon_result`'s bounds (never below what they allow for the truth); an array
-        for an array of deltas."""
+        """The tight epsilon(delta) of the composition: the upper end of :meth:`epsilon_result`'s bounds.
+
+        Parameters
+        ----------
+        delta : float or array_like
+            A number in (0, 1), or an array of them of any shape.
+        method : {"auto", "exact", "quadrature", "contour", "certified", "pld"}, default "auto"
+            The engine (see the class's Notes).
+
+        Returns
+        -------
+        float or ndarray
+            ``epsilon_result(delta, method).upper``: never below what the bounds allow for the truth; +inf
+            if delta is below the mass at infinity; an array of ``delta``'s shape for an array of deltas.
+
+        Raises
+        ------
+        ValueError, TypeError, UnsupportedCompositionError, AccuracyError
+            As :meth:`epsilon_result`.
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> round(acc.epsilon(1e-5), 4)
+        4.3772
+        >>> acc.epsilon([1e-5, 1e-6]).round(4)
+        array([4.3772, 4.8866])
+        """
         return self.epsilon_result(delta, method).upper
 
     def epsilon_bounds(self, delta: float, method: str = "auto") -> tuple[float, float]:
-        """(lower, upper) on epsilon(delta).  Deprecated: read ``epsilon_result(delta).lower`` and ``.upper``
-        (one name per question); this spelling goes in the next version."""
+        """(lower, upper) on epsilon(delta).  Deprecated: read ``epsilon_result(delta).lower`` and ``.upper``.
+
+        One name per question; this spelling goes in the next version.
+
+        Parameters
+        ----------
+        delta : float
+            A number in (0, 1) (no arrays).
+        method : {"auto", "exact", "quadrature", "contour", "certified", "pld"}, default "auto"
+            The engine (see the class's Notes).
+
+        Returns
+        -------
+        tuple of float
+            ``(epsilon_result(delta).lower, epsilon_result(delta).upper)``.
+
+        Raises
+        ------
+        ValueError, TypeError, UnsupportedCompositionError, AccuracyError
+            As :meth:`epsilon_result`.
+
+        Warns
+        -----
+        DeprecationWarning
+            On every call.
+        """
         warnings.warn("Accountant.epsilon_bounds is deprecated: use epsilon_result(delta).lower and .upper",
                       DeprecationWarning, stacklevel=2)
         result = self.epsilon_result(check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True),
@@ -665,10 +990,46 @@ class Accountant:
                  method: str = "auto") -> Validation:
         """Answer eps(delta) or delta(eps) with ``method`` and with the discretized PLD, and check them.
 
+        Parameters
+        ----------
+        delta : float, optional
+            Check epsilon(delta): a number in (0, 1).
+        epsilon : float, optional
+            Check delta(epsilon): a finite real number.  Give exactly one of ``delta`` and ``epsilon``.
+        method : {"auto", "exact", "quadrature", "contour", "certified"}, default "auto"
+            The engine to check; not "pld", the reference.
+
+        Returns
+        -------
+        Validation
+            ``estimate``, the :class:`afa.Result` of ``method``, and ``bracket``, the PLD's certified
+            :class:`afa.Result`, with ``estimate.value`` inside ``[bracket.lower, bracket.upper]``.
+
+        Raises
+        ------
+        ValidationError
+            The estimate lies outside the PLD's certified bracket.
+        ValueError
+            Neither or both of ``delta`` and ``epsilon``, ``method="pld"``, a ``method`` that answered with
+            the PLD itself (nothing independent to compare), or an argument out of range.
+        UnsupportedCompositionError, AccuracyError
+            As the queries (:meth:`epsilon_result`, :meth:`delta_result`) of either engine.
+
+        Notes
+        -----
         The two engines share nothing but the mechanisms' definitions (characteristic functions or
         closed forms against loss tails on a grid, Google DP team 2025), so agreement is strong evidence for
-        both.  Raises :class:`afa.ValidationError` if the estimate lies outside the PLD's certified
-        bracket.  Give exactly one of ``delta`` and ``epsilon``.
+        both.
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> check = acc.validate(delta=1e-5)
+        >>> check.estimate.method, check.bracket.method, check.bracket.certified
+        ('exact', 'pld', True)
+        >>> round(check.estimate.value, 4), round(check.bracket.lower, 4), round(check.bracket.upper, 4)
+        (4.3772, 4.3772, 4.3772)
         """
         if (delta is None) == (epsilon is None):
             raise ValueError("give exactly one of delta (to check epsilon(delta)) and epsilon "
@@ -693,13 +1054,43 @@ class Accountant:
         return Validation(estimate, bracket)
 
     def cdf(self, x, direction: str | None = None, with_error: bool = False):
-        """Pr[L <= x] of the composed finite privacy loss of one direction (Levy inversion, Lemma 18).
+        """Pr[L <= x] of the composed finite privacy loss of one direction (Levy inversion, Zhu, Dong & Wang
+        2022, Lemma 18).
 
-        ``direction`` defaults to the first of :attr:`directions`.  The mass at +infinity is
-        excluded, so the CDF tends to 1 - inf_mass; values are clipped to [0, 1 - inf_mass].
-        The error is absolute and an estimate (two Gauss-Legendre rules and a tail estimate);
-        it is largest next to a jump of the loss density (e.g. at Laplace's atoms, about 2e-6).
-        ``with_error=True`` returns (values, error).
+        Parameters
+        ----------
+        x : array_like
+            Finite real numbers, of any shape.
+        direction : str, optional
+            One of :attr:`directions`; defaults to the first.
+        with_error : bool, default False
+            Also return the error.
+
+        Returns
+        -------
+        values : ndarray
+            Pr[L <= x] at each x, of ``x``'s shape.  The mass at +infinity is excluded, so the CDF tends to
+            1 - inf_mass; values are clipped to [0, 1 - inf_mass].
+        error : float
+            Only with ``with_error=True``: the absolute error, an estimate (two Gauss-Legendre rules and a
+            tail estimate); it is largest next to a jump of the loss density (e.g. at Laplace's atoms, about
+            2e-6).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``direction``, a non-finite ``x``, or an empty accountant.
+        TypeError
+            An ``x`` that is not real numbers.
+        UnsupportedCompositionError
+            The quadrature cannot serve this composition (no continuous part, or zero variance).
+
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100)
+        >>> acc.cdf([0.0, 0.5]).round(6)
+        array([0.308538, 0.5     ])
         """
         direction = self.directions[0] if direction is None else check.choice("direction", direction, self.directions)
         xs = check.real_array("x", x)

@@ -31,7 +31,7 @@ A heterogeneous composition comes from a spec file instead::
 
 Common options: ``--neighboring {add_remove,substitution}`` (default
 add_remove; a spec file's own value is used unless the flag is given),
-``--method {auto,exact,quadrature,contour}`` (default auto) and ``--json``.
+``--method {auto,exact,quadrature,contour,certified,pld}`` (default auto) and ``--json``.
 
 Output is one line, e.g.
 ``epsilon = 0.84738 for delta = 1e-05 (method: exact, estimate 0.84738, bounds [0.84738, 0.84738])``:
@@ -72,9 +72,10 @@ TOML (``.toml``) or JSON (``.json``), chosen by the file extension:
      "mechanisms": [{"type": "gaussian", "sigma": 5.0, "times": 500},
                     {"type": "randomized_response", "p": 0.52, "times": 500}]}
 
-Optional top-level keys: value_discretization_interval (the PLD's grid step)
-and a budget table (seconds, memory_bytes).  Accountant.to_dict() writes this
-format and Accountant.from_dict() reads it.
+Optional top-level keys: value_discretization_interval (the PLD's grid step),
+a budget table (seconds, memory_bytes) and an options table (the engines'
+settings, afa.Options).  Accountant.to_dict() writes this format and
+Accountant.from_dict() reads it.
 
 Each mechanism's ``type`` is one of gaussian, laplace, randomized_response,
 kary_randomized_response, discrete_laplace, discrete_gaussian, approx_dp,
@@ -143,7 +144,16 @@ _EPILOG = __doc__[__doc__.index("Spec file format"):] if __doc__ else None  # No
 
 
 class SpecError(ValueError):
-    """A spec file that cannot be read or does not describe a composition; the message names the file."""
+    """A spec file that cannot be read or does not describe a composition; the message names the file.
+
+    A ValueError, raised by :func:`load_spec` and :func:`accountant_from_spec`.
+
+    Examples
+    --------
+    >>> from afa import cli
+    >>> issubclass(cli.SpecError, ValueError)
+    True
+    """
 
 
 class _UsageError(Exception):
@@ -238,7 +248,36 @@ def _json_number(value: float):
 # ---------------------------------------------------------------------------
 
 def load_spec(path: str | Path) -> dict:
-    """Read a spec file (TOML or JSON by extension) into a dict; raise :class:`SpecError` naming the file."""
+    """Read a spec file (TOML or JSON by extension) into a dict; raise :class:`SpecError` naming the file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A file ending in ``.toml`` or ``.json`` (either case), UTF-8 encoded; the module docstring describes
+        the format.
+
+    Returns
+    -------
+    dict
+        The parsed top-level table/object, not yet checked against the spec format
+        (:func:`accountant_from_spec` does that).
+
+    Raises
+    ------
+    SpecError
+        Another extension, a file that cannot be read, invalid TOML or JSON (or UTF-8), or a top level
+        that is not a table/object.
+
+    Examples
+    --------
+    >>> import json, pathlib, tempfile
+    >>> from afa import cli
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "composition.json"
+    ...     _ = path.write_text(json.dumps({"mechanisms": [{"type": "gaussian", "sigma": 10.0, "times": 100}]}))
+    ...     cli.load_spec(path)
+    {'mechanisms': [{'type': 'gaussian', 'sigma': 10.0, 'times': 100}]}
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".json"):
@@ -271,8 +310,37 @@ def _subsampled(mechanism: Mechanism, rate, scheme) -> Mechanism:
 def accountant_from_spec(spec: Mapping, neighboring: str | None = None, source: str = "spec") -> Accountant:
     """An :class:`Accountant` holding the composition a spec describes (:meth:`afa.Accountant.from_dict`).
 
-    ``neighboring`` overrides the spec's own ``neighboring`` (default
-    add_remove).  ``source`` (the file name) prefixes every error message.
+    Parameters
+    ----------
+    spec : mapping
+        The spec (e.g. from :func:`load_spec`): a ``mechanisms`` list and the optional top-level keys
+        :meth:`afa.Accountant.from_dict` accepts.
+    neighboring : {"add_remove", "substitution"}, optional
+        Overrides the spec's own ``neighboring`` (default add_remove).
+    source : str, default "spec"
+        What the spec came from (the file name): it prefixes every error message.
+
+    Returns
+    -------
+    Accountant
+        A new accountant with the spec's composition and settings.
+
+    Raises
+    ------
+    SpecError
+        Any ValueError, TypeError or OverflowError of :meth:`afa.Accountant.from_dict`, as one line
+        prefixed with ``source``.
+
+    Examples
+    --------
+    >>> from afa import cli
+    >>> spec = {"mechanisms": [{"type": "gaussian", "sigma": 10.0, "times": 100}]}
+    >>> cli.accountant_from_spec(spec, neighboring="substitution")
+    Accountant(neighboring='substitution', [Gaussian(sigma=10.0, sensitivity=1.0) x100])
+    >>> cli.accountant_from_spec({"mechanisms": []}, source="composition.toml")
+    Traceback (most recent call last):
+        ...
+    afa.cli.SpecError: composition.toml: spec needs a non-empty list 'mechanisms' ([[mechanisms]] tables in TOML)
     """
     if neighboring is not None and isinstance(spec, Mapping):
         spec = {**spec, "neighboring": neighboring}
@@ -312,7 +380,23 @@ def _parameter_flags() -> dict[str, tuple[str, str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``afa`` command."""
+    """The argument parser of the ``afa`` command.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``) and ``calibrate``;
+        the module docstring lists their options.  Bad input raises an internal usage error (reported by
+        :func:`main` as one line with exit status 2) instead of exiting; ``--help`` and ``--version`` exit
+        through SystemExit as usual.
+
+    Examples
+    --------
+    >>> from afa import cli
+    >>> args = cli.build_parser().parse_args(["delta", "--epsilon", "1", "--mechanism", "gaussian", "--sigma", "10"])
+    >>> args.query, args.epsilon, args.mechanism, args.sigma, args.method
+    ('delta', 1.0, 'gaussian', 10, 'auto')
+    """
     formatter = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="afa", formatter_class=formatter, epilog=_EPILOG,
                      description="Tight (epsilon, delta) of a composition of differentially private mechanisms.")
@@ -451,7 +535,27 @@ def _report(args, accountant: Accountant, result: Result, comparison: dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``afa`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    """Run the ``afa`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command-line arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 after printing the answer (one line, or a JSON object with ``--json``) to stdout; 2 after bad input
+        (including a query that the chosen method refuses), reported as one line ``afa: error: ...`` on
+        stderr; ``--help`` and ``--version`` return their own status.
+
+    Examples
+    --------
+    >>> from afa import cli
+    >>> cli.main(["epsilon", "--delta", "1e-5", "--mechanism", "gaussian", "--sigma", "10", "--compositions", "100"])
+    epsilon = 4.377178096 for delta = 1e-05 (method: exact, estimate 4.377178096, bounds [4.377178096, 4.377178096])
+    0
+    """
     try:
         try:
             args = build_parser().parse_args(argv)

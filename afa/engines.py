@@ -68,6 +68,35 @@ class Engine(abc.ABC):
     that cannot serve a composition at all raises :class:`afa.UnsupportedCompositionError` when built;
     one that cannot answer a query to a known accuracy raises :class:`afa.AccuracyError`.  These are the
     declared refusals on which ``method="auto"`` moves on; anything else is a bug and propagates.
+
+    Attributes
+    ----------
+    method : str
+        The method the engine serves: "exact", "quadrature", "contour", "certified" or "pld".
+    certified : bool
+        Whether its bounds are proved (True) or come from an error estimate checked at run time (False).
+    inf_mass : float
+        Pr[loss = +infinity] of the direction: delta(eps) >= it at every eps.
+
+    Notes
+    -----
+    The engines take checked input: :class:`afa.Accountant` validates every query before it reaches them,
+    and builds one engine per distinct direction.
+
+    Examples
+    --------
+    >>> import afa, numpy as np
+    >>> from afa.composition import ComposedLoss
+    >>> from afa.engines import QuadratureEngine
+    >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
+    >>> engine = QuadratureEngine(ComposedLoss({remove: 100}))
+    >>> engine.method, engine.certified
+    ('quadrature', False)
+    >>> values, errors = engine.delta(np.array([1.0]))
+    >>> values.round(6), bool(errors[0] < 1e-12)
+    (array([0.126937]), True)
+    >>> [round(float(x), 6) for x in engine.epsilon_bracket(1e-5)]
+    [4.377178, 4.377178, 4.377178]
     """
 
     method: ClassVar[str]
@@ -77,21 +106,93 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(values, absolute errors) of delta at each eps in ``epsilons``."""
+        """(values, absolute errors) of delta at each eps in ``epsilons``.
+
+        Parameters
+        ----------
+        epsilons : ndarray
+            Finite real numbers.
+
+        Returns
+        -------
+        values, errors : ndarray
+            delta(eps) and its absolute error (a bound if :attr:`certified`, else an estimate), each of
+            ``epsilons``' shape.
+
+        Raises
+        ------
+        AccuracyError
+            The engine cannot answer to a known accuracy (a :class:`afa.BudgetExceededError` when the
+            query's budget runs out).
+        """
 
     @abc.abstractmethod
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
-        """(estimate, lower, upper) of the smallest eps >= 0 with delta(eps) <= ``delta``."""
+        """(estimate, lower, upper) of the smallest eps >= 0 with delta(eps) <= ``delta``.
+
+        Parameters
+        ----------
+        delta : float
+            A number in (0, 1).
+
+        Returns
+        -------
+        estimate, lower, upper : float
+            The estimate and its bounds, lower <= estimate <= upper; +inf where delta(eps) stays above
+            ``delta`` (e.g. ``delta`` below :attr:`inf_mass`).
+
+        Raises
+        ------
+        AccuracyError
+            The engine cannot resolve ``delta`` (a :class:`afa.BudgetExceededError` when the query's budget
+            runs out).
+        """
 
     def upper_delta(self, epsilons: np.ndarray) -> np.ndarray:
         """An upper bound on delta at ``epsilons`` (certified or estimated, as the engine's), as cheaply as
-        the engine allows; by default the value plus its error."""
+        the engine allows; by default the value plus its error.
+
+        Parameters
+        ----------
+        epsilons : ndarray
+            Finite real numbers.
+
+        Returns
+        -------
+        ndarray
+            The bounds, of ``epsilons``' shape.
+
+        Raises
+        ------
+        AccuracyError
+            As :meth:`delta`.
+        """
         values, errors = self.delta(epsilons)
         return values + errors
 
 
 def loss_epsilon_scale(loss: ComposedLoss) -> float:
-    """A scale for bracketing eps(delta): the composed loss's |mean| plus ten standard deviations, at least 1."""
+    """A scale for bracketing eps(delta): the composed loss's |mean| plus ten standard deviations, at least 1.
+
+    Parameters
+    ----------
+    loss : afa.composition.ComposedLoss
+        The composed privacy loss of one direction.
+
+    Returns
+    -------
+    float
+        max(1, |mean| + 10 sqrt(max(variance, 0))).
+
+    Examples
+    --------
+    >>> import afa
+    >>> from afa.composition import ComposedLoss
+    >>> from afa.engines import loss_epsilon_scale
+    >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
+    >>> round(loss_epsilon_scale(ComposedLoss({remove: 100})), 6)  # loss N(1/2, 1)
+    10.5
+    """
     mean, variance = loss.cumulants
     return max(1.0, abs(mean) + 10 * math.sqrt(max(variance, 0.0)))
 
@@ -100,9 +201,40 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
                      near: float | None = None) -> float:
     """The smallest eps >= 0 with delta_of(eps) <= target for a non-increasing delta_of, to ~4 ulps.
 
+    Parameters
+    ----------
+    delta_of : callable
+        A non-increasing function of eps >= 0 returning delta (a float).
+    target : float
+        The delta to reach, > 0.
+    scale : float
+        The first upper end of the bracket, > 0 (e.g. :func:`loss_epsilon_scale`).
+    near : float, optional
+        A guess of the root: the bracket then grows outwards from it.
+
+    Returns
+    -------
+    float
+        The root; 0.0 if delta_of(0) <= target; +inf if delta_of stays above the target up to the largest
+        double.
+
+    Raises
+    ------
+    BudgetExceededError
+        The query's time budget ran out while the bracket grew.
+
+    Notes
+    -----
     Brent's method on log delta (no absolute delta tolerance) in a bracket grown by doubling from
-    ``scale``, or outwards from ``near`` (a guess of the root) when given; +inf if delta_of stays above
-    the target up to the largest double.  The time budget is checked while the bracket grows.
+    ``scale``, or outwards from ``near`` (a guess of the root) when given.  The time budget is checked
+    while the bracket grows.
+
+    Examples
+    --------
+    >>> import math
+    >>> from afa.engines import smallest_epsilon
+    >>> round(smallest_epsilon(lambda eps: math.exp(-eps), 0.5, 1.0), 10)  # log 2
+    0.6931471806
     """
     if delta_of(0.0) <= target:
         return 0.0
@@ -146,6 +278,43 @@ class ExactEngine(Engine):
     bounds are the same mixture over the atoms moved to the ends of their position intervals and
     masses at the ends of theirs, widened by the closed form's relative error EXACT_RTOL; eps(delta)
     is the estimate's root with bounds verified against them (:func:`afa.discrete.verified_epsilon_bounds`).
+
+    Parameters
+    ----------
+    mu : float
+        The composed Gaussians' parameter, sqrt(sum_i k_i mu_i^2) >= 0 (0: no Gaussians).
+    discrete : afa.composition.ComposedLoss
+        The composed loss of the finite-output terms of the direction (no terms: the pure Gaussian).
+
+    Attributes
+    ----------
+    mu : float
+        As given.
+    inf_mass : float
+        The discrete part's mass at +infinity.
+    composition : afa.discrete.DiscreteComposition
+        The exact composition of the finite-output terms.
+    atoms : afa.discrete.LossAtoms or None
+        The fully composed atoms if the composition was composed in full on construction (always when
+        mu > 0), else None (then composed as far as each query needs).
+
+    Raises
+    ------
+    CompositionTooLargeError
+        With mu > 0, a discrete composition that cannot be composed in full, or one with more than
+        MAX_MIXTURE_ATOMS atoms (each evaluation costs about 0.5 us per atom).
+
+    Examples
+    --------
+    >>> import afa, numpy as np
+    >>> from afa.composition import ComposedLoss
+    >>> from afa.engines import ExactEngine
+    >>> rr, _ = afa.RandomizedResponse(p=0.6).privacy_losses()
+    >>> engine = ExactEngine(1.0, ComposedLoss({rr: 20}))  # 100 uses of Gaussian(10) and 20 of RR(0.6)
+    >>> engine.delta(np.array([1.0]))[0].round(5)
+    array([0.53393])
+    >>> [round(float(x), 6) for x in engine.epsilon_bracket(0.1)]
+    [3.973154, 3.973154, 3.973154]
     """
 
     method = "exact"
@@ -206,7 +375,16 @@ class ExactEngine(Engine):
         return float(np.exp(logsumexp(self._full_atoms.log_masses + gap + log_ndtr(-self.mu / 2 - gap / self.mu))))
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
-        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error bound."""
+        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error bound.
+
+        Without Gaussians (mu = 0), the discrete composition's verified bracket; else (inf, inf, inf) for
+        ``delta`` below the mass at +infinity, (inf, 0, inf) where the estimate never reaches ``delta``.
+
+        Raises
+        ------
+        CompositionTooLargeError
+            The query needs more of the discrete composition than is allowed (an AccuracyError).
+        """
         if self.mu == 0:
             return self.composition.epsilon_bounds(delta)
         if delta < self.inf_mass * (1 - 1e-12):
@@ -230,6 +408,7 @@ class ExactEngine(Engine):
 
     @property
     def epsilon_scale(self) -> float:
+        """A scale for bracketing eps(delta): max(1, mu^2 / 2 + 10 mu + the discrete loss's largest |end|)."""
         reach = max(abs(self.composition.top), abs(self.composition.bottom))
         return max(1.0, self.mu ** 2 / 2 + 10 * self.mu + reach)
 
@@ -245,6 +424,27 @@ class ClosedFormEngine(Engine):
     delta far below the errors is still answered where eps is determined (next to a bounded loss's top,
     where delta's error is its top's rounding); a bracket wider than CLOSED_FORM_EPSILON_RTOL (relative)
     is refused, so that 'auto' moves on.
+
+    Parameters
+    ----------
+    delta_and_error : callable
+        Maps an array of eps to (values, errors) of delta, each of its shape.
+    loss : afa.composition.ComposedLoss
+        The direction's composed loss: its mass at +infinity and the scale of the eps search
+        (:func:`loss_epsilon_scale`).
+
+    Examples
+    --------
+    >>> import afa, numpy as np
+    >>> from afa.composition import ComposedLoss
+    >>> from afa.engines import ClosedFormEngine
+    >>> laplace = afa.Laplace(scale=1.0)
+    >>> tails, loss = laplace.loss_tails("add_remove")[0], laplace.privacy_losses()[0]
+    >>> engine = ClosedFormEngine(tails.hockey_stick_with_error, ComposedLoss({loss: 1}))
+    >>> engine.delta(np.array([0.5]))[0].round(6)
+    array([0.221199])
+    >>> [round(float(x), 6) for x in engine.epsilon_bracket(0.1)]
+    [0.789279, 0.789279, 0.789279]
     """
 
     method = "exact"
@@ -256,11 +456,22 @@ class ClosedFormEngine(Engine):
         self.epsilon_scale = loss_epsilon_scale(loss)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, errors) of the closed form at ``epsilons``, as float arrays."""
         values, errors = self.delta_and_error(epsilons)
         return np.asarray(values, dtype=float), np.asarray(errors, dtype=float)
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
-        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error."""
+        """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error.
+
+        Where the values never reach ``delta``, (inf, 0, inf), or (inf, inf, inf) if values - errors never
+        reach it either.
+
+        Raises
+        ------
+        AccuracyError
+            The bracket is wider than CLOSED_FORM_EPSILON_RTOL * max(1, |estimate|): ``delta`` is below what
+            the closed form's error resolves.
+        """
         def value(eps: float) -> float:
             return float(self.delta(np.array([eps]))[0][0])
 
@@ -297,6 +508,37 @@ class CertifiedEngine(Engine):
     afa.certified's default), and for k > 1 the powers are also formed tilted at the composition's
     Chernoff order for that delta (or saddle point at the eps asked about), whose rounding is relative to
     delta there: without both, bounds below about k * 1e-14 (FFT rounding) or the truncated mass say nothing.
+
+    Parameters
+    ----------
+    loss : afa.composition.ComposedLoss
+        The direction's composed loss: one term, a subsampled Gaussian or Laplace mechanism (a noise
+        pair), with an integral count.
+
+    Attributes
+    ----------
+    pair : afa.noise_pair.NoiseMixturePair
+        The term's noise pair.
+    count : int
+        Its number of uses k.
+    epsilon_scale : float
+        The scale of the eps searches (:func:`loss_epsilon_scale`).
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        Any other composition.
+
+    Examples
+    --------
+    >>> import afa
+    >>> from afa.composition import ComposedLoss
+    >>> from afa.engines import CertifiedEngine
+    >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
+    >>> CertifiedEngine(ComposedLoss({remove: 100}))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    afa.results.UnsupportedCompositionError: method='certified' needs a composition of one subsampled Gaussian...
     """
 
     method = "certified"
@@ -324,7 +566,18 @@ class CertifiedEngine(Engine):
         self._brackets: collections.OrderedDict = collections.OrderedDict()
 
     def bracket_for(self, tail_tolerance: float) -> CertifiedBracket:
-        """The certified bracket with ``tail_tolerance`` (cached, the CACHED most recent)."""
+        """The certified bracket with ``tail_tolerance`` (cached, the CACHED most recent).
+
+        Parameters
+        ----------
+        tail_tolerance : float
+            The mass allowed beyond the output reach and the FFT window.
+
+        Returns
+        -------
+        afa.certified.CertifiedBracket
+            Of :attr:`pair` composed :attr:`count` times.
+        """
         if tail_tolerance not in self._brackets:
             _remember(self._brackets, tail_tolerance,
                       CertifiedBracket(self.pair, self.count, tail_tolerance=tail_tolerance), self.CACHED)
@@ -340,9 +593,12 @@ class CertifiedEngine(Engine):
         return min(CERTIFIED_TAIL_TOLERANCE, max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL))
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds at the default tolerance; where the bracket is wider than REFINE_WIDTH of its upper end,
+        """(midpoints, half-widths) of the certified delta brackets at ``epsilons``.
+
+        Bounds at the default tolerance; where the bracket is wider than REFINE_WIDTH of its upper end,
         once more with the tolerance scaled to the smallest bound there and the powers tilted at the saddle
-        point of the largest such eps (both brackets are certified: the better end of each is kept)."""
+        point of the largest such eps (both brackets are certified: the better end of each is kept).
+        """
         epsilons = np.asarray(epsilons, dtype=float)
         lower, upper = self.bracket.delta(epsilons)
         wide = np.flatnonzero(upper - lower > self.REFINE_WIDTH * upper)
@@ -370,7 +626,16 @@ class CertifiedEngine(Engine):
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(midpoint, lower, upper) of eps(delta): the crossings of the certified lower and upper bounds, with
         the tolerance scaled to delta and the powers tilted at the Chernoff order for delta, each checked:
-        upper(eps_upper) <= delta < lower(eps) for every eps < eps_lower."""
+        upper(eps_upper) <= delta < lower(eps) for every eps < eps_lower.
+
+        The midpoint is +inf when the upper bound is.
+
+        Raises
+        ------
+        AccuracyError
+            No finite upper bound was reached (delta is below what the truncation and rounding resolve);
+            the error's ``bracket`` holds the certified lower bound.
+        """
         bracket = self.bracket_for(self._tail_for(delta))
         tilt = bracket.tilt_for(delta=delta)
 
@@ -439,6 +704,42 @@ class PLDEngine(Engine):
     delta's value is the midpoint (an estimate) and its error the half-width; lower and upper are certified.
     Grids and FFTs reserve their memory from the query's budget (:mod:`afa.budget`) and the loops over terms
     check its deadline.
+
+    Parameters
+    ----------
+    terms : list of (afa.loss_tails.LossTails, int)
+        Each distinct term's loss tails of the direction and its count.
+    interval : float
+        The grid step of the loss, in (0, 350] (``LOSS_LIMIT / 2``).
+    loss : afa.composition.ComposedLoss
+        The direction's composed loss: its mass at +infinity, the upper end of its finite loss and the
+        scale of the eps searches.
+
+    Attributes
+    ----------
+    interval : float
+        The grid step.
+    terms : list of (afa.loss_tails.LossTails, int)
+        The terms other than plain Gaussians (which are merged into one).
+    epsilon_scale : float
+        The scale of the eps searches (:func:`loss_epsilon_scale`).
+
+    Raises
+    ------
+    ValueError
+        An ``interval`` that is not a real number in (0, 350].
+
+    Examples
+    --------
+    >>> import afa, numpy as np
+    >>> from afa.composition import ComposedLoss
+    >>> from afa.engines import PLDEngine
+    >>> gaussian = afa.Gaussian(sigma=10.0)
+    >>> tails, loss = gaussian.loss_tails("add_remove")[0], gaussian.privacy_losses()[0]
+    >>> engine = PLDEngine([(tails, 100)], 1e-4, ComposedLoss({loss: 100}))
+    >>> estimate, lower, upper = engine.epsilon_bracket(1e-5)
+    >>> bool(lower <= 4.3771780957 <= upper), round(upper - lower, 6)
+    (True, 0.0)
     """
 
     method = "pld"
@@ -485,7 +786,20 @@ class PLDEngine(Engine):
         return [(GaussianTails(upper if build is connect_the_dots else lower), uses)] + self.terms
 
     def bases(self, build: Callable, tail_mass: float) -> list[tuple[DiscretePLD, int]]:
-        """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses)."""
+        """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses).
+
+        Parameters
+        ----------
+        build : callable
+            A builder of :mod:`afa.pld`: ``connect_the_dots`` (pessimistic) or ``greedy_hull_optimistic``.
+        tail_mass : float
+            The mass truncated in all.
+
+        Returns
+        -------
+        list of (afa.pld.DiscretePLD, int)
+            Each term's PLD (the merged Gaussian's first, if any) and its count.
+        """
         key = (build, tail_mass)
         if key not in self._bases:
             terms = self._terms_for(build)
@@ -501,7 +815,13 @@ class PLDEngine(Engine):
     def composed(self, build: Callable, tail_mass: float, tilt: float | None = None) -> DiscretePLD:
         """The composition of every term's PLD from ``build`` (a builder of :mod:`afa.pld`), truncated to
         ``tail_mass`` in all, every power and convolution at ``tilt`` (None: each power picks its own;
-        cached per builder, tolerance and tilt)."""
+        cached per builder, tolerance and tilt).
+
+        Returns
+        -------
+        afa.pld.DiscretePLD
+            The composed PLD.
+        """
         key = (build, tail_mass, tilt)
         if key not in self._built:
             rounding = self.ROUNDING_SLACK * tail_mass / 4
@@ -515,12 +835,24 @@ class PLDEngine(Engine):
         return self._built[key]
 
     def bounds(self, tail_mass: float, tilt: float | None = None) -> tuple[DiscretePLD, DiscretePLD]:
-        """(pessimistic, optimistic) composed PLDs truncated to ``tail_mass``, composed at ``tilt``."""
+        """(pessimistic, optimistic) composed PLDs truncated to ``tail_mass``, composed at ``tilt``.
+
+        Returns
+        -------
+        pessimistic, optimistic : afa.pld.DiscretePLD
+            Their deltas are an upper and a lower bound on the direction's delta.
+        """
         return self.composed(connect_the_dots, tail_mass, tilt), self.composed(greedy_hull_optimistic, tail_mass, tilt)
 
     def tilt_for(self, tail_mass: float, *, delta: float | None = None, epsilon: float | None = None) -> float:
         """The composition's tilt for a query at ``delta`` or at ``epsilon`` (:func:`afa.pld.composition_tilt`
-        of the pessimistic bases)."""
+        of the pessimistic bases).
+
+        Returns
+        -------
+        float
+            The Chernoff order for ``delta``, or the saddle point at ``epsilon``.
+        """
         return composition_tilt(self.bases(connect_the_dots, tail_mass), delta=delta, epsilon=epsilon)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -528,7 +860,13 @@ class PLDEngine(Engine):
         (the tolerance plus both PLDs' slack at its eps) / DELTA_TAIL (truncation or rounding would then
         matter), once more at PLDOptions.tail_fraction times the smallest lower bound among those (the smallest
         upper bound if that is 0; at least PLDOptions.smallest_tail), composed at the saddle point of the
-        largest such eps; up to DELTA_ROUNDS rounds.  Each bound is certified, so the best of each side is kept."""
+        largest such eps; up to DELTA_ROUNDS rounds.  Each bound is certified, so the best of each side is kept.
+
+        Returns
+        -------
+        values, errors : ndarray
+            The midpoints and half-widths of the certified brackets, of ``epsilons``' shape.
+        """
         epsilons = np.asarray(epsilons, dtype=float)
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
@@ -579,7 +917,16 @@ class PLDEngine(Engine):
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(midpoint, lower, upper) of eps(delta) from the optimistic and pessimistic PLDs, composed at the
-        Chernoff order of the composition for delta."""
+        Chernoff order of the composition for delta.
+
+        The midpoint is +inf when the upper bound is.
+
+        Raises
+        ------
+        AccuracyError
+            No finite upper bound was reached although ``delta`` exceeds the mass at +infinity; the error's
+            ``bracket`` holds the certified lower bound.
+        """
         tail_mass = _pld_tail_mass(delta)
         tilt = self.tilt_for(tail_mass, delta=delta)
         pessimistic, optimistic = self.bounds(tail_mass, tilt)
@@ -636,7 +983,20 @@ def _remember(cache: collections.OrderedDict, key, value, size: int) -> None:
 
 
 class _InversionEngine(Engine):
-    """Shared plumbing of the engines that invert a composed CF/MGF numerically."""
+    """Shared plumbing of the engines that invert a composed CF/MGF numerically.
+
+    Parameters
+    ----------
+    loss : afa.composition.ComposedLoss
+        The direction's composed loss.
+    **options
+        Passed to the inversion (e.g. the contour's ``numeric_nodes``).
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        The inversion cannot serve the composition (e.g. no continuous part).
+    """
 
     inversion_class: ClassVar[Callable]  # builds the inversion from the composed loss
 
@@ -667,7 +1027,17 @@ class _InversionEngine(Engine):
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(epsilon, lower, upper): the root of delta(eps) = delta and, as bounds, the roots of delta -/+ its
-        error (from the slope at the estimate where that is verified, else by their own searches)."""
+        error (from the slope at the estimate where that is verified, else by their own searches).
+
+        (inf, inf, inf) when ``delta`` is at most the mass at +infinity; (inf, lower, inf) when the estimate
+        never reaches ``delta``.
+
+        Raises
+        ------
+        AccuracyError
+            ``delta`` below RESOLUTION_FACTOR times the engine's absolute error (the message names the
+            methods to use instead), or the inversion refused.
+        """
         self._check_query(delta)
         if delta <= self.inf_mass:
             return math.inf, math.inf, math.inf
@@ -686,6 +1056,7 @@ class _InversionEngine(Engine):
 
     @property
     def epsilon_scale(self) -> float:
+        """The scale of the eps searches (:func:`loss_epsilon_scale` of the composed loss)."""
         return loss_epsilon_scale(self.loss)
 
     def epsilon_guess(self, delta: float) -> float:
@@ -696,13 +1067,29 @@ class _InversionEngine(Engine):
 
 
 class QuadratureEngine(_InversionEngine):
-    """Real-line Levy inversion (Zhu, Dong & Wang 2022, Algorithm 1, Lemma 18-19) of one direction."""
+    """Real-line Levy inversion (Zhu, Dong & Wang 2022, Algorithm 1, Lemma 18-19) of one direction.
+
+    Parameters
+    ----------
+    loss : afa.composition.ComposedLoss
+        The direction's composed loss; it needs a continuous part and a positive variance.
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        A composition without a continuous part (its CF does not decay) or with zero variance.
+
+    Examples
+    --------
+    See :class:`Engine`.
+    """
 
     method = "quadrature"
     certified = False
     inversion_class = LevyInversion
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """delta(eps) at ``epsilons`` and the quadrature's absolute error estimate (one for all of them)."""
         values, error = self.inversion.delta(epsilons)
         return values, np.full(values.shape, error)
 
@@ -714,7 +1101,33 @@ class QuadratureEngine(_InversionEngine):
 
 
 class ContourEngine(_InversionEngine):
-    """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy."""
+    """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy.
+
+    Parameters
+    ----------
+    loss : afa.composition.ComposedLoss
+        The direction's composed loss; it needs a continuous part.
+    numeric_nodes : int, optional
+        The node budget: caps one contour sum's nodes when the composition has numeric MGF terms (subsampled
+        mechanisms); default the active :class:`afa.ContourOptions`' ``numeric_nodes``.
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        A composition the contour cannot serve (e.g. no continuous part).
+
+    Examples
+    --------
+    >>> import afa, numpy as np
+    >>> from afa.composition import ComposedLoss
+    >>> from afa.engines import ContourEngine
+    >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
+    >>> engine = ContourEngine(ComposedLoss({remove: 100}))
+    >>> engine.delta(np.array([1.0]))[0].round(6)
+    array([0.126937])
+    >>> [round(float(x), 6) for x in engine.epsilon_bracket(1e-5)]
+    [4.377178, 4.377178, 4.377178]
+    """
 
     method = "contour"
     certified = False
@@ -722,7 +1135,14 @@ class ContourEngine(_InversionEngine):
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) and its error, each checked on a second contour line (:meth:`afa.contour.ContourInversion.verify`:
-        refused with AccuracyError if the two lines disagree beyond their stated errors)."""
+        refused with AccuracyError if the two lines disagree beyond their stated errors).
+
+        Raises
+        ------
+        AccuracyError
+            The two lines disagree, or a contour sum cannot be formed to its accuracy
+            (:class:`afa.contour.NodeBudgetError` when it needs more nodes than its budget).
+        """
         return self.inversion.delta(epsilons, verify=True)
 
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
@@ -769,6 +1189,33 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
     whose delta is at most the target once the step is below 4 ulps of eps;
     above the target (a steep delta, a step below resolution) it moves up by
     4 ulps (doubling on repeats), so the bracket closes on its upper end.
+
+    Parameters
+    ----------
+    delta_and_slope : callable
+        Maps eps to (delta, error, -delta'(eps)).
+    target : float
+        The delta to reach, > 0.
+    start : float
+        The first eps tried (a negative one starts at 0).
+    scale : float
+        The largest step up (beyond a doubling) while no upper end is known.
+    spread : float, optional
+        The loss's standard deviation: the largest step down while no lower end is known.
+
+    Returns
+    -------
+    epsilon : float
+        The root found.
+    result : tuple
+        ``delta_and_slope(epsilon)``.
+
+    Raises
+    ------
+    AccuracyError
+        No convergence in MAX_NEWTON_EPSILON steps (the message gives the bracket reached).
+    BudgetExceededError
+        The query's time budget ran out.
     """
     log_target = math.log(target)
     ulps = 4 * np.finfo(float).eps

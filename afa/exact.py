@@ -174,8 +174,41 @@ def gaussian_mu(
 ) -> float:
     """μ = sqrt(Σ_i k_i Δ_i² / σ_i²) of a composition of Gaussian mechanisms.
 
+    Parameters
+    ----------
+    sigmas : array_like
+        The noise standard deviations σ_i: a number or a non-empty 1-d array of finite numbers > 0.
+    counts : array_like, optional
+        The uses k_i, one integer >= 1 per sigma (floats with an integral value are accepted); default 1
+        each.  They may be huge integers.
+    sensitivities : array_like, optional
+        The sensitivities Δ_i, one finite number >= 0 per sigma; default 1 each.
+
+    Returns
+    -------
+    float
+        μ >= 0 (0.0 when every sensitivity is 0), computed with the largest Δ_i/σ_i factored out so that
+        tiny ratios do not underflow.
+
+    Raises
+    ------
+    ValueError
+        ``sigmas`` empty, not 1-d or not > 0; ``counts`` or ``sensitivities`` of another shape than
+        ``sigmas`` or out of range; a non-finite value.
+    TypeError
+        A value that is not a real number, or a count that is not an integer.
+
+    Notes
+    -----
     The composed privacy loss is N(μ²/2, μ²) (Sommer, Meiser & Mohammadi 2019, Theorem 5 and its proof).
-    ``counts`` default to 1 and may be huge integers; ``sensitivities`` default to 1.
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> exact.gaussian_mu(10.0, counts=100)
+    1.0
+    >>> round(exact.gaussian_mu([1.0, 2.0], counts=[4, 4]), 6)
+    2.236068
     """
     rule = "a non-empty 1-d array of finite numbers > 0"
     sig = np.atleast_1d(check.real_array("sigmas", sigmas))
@@ -205,9 +238,38 @@ def gaussian_mu(
 def gaussian_log_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]:
     """log δ(ε) of the privacy loss N(μ²/2, μ²) (Sommer, Meiser & Mohammadi 2019, Theorem 5), any real ε.
 
+    Parameters
+    ----------
+    epsilon : float or array_like
+        A finite real number, or an array of them of any shape.
+    mu : float
+        The Gaussian parameter μ > 0 (:func:`gaussian_mu` of a composition).
+
+    Returns
+    -------
+    float or ndarray
+        log δ(ε): a float for a number, an array of ``epsilon``'s shape for an array.
+
+    Raises
+    ------
+    ValueError
+        ``mu`` not > 0, or a non-finite value.
+    TypeError
+        An argument that is not real numbers.
+
+    Notes
+    -----
     δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), evaluated in log space: relative
     error below 1e-14 in δ for δ >= 1e-300 (against 50-digit mpmath), and a
     logarithm accurate to a few ulps far below that.
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> round(exact.gaussian_log_delta(1.0, 1.0), 6)
+    -2.064066
+    >>> round(exact.gaussian_log_delta(1000.0, 1.0), 2)  # δ = e^-499514.86 underflows; its log does not
+    -499514.86
     """
     mu = check.positive("mu", mu)
     eps, scalar = _epsilon_array(epsilon)
@@ -216,7 +278,38 @@ def gaussian_log_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.floa
 
 
 def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]:
-    """δ(ε) of the privacy loss N(μ²/2, μ²) (Sommer, Meiser & Mohammadi 2019, Theorem 5), any real ε."""
+    """δ(ε) of the privacy loss N(μ²/2, μ²) (Sommer, Meiser & Mohammadi 2019, Theorem 5), any real ε.
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        A finite real number, or an array of them of any shape.
+    mu : float
+        The Gaussian parameter μ > 0 (:func:`gaussian_mu` of a composition).
+
+    Returns
+    -------
+    float or ndarray
+        δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), from :func:`gaussian_log_delta`: a float for a number, an
+        array of ``epsilon``'s shape for an array.
+
+    Raises
+    ------
+    ValueError
+        ``mu`` not > 0, or a non-finite value.
+    TypeError
+        An argument that is not real numbers.
+
+    Examples
+    --------
+    100 uses of the Gaussian mechanism with σ = 10 have μ = 1:
+
+    >>> from afa import exact
+    >>> round(exact.gaussian_delta(1.0, 1.0), 6)
+    0.126937
+    >>> exact.gaussian_delta([0.0, 1.0, 2.0], 1.0).round(6)
+    array([0.382925, 0.126937, 0.020924])
+    """
     mu = check.positive("mu", mu)
     eps, scalar = _epsilon_array(epsilon)
     hi, lo = _gaussian_log_delta_parts(eps, mu)
@@ -226,7 +319,31 @@ def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]
 def gaussian_epsilon(delta: float, mu: float) -> float:
     """Smallest ε >= 0 with δ(ε) <= ``delta`` for the privacy loss N(μ²/2, μ²).
 
-    Root of log δ(ε) = log(delta) (Sommer, Meiser & Mohammadi 2019, Theorem 5); 0.0 if δ(0) <= delta.
+    Parameters
+    ----------
+    delta : float
+        A number in (0, 1).
+    mu : float
+        The Gaussian parameter μ > 0.
+
+    Returns
+    -------
+    float
+        The root of log δ(ε) = log(delta) (Sommer, Meiser & Mohammadi 2019, Theorem 5), found by Brent's
+        method to a relative tolerance of 1e-14; 0.0 if δ(0) <= delta.
+
+    Raises
+    ------
+    ValueError
+        ``delta`` outside (0, 1), ``mu`` not > 0, or ``mu`` so large that ε(δ) exceeds the float range.
+    TypeError
+        An argument that is not a real number.
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> round(exact.gaussian_epsilon(1e-5, 1.0), 4)
+    4.3772
     """
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     mu = check.positive("mu", mu)
@@ -317,9 +434,40 @@ def randomized_response_delta(
 ) -> float | NDArray[np.float64]:
     """Exact δ(ε) of n-fold binary randomized response (true bit reported w.p. p).
 
+    Parameters
+    ----------
+    epsilon : float or array_like
+        A finite real number, or an array of them of any shape.
+    p : float
+        The probability of reporting the true bit, in [0.5, 1).
+    n : int, default 1
+        The number of uses, an integer >= 1.
+
+    Returns
+    -------
+    float or ndarray
+        δ(ε): a float for a number, an array of ``epsilon``'s shape for an array.
+
+    Raises
+    ------
+    ValueError
+        ``p`` outside [0.5, 1), ``n`` < 1, or a non-finite value.
+    TypeError
+        An argument that is not real numbers, or an ``n`` that is not an integer.
+
+    Notes
+    -----
     The privacy loss is ξ(2J − n), ξ = log(p/(1−p)), J ~ Binomial(n, p), so
     δ(ε) = Σ_{ξ(2j−n) > ε} C(n,j) p^j (1−p)^{n−j} (1 − e^{ε−ξ(2j−n)})
     (Sommer, Meiser & Mohammadi 2019, Example 1 / App. A.1 with δ0 = 0).  p = 1/2 gives (1 − e^ε)_+.
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> round(exact.randomized_response_delta(1.0, 0.6, n=20), 6)
+    0.441944
+    >>> exact.randomized_response_delta([0.0, 0.2, 0.5], 0.6).round(6)
+    array([0.2     , 0.111439, 0.      ])
     """
     p = check.in_interval("p", p, 0.5, 1.0, high_open=True)
     n = check.positive_integer("n", n)
@@ -336,10 +484,45 @@ def approximate_rr_delta(
     """Exact δ(ε) of n-fold approximate randomized response, the worst-case
     (ξ, δ0)-DP mechanism (Sommer, Meiser & Mohammadi 2019, Example 1 and App. A.1).
 
+    Parameters
+    ----------
+    epsilon : float or array_like
+        A finite real number, or an array of them of any shape.
+    xi : float
+        The mechanism's ε, ξ >= 0.
+    delta0 : float
+        The mechanism's δ, in [0, 1].
+    n : int, default 1
+        The number of uses, an integer >= 1.
+
+    Returns
+    -------
+    float or ndarray
+        δ(ε), at most 1: a float for a number, an array of ``epsilon``'s shape for an array.
+
+    Raises
+    ------
+    ValueError
+        ``xi`` < 0, ``delta0`` outside [0, 1], ``n`` < 1, or a non-finite value.
+    TypeError
+        An argument that is not real numbers, or an ``n`` that is not an integer.
+
+    Notes
+    -----
     δ(ε) = 1 − (1−δ0)^n + (1−δ0)^n Σ_{k: ξ(2k−n) > ε} C(n,k) p^k (1−p)^{n−k}
     (1 − e^{ε−ξ(2k−n)}) with p = e^ξ/(1+e^ξ).  (The paper prints the weight as
     e^{ξ(n−k)}/(1+e^ξ)^n; e^{ξk}/(1+e^ξ)^n is the one that matches its own
     distribution (12)-(16) and the n = 1 mechanism.)
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> exact.approximate_rr_delta([0.0, 0.5], 0.5, 1e-6, n=3).round(6)
+    array([0.360034, 0.152454])
+    >>> x = exact.approximate_rr_delta(2.0, 0.5, 1e-6, n=3)  # ε > nξ: only 1 − (1 − δ0)^n is left
+    >>> import math
+    >>> math.isclose(x, -math.expm1(3 * math.log1p(-1e-6)), rel_tol=1e-12)
+    True
     """
     xi = check.non_negative("xi", xi)
     delta0 = check.in_interval("delta0", delta0, 0.0, 1.0)
@@ -363,10 +546,46 @@ def discrete_gaussian_mixture_delta(
 ) -> float | NDArray[np.float64]:
     """Exact δ(ε) of a finite discrete privacy loss convolved with N(μ²/2, μ²).
 
+    Parameters
+    ----------
+    epsilon : float or array_like
+        A finite real number, or an array of them of any shape.
+    losses : array_like
+        The atoms ℓ_j of the discrete loss: a number or a 1-d array of finite numbers.
+    weights : array_like
+        Their probabilities w_j, finite numbers >= 0, one per loss.
+    inf_mass : float, default 0.0
+        The probability of the loss +∞, in [0, 1]; ``weights`` and ``inf_mass`` must sum to 1 (within 1e-9).
+    mu : float, default 0.0
+        The Gaussian parameter μ >= 0 (0: no Gaussian).
+
+    Returns
+    -------
+    float or ndarray
+        δ(ε), at most 1: a float for a number, an array of ``epsilon``'s shape for an array.
+
+    Raises
+    ------
+    ValueError
+        ``losses`` not 1-d, ``weights`` of another shape or negative, weights and ``inf_mass`` not summing
+        to 1, ``inf_mass`` outside [0, 1], ``mu`` < 0, or a non-finite value.
+    TypeError
+        An argument that is not real numbers.
+
+    Notes
+    -----
     The discrete part has atoms ``losses`` with probabilities ``weights`` plus
     probability ``inf_mass`` at +∞; δ(ε) = inf_mass + Σ_j w_j δ_μ(ε − ℓ_j) with
     δ_μ the Gaussian profile (Sommer, Meiser & Mohammadi 2019, Thm 5) or, for μ = 0, (1 − e^{ε−ℓ_j})_+.
     E.g. Gaussian × randomized response compositions (Zhu, Dong & Wang 2022, Sec. 5, Exp 2).
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> round(exact.discrete_gaussian_mixture_delta(1.0, [-0.5, 0.5], [0.5, 0.5], mu=1.0), 6)
+    0.147559
+    >>> exact.discrete_gaussian_mixture_delta(1.0, [-0.5, 0.5], [0.25, 0.25], inf_mass=0.5)
+    0.5
     """
     mu = check.non_negative("mu", mu)
     inf_mass = check.in_interval("inf_mass", inf_mass, 0.0, 1.0)
@@ -598,7 +817,38 @@ def ddg_log_delta(eps: NDArray, own: float, other: float, shift: float, force_qu
 def data_dependent_gaussian_log_delta(
     epsilon: ArrayLike, sigma1: float, sigma2: float, sensitivity: float = 0.0, direction: str = "remove",
 ) -> float | NDArray[np.float64]:
-    """log δ(ε) of one use of :class:`afa.DataDependentGaussian` (see :func:`data_dependent_gaussian_delta`)."""
+    """log δ(ε) of one use of :class:`afa.DataDependentGaussian` (see :func:`data_dependent_gaussian_delta`).
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        A finite real number, or an array of them of any shape.
+    sigma1, sigma2 : float
+        The standard deviations of the two distributions, each > 0.
+    sensitivity : float, default 0.0
+        The shift of the second distribution's mean, >= 0.
+    direction : {"remove", "add"}, default "remove"
+        H_{e^ε}(P‖Q) ("remove") or H_{e^ε}(Q‖P) ("add").
+
+    Returns
+    -------
+    float or ndarray
+        log δ(ε) (-inf where δ = 0): a float for a number, an array of ``epsilon``'s shape for an array.
+
+    Raises
+    ------
+    ValueError
+        A σ not > 0, ``sensitivity`` < 0, an unknown ``direction``, a non-finite value, or σ1, σ2 and
+        ``sensitivity`` so far apart in scale that the privacy loss's coefficients overflow.
+    TypeError
+        An argument that is not real numbers.
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> round(exact.data_dependent_gaussian_log_delta(1.0, 1.0, 2.0, sensitivity=1.0, direction="add"), 6)
+    -1.303377
+    """
     own, other, shift, direction = _ddg_arguments(sigma1, sigma2, sensitivity, direction)
     eps, scalar = _epsilon_array(epsilon)
     return _result(ddg_log_delta(eps, own, other, shift), scalar)
@@ -620,6 +870,44 @@ def data_dependent_gaussian_delta(
     has a loss bounded above by L* (δ = 0 for ε >= L*, and δ ~ (L* − ε)^{3/2} just below it); L*
     is formed to 40 digits, so relative accuracy holds up to the last floating-point ε below it.
     σ1 = σ2 is the Gaussian mechanism (:func:`gaussian_delta` with μ = sensitivity/σ).
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        A finite real number, or an array of them of any shape.
+    sigma1, sigma2 : float
+        The standard deviations σ1 of P and σ2 of Q, each > 0.
+    sensitivity : float, default 0.0
+        The mean of Q, >= 0.
+    direction : {"remove", "add"}, default "remove"
+        H_{e^ε}(P‖Q) ("remove") or H_{e^ε}(Q‖P) ("add").
+
+    Returns
+    -------
+    float or ndarray
+        δ(ε): a float for a number, an array of ``epsilon``'s shape for an array.
+
+    Raises
+    ------
+    ValueError
+        A σ not > 0, ``sensitivity`` < 0, an unknown ``direction``, a non-finite value, or σ1, σ2 and
+        ``sensitivity`` so far apart in scale that the privacy loss's coefficients overflow.
+    TypeError
+        An argument that is not real numbers.
+
+    Examples
+    --------
+    With σ1 < σ2 the remove direction's loss is bounded above (L* = log 2 + 1/6 here):
+
+    >>> from afa import exact
+    >>> exact.data_dependent_gaussian_delta([0.0, 0.2, 1.0], 1.0, 2.0, sensitivity=1.0).round(6)
+    array([0.390066, 0.294267, 0.      ])
+    >>> round(exact.data_dependent_gaussian_delta(1.0, 1.0, 2.0, sensitivity=1.0, direction="add"), 6)
+    0.271613
+    >>> a = exact.data_dependent_gaussian_delta(1.0, 2.0, 2.0, sensitivity=1.0)
+    >>> b = exact.gaussian_delta(1.0, 0.5)
+    >>> abs(a - b) <= 1e-14 * b
+    True
     """
     own, other, shift, direction = _ddg_arguments(sigma1, sigma2, sensitivity, direction)
     eps, scalar = _epsilon_array(epsilon)
