@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import reprlib
+import warnings
 
 import numpy as np
 
@@ -133,3 +134,14 @@ def assign(instance, **values) -> None:
     """Store validated values on a frozen dataclass instance (from its ``__post_init__``)."""
     for name, value in values.items():
         object.__setattr__(instance, name, value)
+
+
+def renamed(name: str, value, old_name: str, old_value, depth: int = 1):
+    """The value of a keyword given as ``name`` or by its deprecated ``old_name`` (which warns, pointing
+    ``depth`` frames above its caller: at the user's call), not both; None if neither is given."""
+    if old_value is None:
+        return value
+    warnings.warn(f"the keyword {old_name} is deprecated: use {name}", DeprecationWarning, stacklevel=2 + depth)
+    if value is not None:
+        raise TypeError(f"give {name} once (not also as {old_name})")
+    return old_value

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -204,7 +203,7 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_ra
     >>> calibration.epsilon_upper <= 1.0 < rejected.epsilon(1e-5)
     True
     """
-    sampling_rate = _renamed_rate(sampling_rate, sampling_probability)
+    sampling_rate = check.renamed("sampling_rate", sampling_rate, "sampling_probability", sampling_probability)
     steps = check.positive_integer("steps", steps, maximum=check.MAX_COUNT)
     target_epsilon, delta, rtol, method, build, budget = _common(
         target_epsilon, delta, sampling_rate, sensitivity, neighboring, method, rtol, budget)
@@ -283,7 +282,7 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
     >>> calibration.value, calibration.rejected
     (7.0, 8.0)
     """
-    sampling_rate = _renamed_rate(sampling_rate, sampling_probability)
+    sampling_rate = check.renamed("sampling_rate", sampling_rate, "sampling_probability", sampling_probability)
     sigma = check.positive("sigma", sigma)
     target_epsilon, delta, rtol, method, build, budget = _common(
         target_epsilon, delta, sampling_rate, sensitivity, neighboring, method, rtol, budget)
@@ -389,17 +388,6 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, s
 
     return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=True,
                       domain=(math.log(floor), 0.0), out_of_range=out_of_range, budget=budget)
-
-
-def _renamed_rate(sampling_rate, sampling_probability):
-    """The sampling rate given as ``sampling_rate`` or by its deprecated name ``sampling_probability``."""
-    if sampling_probability is None:
-        return sampling_rate
-    warnings.warn("the keyword sampling_probability is deprecated: use sampling_rate", DeprecationWarning,
-                  stacklevel=3)
-    if sampling_rate is not None:
-        raise TypeError("give the sampling rate once, as sampling_rate")
-    return sampling_probability
 
 
 def _common(target_epsilon, delta, sampling_rate, sensitivity, neighboring, method, rtol, budget):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -490,11 +489,7 @@ class Mechanism:
 
 def _sampling_rate(sampling_rate, q):
     """The sampling rate given as ``sampling_rate`` or by its deprecated name ``q`` (one of them)."""
-    if q is not None:
-        warnings.warn("the keyword q is deprecated: use sampling_rate", DeprecationWarning, stacklevel=3)
-        if sampling_rate is not None:
-            raise TypeError("give the sampling rate once, as sampling_rate")
-        return q
+    sampling_rate = check.renamed("sampling_rate", sampling_rate, "q", q, depth=2)
     if sampling_rate is None:
         raise TypeError("sampling_rate is required: the probability that each record is in the subsample")
     return sampling_rate
