@@ -1157,7 +1157,7 @@ def _solve_directions(engines, delta: float) -> list[tuple[float, float, float]]
         epsilon = solutions[0][0]
         if math.isfinite(epsilon):
             try:
-                below = engine.upper_delta(np.array([epsilon]))[0] <= delta
+                below = engine.upper_delta(np.array([epsilon]), delta)[0] <= delta
             except CompositionTooLargeError:  # delta(eps) alone too costly: the eps(delta) search prunes by delta
                 below = False
             if below:

@@ -1053,6 +1053,21 @@ class DiscreteComposition:
             atoms = self.atoms_above(float(np.min(epsilons)) if epsilons.size else math.inf)
         return hockey_stick_with_error(atoms, epsilons, self.inf_mass, self.inf_mass_error)
 
+    def upper_delta(self, epsilons: np.ndarray, target: float) -> np.ndarray:
+        """An upper bound on delta at each eps (value plus error bound) from the atoms above the smallest eps
+        heavier than ``target`` e^-PRUNE; the lighter ones count whole in the error, so the bound is looser
+        than :meth:`delta`'s but needs far fewer atoms when only "is delta <= target?" is asked (refuses with
+        CompositionTooLargeError if even those are too many)."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        if target <= 0 or not epsilons.size:
+            values, errors = self.delta(epsilons)
+            return values + errors
+        log_cutoff = max(LOG_NEGLIGIBLE, math.log(target) - PRUNE)
+        with pair_allowance(MAX_TOTAL_PAIRS / 2):
+            atoms = self.atoms_above(float(np.min(epsilons)), log_cutoff)
+        values, errors = hockey_stick_with_error(atoms, epsilons, self.inf_mass, self.inf_mass_error)
+        return values + errors
+
     def epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta) (:func:`epsilon_bounds_for_delta`).
 

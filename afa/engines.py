@@ -148,7 +148,7 @@ class Engine(abc.ABC):
             runs out).
         """
 
-    def upper_delta(self, epsilons: np.ndarray) -> np.ndarray:
+    def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """An upper bound on delta at ``epsilons`` (certified or estimated, as the engine's), as cheaply as
         the engine allows; by default the value plus its error.
 
@@ -156,6 +156,10 @@ class Engine(abc.ABC):
         ----------
         epsilons : ndarray
             Finite real numbers.
+        target : float or None
+            If given, the caller only asks whether the bound is at most ``target``: an engine may then
+            return a looser bound that is cheaper to compute (e.g. with mass far below ``target`` counted
+            whole instead of resolved), still an upper bound on delta.
 
         Returns
         -------
@@ -346,6 +350,16 @@ class ExactEngine(Engine):
             return self.composition.delta(epsilons)
         value, lower, upper = self._mixture_bounds(epsilons)
         return value, np.maximum(upper - value, value - lower)
+
+    def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
+        """Value plus error bound of delta at ``epsilons``; without Gaussians and with a ``target``, from the atoms
+        of mass above ``target`` e^-PRUNE only (the lighter ones counted whole in the error): what shows that a
+        direction stays below a target, without the composition that resolving delta exactly would need."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        if self.mu == 0 and target is not None:
+            return self.composition.upper_delta(epsilons, target)
+        values, errors = self.delta(epsilons)
+        return values + errors
 
     def _mixture_bounds(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(value, lower, upper) of m + sum_j w_j delta_Gauss(eps - l_j) (mu > 0)."""
@@ -612,7 +626,7 @@ class CertifiedEngine(Engine):
         lower = np.minimum(lower, upper)
         return (lower + upper) / 2, (upper - lower) / 2
 
-    def upper_delta(self, epsilons: np.ndarray) -> np.ndarray:
+    def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """A certified upper bound on delta: 0 where every eps is at or beyond the largest finite composed loss
         (Poisson subsampling's add direction), else from the bracket of the finest tolerance built so far (the
         default one if none), without refinement.  Enough to see that a direction stays below a target."""
@@ -893,7 +907,7 @@ class PLDEngine(Engine):
         lower = np.minimum(lower, upper)
         return (lower + upper) / 2, (upper - lower) / 2
 
-    def upper_delta(self, epsilons: np.ndarray) -> np.ndarray:
+    def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """A certified upper bound on delta: exactly the mass at +infinity where every eps is at or beyond the
         largest finite composed loss (Poisson subsampling's add direction for eps >= -count log(1 - q): no
         PLD is built), else the Chernoff bound of the composed pessimistic bases (no convolution: the exact

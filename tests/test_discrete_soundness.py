@@ -466,3 +466,36 @@ def test_threshold_bisection_answers_when_the_next_level_is_too_large(monkeypatc
     assert refined, "the bisection between levels was not needed: the test no longer exercises it"
     assert lower <= full_upper and full_lower <= upper
     assert upper - lower <= 1e-9 * upper
+
+
+def test_pruned_upper_delta_bounds_the_truth_where_delta_refuses(active_options):
+    """Whether a second direction stays below the target is asked with a pruned upper bound
+    (DiscreteComposition.upper_delta): atoms lighter than target e^-80 count whole.  Against the
+    binomial sum in mpmath (two randomized responses, log-ratios incommensurate: every atom distinct),
+    the bound is never below the truth and exceeds it by far less than the target, and it answers
+    under an atom limit at which the unpruned delta(eps) refuses."""
+    (p1, n1), (p2, n2) = (0.8, 400), (0.6, 300)
+    l1, l2 = mp.log(mp.mpf(p1) / (1 - mp.mpf(p1))), mp.log(mp.mpf(p2) / (1 - mp.mpf(p2)))
+    terms = [(afa.RandomizedResponse(p).privacy_losses()[0].atoms, n) for p, n in ((p1, n1), (p2, n2))]
+
+    def truth(eps):
+        e, total = mp.mpf(eps), mp.mpf(0)
+        for i in range(n1 + 1):
+            w1 = mp.binomial(n1, i) * mp.mpf(p1) ** i * (1 - mp.mpf(p1)) ** (n1 - i)
+            for j in range(n2 + 1):
+                loss = (2 * i - n1) * l1 + (2 * j - n2) * l2
+                if loss > e:
+                    w2 = mp.binomial(n2, j) * mp.mpf(p2) ** j * (1 - mp.mpf(p2)) ** (n2 - j)
+                    total += w1 * w2 * -mp.expm1(e - loss)
+        return total
+
+    active_options(exact=afa.ExactOptions(max_atoms=1200))
+    composition = DiscreteComposition(terms, 0.0)
+    assert composition.full is None
+    for eps, target in ((580.0, 1e-15), (600.0, 1e-25)):
+        with pytest.raises(CompositionTooLargeError):
+            composition.delta(np.array([eps]))
+        bound = float(composition.upper_delta(np.array([eps]), target)[0])
+        exact = truth(eps)
+        assert bound >= exact, (eps, bound, mp.nstr(exact, 17))
+        assert bound - exact <= 1e-6 * target, (eps, bound, mp.nstr(exact, 17))
