@@ -14,6 +14,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+#: The unit roundoff u of IEEE double precision (Higham 2002, Sec. 2.1): |fl(x op y) - x op y| <= u |x op y|.
+UNIT_ROUNDOFF = float(np.finfo(float).eps) / 2
+#: The smallest positive (subnormal) double.
+SMALLEST_SUBNORMAL = float(np.finfo(float).smallest_subnormal)
 
 # log(k!) - log(sqrt(2πk) (k/e)^k) for k = 0..15 (k = 0 by convention).
 STIRLERR_SMALL = np.array([

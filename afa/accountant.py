@@ -29,8 +29,6 @@ from .composition import ComposedLoss
 from .contour import NodeBudgetError
 from .discrete import CompositionTooLargeError
 from .engines import (
-    RESOLUTION_FACTOR,
-    UNIT_ROUNDOFF,
     CertifiedEngine,
     ClosedFormEngine,
     ContourEngine,
@@ -41,7 +39,7 @@ from .engines import (
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
 from .options import Options
-from .pld import LOSS_LIMIT, PLDTooLargeError
+from .pld import PLDTooLargeError, largest_interval
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
@@ -54,9 +52,9 @@ STEP_RESOLUTION = 20.0
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
 #: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
 WIDE_CONTOUR = "contour (wide node budget)"
-#: Allowed value_discretization_interval: from where the grid's indices of losses up to LOSS_LIMIT would
-#: leave the integers exact in floating point (with a margin) to the PLD's widest step.
-INTERVAL_RANGE = (1e-12, LOSS_LIMIT / 2)
+#: Allowed value_discretization_interval: from where the grid's indices of the losses a PLD keeps (|x| <= 700)
+#: would leave the integers exact in floating point (with a margin) to the PLD's widest step.
+INTERVAL_RANGE = (1e-12, largest_interval())
 #: The grid step of a refusal's fallback lower bound, relative to the default step (Accountant._single_group_bracket).
 COARSE_FACTOR = 64.0
 #: Top-level keys of a spec (:meth:`Accountant.to_dict`).
@@ -750,7 +748,7 @@ class Accountant:
         floor or without a continuous part, the certified bracket for anything but one noise pair."""
         if name == "quadrature":
             continuous = any(losses[0].continuous for losses in self._losses.values())
-            return continuous and (delta is None or bool(delta >= RESOLUTION_FACTOR * UNIT_ROUNDOFF))
+            return continuous and (delta is None or QuadratureEngine.may_resolve(delta))
         if name == "certified":
             try:
                 self._engines_for(name)

@@ -85,6 +85,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -93,13 +94,13 @@ from scipy.special import log_ndtr, ndtri
 
 from . import _validation as check
 from . import budget
+from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp, suffix_recurrence
 from .noise_pair import NoiseMixturePair
 from .results import AccuracyError
 
 __all__ = ["certified_delta"]
 
-U = np.finfo(float).eps / 2  # unit roundoff
 # Mass allowed beyond the automatic reach (all k steps together) and outside the FFT window.
 TAIL_TOLERANCE = 1e-25
 # Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
@@ -170,6 +171,9 @@ class CertifiedBracket:
     (module docstring, refinement 7) at a tilt from :meth:`tilt_for`, for deltas far below the plain
     FFT's rounding (about k * 1e-14).
     """
+
+    #: The ``tail_tolerance`` when none is given.
+    default_tail_tolerance: ClassVar[float] = TAIL_TOLERANCE
 
     def __init__(self, pair: NoiseMixturePair, count: int, *, cells: int = 2 ** 18, reach: float | None = None,
                  tail_tolerance: float = TAIL_TOLERANCE):

@@ -69,7 +69,7 @@ from scipy.special import gammaln, logsumexp
 from . import budget
 from . import options as settings
 from .composition import ComposedLoss
-from .discrete import ESTIMATE_SLACK, CompositionTooLargeError, estimated_atoms
+from .discrete import CompositionTooLargeError, clearly_beyond, estimated_atoms
 from .privacy_loss import batched_log_phi, log_phi_and_continuous_part
 from .results import AccuracyError, UnsupportedCompositionError
 
@@ -825,7 +825,7 @@ def lattice_groups(loss: ComposedLoss):
     """
     finite = [(term.atoms, times) for term, times in loss.terms.items() if not term.continuous]
     shifts_bound = math.prod(times + 1 for term, times in loss.terms.items() if term.laplace_shift is not None)
-    if estimated_atoms(finite) * shifts_bound > ESTIMATE_SLACK * MAX_GROUPS:  # refused before composing them
+    if clearly_beyond(estimated_atoms(finite) * shifts_bound, MAX_GROUPS):  # refused before composing them
         raise CompositionTooLargeError(f"the lattice contour would need more than {MAX_GROUPS} groups")
     shifts, counts, log_weights = np.zeros(1), np.zeros(1), np.zeros(1)
     laplace_count, atoms = 0, None

@@ -55,6 +55,7 @@ from scipy.special import gammaln, logsumexp
 from . import _validation as check
 from . import budget
 from . import options as settings
+from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import binomial_log_pmf, log_characteristic, normalize
 from .results import AccuracyError, UnsupportedCompositionError
 
@@ -70,7 +71,6 @@ def _max_pairs() -> int:
 
 
 #: Unit roundoff of float64.
-U = np.finfo(float).eps / 2
 #: Rounding units allowed a base atom's loss and log-mass: a mechanism's loss is a difference of two
 #: log-probabilities, each accurate to a few units of its magnitude (see :meth:`LossAtoms.from_atoms`).
 BASE_ULPS = 8.0
@@ -915,6 +915,12 @@ PRUNE = 80.0
 ESTIMATE_SLACK = 16.0
 
 
+def clearly_beyond(estimate: float, limit: float) -> bool:
+    """Whether a rough size estimate (:func:`estimated_atoms`) is beyond ``limit`` by more than ESTIMATE_SLACK,
+    the estimate's own uncertainty: what refuses a composition before composing it."""
+    return estimate > ESTIMATE_SLACK * limit
+
+
 def estimated_atoms(terms: list[tuple[LossAtoms, int]], log_cutoff: float = -math.inf) -> float:
     """A rough number of atoms heavier than e^``log_cutoff`` in the composition of ``terms`` ((atoms, count)
     pairs), to refuse hopeless compositions before composing.
@@ -997,7 +1003,7 @@ class DiscreteComposition:
         except CompositionTooLargeError:
             self.full = None
 
-    def compose(self, threshold: float, log_cutoff: float) -> LossAtoms:
+    def compose(self, threshold: float = -math.inf, log_cutoff: float = LOG_NEGLIGIBLE) -> LossAtoms:
         """The composed atoms, complete above ``threshold`` (-inf: all), atoms lighter than
         e^``log_cutoff`` dropped into ``log_dropped``."""
         if self.empty:
@@ -1006,7 +1012,7 @@ class DiscreteComposition:
             return LossAtoms(np.zeros(1), np.zeros(1))
         if threshold == -math.inf:
             estimate = self.estimated_size(log_cutoff)
-            if estimate > ESTIMATE_SLACK * _max_atoms():
+            if clearly_beyond(estimate, _max_atoms()):
                 raise CompositionTooLargeError(
                     f"exact discrete composition would have about {estimate:.2g} atoms of mass above "
                     f"e^{log_cutoff:.4g} (limit {_max_atoms()})")

@@ -35,21 +35,26 @@ from scipy.special import log_ndtr, logsumexp
 
 from . import budget, exact
 from . import options as settings
-from .certified import TAIL_TOLERANCE as CERTIFIED_TAIL_TOLERANCE
+from ._accurate import UNIT_ROUNDOFF
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, LossAtoms, verified_epsilon_bounds
+from .discrete import CompositionTooLargeError, DiscreteComposition, LossAtoms, verified_epsilon_bounds
 from .loss_tails import GaussianTails, LossTails
 from .noise_pair import NoiseMixturePair
-from .pld import LOSS_LIMIT, DiscretePLD, chernoff_log_mass, composition_tilt, connect_the_dots, greedy_hull_optimistic
+from .pld import (
+    DiscretePLD,
+    chernoff_log_mass,
+    composition_tilt,
+    connect_the_dots,
+    greedy_hull_optimistic,
+    largest_interval,
+)
 from .quadrature import LevyInversion
 from .results import AccuracyError, Result, UnsupportedCompositionError
 
 #: Relative rounding error assumed for closed-form values.
 EXACT_RTOL = 1e-13
-#: Unit roundoff of float64.
-UNIT_ROUNDOFF = np.finfo(float).eps / 2
 #: epsilon(delta) needs delta to exceed the engine's absolute error by this factor.
 RESOLUTION_FACTOR = 100.0
 #: Most atoms ExactEngine mixes with a Gaussian profile (each evaluation costs about 0.5 us per atom).
@@ -330,7 +335,7 @@ class ExactEngine(Engine):
         self.composition = DiscreteComposition([(loss.atoms, count) for loss, count in discrete.terms.items()],
                                                discrete.inf_mass)
         if mu > 0 and self.composition.full is None:
-            self.composition.compose(-math.inf, LOG_NEGLIGIBLE)  # raises CompositionTooLargeError, with the sizes
+            self.composition.compose()  # raises CompositionTooLargeError, with the sizes
         self.atoms: LossAtoms | None = self.composition.full  # composed in full whenever mu > 0
         if mu > 0 and self._full_atoms.size > MAX_MIXTURE_ATOMS:
             raise CompositionTooLargeError(
@@ -601,10 +606,10 @@ class CertifiedEngine(Engine):
     @property
     def bracket(self) -> CertifiedBracket:
         """The bracket at afa.certified's default tail tolerance."""
-        return self.bracket_for(CERTIFIED_TAIL_TOLERANCE)
+        return self.bracket_for(CertifiedBracket.default_tail_tolerance)
 
     def _tail_for(self, delta: float) -> float:
-        return min(CERTIFIED_TAIL_TOLERANCE, max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL))
+        return min(CertifiedBracket.default_tail_tolerance, max(delta * self.TAIL_FRACTION, self.SMALLEST_TAIL))
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(midpoints, half-widths) of the certified delta brackets at ``epsilons``.
@@ -633,7 +638,7 @@ class CertifiedEngine(Engine):
         epsilons = np.asarray(epsilons, dtype=float)
         if np.all(epsilons >= self._loss_max):
             return np.zeros(epsilons.shape)
-        tail = min(self._brackets, default=CERTIFIED_TAIL_TOLERANCE)
+        tail = min(self._brackets, default=CertifiedBracket.default_tail_tolerance)
         bracket = self.bracket_for(tail)
         return bracket.upper(epsilons, bracket.tilt_for(epsilon=float(np.max(epsilons))))
 
@@ -724,7 +729,7 @@ class PLDEngine(Engine):
     terms : list of (afa.loss_tails.LossTails, int)
         Each distinct term's loss tails of the direction and its count.
     interval : float
-        The grid step of the loss, in (0, 350] (``LOSS_LIMIT / 2``).
+        The grid step of the loss, in (0, 350] (:func:`afa.pld.largest_interval`).
     loss : afa.composition.ComposedLoss
         The direction's composed loss: its mass at +infinity, the upper end of its finite loss and the
         scale of the eps searches.
@@ -776,8 +781,9 @@ class PLDEngine(Engine):
     GAUSSIAN_POINTS = 2 ** 22
 
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
-        if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 < interval <= LOSS_LIMIT / 2:
-            raise ValueError(f"value_discretization_interval must be in (0, {LOSS_LIMIT / 2:g}], got {interval!r}")
+        largest = largest_interval()
+        if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 < interval <= largest:
+            raise ValueError(f"value_discretization_interval must be in (0, {largest:g}], got {interval!r}")
         self.interval: float = float(interval)
         merged = _merge_gaussians(terms, self.interval, self.GAUSSIAN_POINTS)
         self.terms: list[tuple[LossTails, int]] = merged[0]
@@ -1101,6 +1107,12 @@ class QuadratureEngine(_InversionEngine):
     method = "quadrature"
     certified = False
     inversion_class = LevyInversion
+
+    @staticmethod
+    def may_resolve(delta: float) -> bool:
+        """False where ``delta`` is below what any quadrature resolves: RESOLUTION_FACTOR times the rounding
+        of a sum of terms of size up to 1 (its absolute error is never smaller).  A check before building."""
+        return bool(delta >= RESOLUTION_FACTOR * UNIT_ROUNDOFF)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) at ``epsilons`` and the quadrature's absolute error estimate (one for all of them)."""

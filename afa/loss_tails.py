@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import abc
 import math
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp
 
+from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp
 from .discrete import LossAtoms
 from .discrete import hockey_stick_with_error as atoms_hockey_stick
@@ -44,7 +46,6 @@ from .noise_pair import NoiseMixturePair
 
 __all__ = ["AtomTails", "GaussianTails", "LaplaceTails", "LossTails", "NoisePairTails", "QuadraticGaussianTails"]
 
-U = np.finfo(float).eps / 2  # unit roundoff
 #: Accuracy of log_tails: TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) absolute in the log (measured
 #: against 60-digit mpmath, tests/test_loss_tails.py: 64 u + 12 u (|log P| + 4) for Gaussian noise).
 TAILS_LOG_RTOL, TAILS_LOG_ULPS = 64 * U, 16
@@ -69,6 +70,10 @@ class LossTails(abc.ABC):
 
     inf_mass: float
     loss_range: tuple[float, float]
+    #: The accuracy of :meth:`log_tails`: each log tail is within log_rtol + log_ulps u (|log tail| + 4) of the
+    #: truth, absolutely (u the unit roundoff); builders of PLDs (:mod:`afa.pld`) widen their bounds by it.
+    log_rtol: ClassVar[float] = TAILS_LOG_RTOL
+    log_ulps: ClassVar[float] = TAILS_LOG_ULPS
     #: Whether the finite loss has no atoms (P[L = x] = 0 for every finite x), so that P[L >= x] = P[L > x].
     atomless: bool = False
 
@@ -97,7 +102,7 @@ class LossTails(abc.ABC):
         """(delta(eps), a bound on its error) from the tails.
 
         delta = a + P (1 - e^g), g = eps + log Q - log P <= 0.  With each log-tail accurate to
-        TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) (measured, tests/test_loss_tails.py),
+        log_rtol + log_ulps u (|log tail| + 4) (the class's declared accuracy),
         the error is that times delta plus P e^g times the error of g: small relative to delta
         unless L piles up just above eps (g near 0), where it stays small relative to P.
         """
@@ -108,8 +113,8 @@ class LossTails(abc.ABC):
             gap = np.where(finite, np.minimum(epsilons + log_q - log_p, 0.0), -np.inf)
             p = np.where(finite, np.exp(log_p), 0.0)
             finite_part = p * -np.expm1(gap)
-            p_error = TAILS_LOG_RTOL + TAILS_LOG_ULPS * U * (np.abs(np.where(finite, log_p, 0.0)) + 4)
-            q_error = TAILS_LOG_RTOL + TAILS_LOG_ULPS * U * (np.abs(np.where(log_q > -np.inf, log_q, 0.0)) + 4)
+            p_error = self.log_rtol + self.log_ulps * U * (np.abs(np.where(finite, log_p, 0.0)) + 4)
+            q_error = self.log_rtol + self.log_ulps * U * (np.abs(np.where(log_q > -np.inf, log_q, 0.0)) + 4)
             gap_error = p_error + q_error + 2 * U * np.abs(np.where(finite, epsilons, 0.0))
             error = np.where(finite, finite_part * p_error + p * np.exp(gap) * gap_error, 0.0)
         return self.inf_mass + finite_part, error + 4 * U * self.inf_mass

@@ -86,13 +86,14 @@ from scipy.optimize import isotonic_regression
 from . import _validation as check
 from . import budget
 from . import options as settings
+from ._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
+from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp, suffix_recurrence
-from .loss_tails import TAILS_LOG_RTOL, TAILS_LOG_ULPS, LossTails
+from .loss_tails import LossTails
 from .results import UnsupportedCompositionError
 
 __all__ = [
     "DEFAULT_TAIL_MASS",
-    "TAILS_RTOL",
     "DiscretePLD",
     "PLDTooLargeError",
     "chernoff_log_mass",
@@ -102,16 +103,17 @@ __all__ = [
     "privacy_buckets",
 ]
 
-U = float(np.finfo(float).eps) / 2  # unit roundoff
-SUBNORMAL = float(np.finfo(float).smallest_subnormal)
 #: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
 DEFAULT_TAIL_MASS = 1e-15
-#: Relative accuracy assumed of the tails exp(LossTails.log_tails(eps)), plus LOG_ROUNDING ulps per unit of
-#: |log tail| (the measured accuracy of the loss tails, :data:`afa.loss_tails.TAILS_LOG_RTOL`).
-TAILS_RTOL, LOG_ROUNDING = TAILS_LOG_RTOL, TAILS_LOG_ULPS
 #: Losses are kept at or above -LOSS_LIMIT, and the greedy hull (which works with e^x) at or below LOSS_LIMIT
 #: (e^{+-700} is still a float).
 LOSS_LIMIT = 700.0
+
+
+def largest_interval() -> float:
+    """The widest grid step a PLD takes, LOSS_LIMIT / 2: a grid reaching down to -LOSS_LIMIT keeps two points."""
+    return LOSS_LIMIT / 2
+
 #: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
 FFT_ERROR_CONSTANT = 8.0
 #: Rounding of z -> z^k, as |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
@@ -620,7 +622,7 @@ def _chernoff_search(terms, delta: float | None, epsilon: float | None) -> tuple
 # ----- builders ---------------------------------------------------------------------------
 
 def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
-                    tail_mass: float = DEFAULT_TAIL_MASS, *, tails_rtol: float = TAILS_RTOL,
+                    tail_mass: float = DEFAULT_TAIL_MASS, *, tails_rtol: float | None = None,
                     floor: float | None = None) -> DiscretePLD:
     """Privacy buckets (Google DP team 2025, Sec. 2.1; Doroshenko et al. 2022, Secs. 4.1 and 5.2).
 
@@ -631,24 +633,24 @@ def privacy_buckets(tails: LossTails, interval: float, pessimistic: bool = True,
     grid starts no lower (the mass below goes to its first point, or is dropped): a composition whose
     finite loss is at most B never needs a term's losses below -B for eps >= 0.
     """
-    interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
+    interval, tail_mass, accuracy = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     if not isinstance(pessimistic, (bool, np.bool_)):
         raise TypeError(f"pessimistic must be True or False, got {pessimistic!r}")
     first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
     inf_mass = tails.inf_mass
     if pessimistic:
         log_tails = _grid_log_tails(tails, interval, first, losses.size)[0]
-        upper = _exp_bounds(log_tails, tails_rtol)[1]  # >= P[x_i < L < inf]
+        upper = _exp_bounds(log_tails, accuracy)[1]  # >= P[x_i < L < inf]
         tail_values = np.concatenate(([1.0], (upper + inf_mass) * (1 + 2 * U)))
     else:
         below = np.nextafter(losses, -np.inf)  # P[L >= x_i] = P[L > x_i^-]
-        lower = _exp_bounds(_chunked_log_tails(tails, below)[0], tails_rtol)[0]
+        lower = _exp_bounds(_chunked_log_tails(tails, below)[0], accuracy)[0]
         tail_values = np.concatenate(((lower + inf_mass) * (1 - 2 * U), [inf_mass]))
     return _from_tail_values(tail_values, first, interval, bool(pessimistic))
 
 
 def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
-                     tails_rtol: float = TAILS_RTOL, floor: float | None = None) -> DiscretePLD:
+                     tails_rtol: float | None = None, floor: float | None = None) -> DiscretePLD:
     """The pessimistic connect-the-dots PLD (Doroshenko et al. 2022, Sec. 4, Algorithm 1; Google DP team 2025, Sec.
     2.2).
 
@@ -661,16 +663,16 @@ def connect_the_dots(tails: LossTails, interval: float, tail_mass: float = DEFAU
     curve is exact at the grid points, so atoms, the ends of the loss range and the mass at
     +infinity need no special case.  ``floor`` as in :func:`privacy_buckets`.
     """
-    interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
+    interval, tail_mass, accuracy = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
     log_p, log_q = _grid_log_tails(tails, interval, first, losses.size)
-    upper = (tails.inf_mass + _excess_bounds(log_p, log_q, losses, tails_rtol)[1]) * (1 + 2 * U)
+    upper = (tails.inf_mass + _excess_bounds(log_p, log_q, losses, accuracy)[1]) * (1 + 2 * U)
     curve = np.concatenate(([1.0], np.maximum.accumulate(upper[::-1])[::-1]))
     return _from_tail_values(_curve_tail_values(curve, interval) * (1 + 8 * U), first, interval, True)
 
 
 def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float = DEFAULT_TAIL_MASS, *,
-                           tails_rtol: float = TAILS_RTOL, floor: float | None = None) -> DiscretePLD:
+                           tails_rtol: float | None = None, floor: float | None = None) -> DiscretePLD:
     """Optimistic PLD from tangent lines and a lower convex hull (Doroshenko et al. 2022, Sec. 5.1, Algorithm 2).
 
     Work with the curve h(alpha) = delta(log alpha) - a of the finite part (a = mass at +inf, kept
@@ -698,12 +700,12 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     Where the grid must reach losses above LOSS_LIMIT (e^x overflows), the optimistic privacy buckets
     (:func:`privacy_buckets`, rounding the loss down) are returned instead.
     """
-    interval, tail_mass, tails_rtol = _builder_arguments(tails, interval, tail_mass, tails_rtol)
+    interval, tail_mass, accuracy = _builder_arguments(tails, interval, tail_mass, tails_rtol)
     first, losses = _loss_grid(tails, interval, tail_mass, _floor_argument(floor))
     if losses[-1] > LOSS_LIMIT:  # e^x would overflow: round the loss down to the grid instead
-        return privacy_buckets(tails, interval, False, tail_mass, tails_rtol=tails_rtol, floor=floor)
+        return privacy_buckets(tails, interval, False, tail_mass, tails_rtol=accuracy[0], floor=floor)
     log_p, log_q = _grid_log_tails(tails, interval, first, losses.size)
-    curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, tails_rtol)[0]))
+    curve = np.concatenate(([1.0 - tails.inf_mass], _excess_bounds(log_p, log_q, losses, accuracy)[0]))
     # Tangent slopes: right derivative -Q[L > x] at a segment's left end (alpha = 0: -Q[L > -inf]),
     # left derivative -Q[L >= x] at its right end; the steeper the left end's, the shallower the right's, the safer.
     # Each segment is measured in units of its width in alpha (v = (alpha - alpha_s) / width in [0, 1]), so only
@@ -712,16 +714,16 @@ def greedy_hull_optimistic(tails: LossTails, interval: float, tail_mass: float =
     q_finite = float(np.asarray(tails.log_tails(-math.inf)[1]))  # log Q[L > -inf]: the slope at alpha = 0
     log_width = losses + np.concatenate(([0.0], np.full(losses.size - 1, math.log(-math.expm1(-interval)))))
     log_q_at_or_above = log_q if tails.atomless else _chunked_log_tails(tails, np.nextafter(losses, -np.inf))[1]
-    steep = _scaled_exp_bounds(np.concatenate(([min(q_finite, 0.0)], log_q[:-1])), log_width, tails_rtol)[1]
-    shallow = _scaled_exp_bounds(log_q_at_or_above, log_width, tails_rtol)[0]
+    steep = _scaled_exp_bounds(np.concatenate(([min(q_finite, 0.0)], log_q[:-1])), log_width, accuracy)[1]
+    shallow = _scaled_exp_bounds(log_q_at_or_above, log_width, accuracy)[0]
     # A third tangent inside each segment, at x_{s-1} + interval / 2 (alpha_0 / 2 in the first): it halves the
     # lowering.  Its offset in the segment is (e^{h/2} - 1) / (e^h - 1) = 1 / (e^{h/2} + 1) of the width (1/2 in
     # the first).
     middles = np.concatenate(([losses[0] - math.log(2.0)], losses[1:] - interval / 2))
     mid_offset = np.concatenate(([0.5], np.full(losses.size - 1, 1 / (math.exp(interval / 2) + 1))))
     mid_log_p, mid_log_q = _chunked_log_tails(tails, middles)
-    mid_slope_low, mid_slope_high = _scaled_exp_bounds(mid_log_q, log_width, tails_rtol)
-    middle = (mid_offset, _excess_bounds(mid_log_p, mid_log_q, middles, tails_rtol)[0],
+    mid_slope_low, mid_slope_high = _scaled_exp_bounds(mid_log_q, log_width, accuracy)
+    middle = (mid_offset, _excess_bounds(mid_log_p, mid_log_q, middles, accuracy)[0],
               (mid_slope_low + mid_slope_high) / 2, (mid_slope_high - mid_slope_low) / 2 * (1 + 4 * U))
     width = np.ones(losses.size)
     left, right = _segment_limits(curve[:-1], curve[1:], width, steep, shallow, *middle)
@@ -771,14 +773,18 @@ def _segment_limits(start: np.ndarray, end: np.ndarray, width: np.ndarray, steep
 
 # ----- builder helpers --------------------------------------------------------------------
 
-def _builder_arguments(tails, interval, tail_mass, tails_rtol) -> tuple[float, float, float]:
+def _builder_arguments(tails, interval, tail_mass, tails_rtol) -> tuple[float, float, tuple[float, float]]:
+    """Validated (interval, tail_mass, (rtol, ulps)): the tails' accuracy as declared by the tails
+    (:attr:`afa.loss_tails.LossTails.log_rtol`, ``log_ulps``) unless ``tails_rtol`` overrides its rtol."""
     if not isinstance(tails, LossTails):
         raise TypeError(f"tails must be a LossTails, got {type(tails).__name__}")
-    interval = check.in_interval("interval", interval, 0.0, LOSS_LIMIT / 2, low_open=True)
+    if tails_rtol is None:
+        tails_rtol = tails.log_rtol
+    interval = check.in_interval("interval", interval, 0.0, largest_interval(), low_open=True)
     tail_mass = check.in_interval("tail_mass", tail_mass, 0.0, 1.0, low_open=True, high_open=True)
     tails_rtol = check.in_interval("tails_rtol", tails_rtol, 0.0, 1e-3)
     check.in_interval("tails.inf_mass", tails.inf_mass, 0.0, 1.0)
-    return interval, tail_mass, tails_rtol
+    return interval, tail_mass, (tails_rtol, float(tails.log_ulps))
 
 
 def _floor_argument(floor) -> float | None:
@@ -873,40 +879,45 @@ def _first_true(predicate, start: int, stop: int) -> int:
     return good
 
 
-def _exp_bounds(log_values: ArrayLike, rtol: float) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) bounds on e^y for y relatively accurate to rtol (plus the rounding of y and exp)."""
+def _exp_bounds(log_values: ArrayLike, accuracy: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) bounds on e^y for y accurate to rtol + ulps u (|y| + 4), ``accuracy`` = (rtol, ulps)."""
+    rtol, ulps = accuracy
     log_values = np.asarray(log_values, dtype=float)
     values = np.exp(log_values)
     with np.errstate(invalid="ignore"):
-        spread = np.where(values > 0, rtol + LOG_ROUNDING * U * (np.abs(log_values) + 4), 0.0)
+        spread = np.where(values > 0, rtol + ulps * U * (np.abs(log_values) + 4), 0.0)
     return values * (1 - spread), values * (1 + spread)
 
 
-def _scaled_exp_bounds(log_values: np.ndarray, log_scale: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) bounds on e^{y + s} for y relatively accurate to rtol and an exactly meant scale s (given
+def _scaled_exp_bounds(log_values: np.ndarray, log_scale: np.ndarray,
+                       accuracy: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) bounds on e^{y + s} for y accurate as ``accuracy`` says and an exactly meant scale s (given
     rounded): e^y's bounds as in :func:`_exp_bounds`, formed as one exponential so that neither factor underflows
     or overflows alone, plus the rounding of y + s and of exp."""
+    rtol, ulps = accuracy
     log_values = np.asarray(log_values, dtype=float)
     with np.errstate(invalid="ignore"):
         finite = log_values > -np.inf
-        spread = np.where(finite, rtol + LOG_ROUNDING * U * (np.abs(log_values) + 4), 0.0)
+        spread = np.where(finite, rtol + ulps * U * (np.abs(log_values) + 4), 0.0)
         exponent = np.where(finite, log_values + log_scale, -np.inf)
         rounding = 8 * U * (4 + np.abs(np.where(finite, log_values, 0.0)) + np.abs(log_scale))
         values = np.exp(exponent)
     return values * (1 - spread) * (1 - rounding), values * (1 + spread) * (1 + rounding)
 
 
-def _excess_bounds(log_p: np.ndarray, log_q: np.ndarray, at: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+def _excess_bounds(log_p: np.ndarray, log_q: np.ndarray, at: np.ndarray,
+                   accuracy: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
     """Bounds on P[L > x] - e^at Q[L > x] = P[L > x] (1 - e^g), g = at + log Q - log P <= 0 (at <= x).
 
     Formed without cancelling e^at Q against P (as LossTails.hockey_stick); with at = x it is the
     finite part of the hockey-stick divergence delta(x).
     """
-    p_low, p_high = _exp_bounds(log_p, rtol)
+    rtol, ulps = accuracy
+    p_low, p_high = _exp_bounds(log_p, accuracy)
     with np.errstate(invalid="ignore"):
         gap = np.where(log_p > -np.inf, np.minimum(at + log_q - log_p, 0.0), -np.inf)
         magnitudes = np.abs(at) + np.abs(log_q) + np.abs(log_p) + 4
-        gap_error = np.where(log_q > -np.inf, 2 * rtol + 2 * LOG_ROUNDING * U * magnitudes, 0.0)
+        gap_error = np.where(log_q > -np.inf, 2 * rtol + 2 * ulps * U * magnitudes, 0.0)
     factor = -np.expm1(gap)
     factor_error = np.exp(np.minimum(gap + gap_error, 0.0)) * np.expm1(gap_error) + 2 * U * factor
     lower = p_low * np.maximum(factor - factor_error, 0.0) * (1 - 2 * U)

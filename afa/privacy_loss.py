@@ -242,6 +242,11 @@ class PrivacyLoss:
         return math.inf
 
     @property
+    def is_numeric(self) -> bool:
+        """Whether the log-CF is a numeric evaluator (:meth:`numeric`) rather than a symbolic expression."""
+        return self.batch[0] == NUMERIC
+
+    @property
     def log_phi(self) -> sympy.Expr:
         """Symbolic log-CF of the finite part, in :data:`afa.t`."""
         if self._log_phi is None and self._atoms.size == 0:

@@ -43,7 +43,7 @@ from sympy.core.function import AppliedUndef
 from . import _validation as check
 from .accountant import Accountant
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
-from .privacy_loss import NUMERIC, PrivacyLoss, batched_log_phi, t
+from .privacy_loss import PrivacyLoss, batched_log_phi, t
 from .results import AccuracyError
 
 __all__ = ["CONVERSIONS", "DEFAULT_ORDERS", "RdpAccountant", "alpha", "composed_rdp", "delta_from_rdp",
@@ -181,7 +181,7 @@ def _log_mgf(loss: PrivacyLoss, s: mpmath.mpf) -> mpmath.mpf:
         if atoms.size == 0:
             return mpmath.mpf("-inf")
         return mpmath.mpf(float(logsumexp(atoms.log_masses + float(s) * atoms.losses)))
-    if loss.batch[0] == NUMERIC:
+    if loss.is_numeric:
         return mpmath.mpf(_numeric_log_mgf(loss, float(s)))
     log_m = _closed_form_log_mgf(loss, s)
     return mpmath.inf if log_m is None else log_m
