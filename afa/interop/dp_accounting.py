@@ -245,8 +245,9 @@ class _Reader:
         """The one mechanism a sampled sub-event stands for (None: no privacy cost).
 
         A composition of Gaussians on the same sample is one Gaussian with noise multiplier
-        (sum_i k_i / s_i^2)^(-1/2) (Mironov, Talwar & Zhang 2019, Sec. 3), as dp_accounting's RDP
-        accountant reads it; any other composition under sampling is refused.
+        (sum_i k_i / s_i^2)^(-1/2) (McMahan et al. 2018, Sec. 3: stacked and rescaled, the queries are one
+        vector query with unit noise), as dp_accounting's RDP accountant reads it; any other composition
+        under sampling is refused.
         """
         path = prefix + type(event).__name__
         gaussians = self.gaussian_tree(event)
@@ -314,7 +315,8 @@ class _Reader:
             return NON_PRIVATE if delta == 1 or math.isinf(epsilon) else ApproxDP(epsilon=epsilon, delta=delta)
         if self._is(event, "ExponentialMechanismDpEvent") or self._is(event, "PermuteAndFlipDpEvent"):
             # Both are epsilon-DP; the (epsilon, 0)-DP pair dominates every epsilon-DP mechanism (Google DP
-            # team 2025, Sec. 3.7, Theorem 1), as dp_accounting's PLD accountant treats the exponential mechanism.
+            # team 2025, Sec. 3.7, Theorem 1), as dp_accounting's PLD accountant treats the exponential mechanism
+            # (permute-and-flip is epsilon-DP by McKenna & Sheldon 2020; no tighter pair is used).
             epsilon = _number(event.epsilon, "epsilon", path)
             if epsilon == 0:
                 return None
