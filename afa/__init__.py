@@ -39,15 +39,21 @@ __all__ = [
 __version__ = "0.1.0"
 
 #: Submodules reachable as attributes (``afa.clt``, ``afa.tradeoff``, ...), imported on first use.
-_SUBMODULES = ("cli", "clt", "contour", "discrete", "engines", "exact", "options", "pairs", "pld", "rdp", "tradeoff")
+_SUBMODULES = ("cli", "clt", "contour", "discrete", "engines", "exact", "interop", "options", "pairs", "pld", "rdp",
+               "tradeoff")
+#: Functions of :mod:`afa.interop` reachable as ``afa.from_dp_event`` and ``afa.to_dp_event``, imported on first use.
+_INTEROP = ("from_dp_event", "to_dp_event")
 
 
 def __getattr__(name: str):
     if name in _SUBMODULES:
         import importlib
         return importlib.import_module(f".{name}", __name__)
+    if name in _INTEROP:
+        from . import interop
+        return getattr(interop, name)
     raise AttributeError(f"module 'afa' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_SUBMODULES))
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_INTEROP))

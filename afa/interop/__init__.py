@@ -1,0 +1,27 @@
+"""Bridges between afa and other differential-privacy libraries.
+
+This subpackage owns the conversions between afa's compositions (:class:`afa.Accountant`, :class:`afa.Mechanism`)
+and other libraries' descriptions of a private computation.  Each bridge lives in a module named after the library
+it talks to and imports that library only inside its functions, so ``import afa.interop`` works without any of them.
+
+* :mod:`afa.interop.dp_accounting` -- Google's ``dp_accounting``: :func:`from_dp_event`, :func:`to_dp_event`,
+  :func:`to_neighboring_relation` and ``AfaPrivacyAccountant``, a ``dp_accounting.PrivacyAccountant`` answered by afa.
+"""
+
+from __future__ import annotations
+
+from .dp_accounting import UnsupportedDpEventError, from_dp_event, to_dp_event, to_neighboring_relation
+
+__all__ = ["AfaPrivacyAccountant", "UnsupportedDpEventError", "from_dp_event", "to_dp_event",
+           "to_neighboring_relation"]
+
+
+def __getattr__(name: str):
+    if name == "AfaPrivacyAccountant":  # a dp_accounting subclass: built (and dp_accounting imported) on first use
+        from . import dp_accounting
+        return dp_accounting.AfaPrivacyAccountant
+    raise AttributeError(f"module 'afa.interop' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"AfaPrivacyAccountant"})
