@@ -315,6 +315,15 @@ class AfaAccountant:
         composed = self.accountant()
         if composed is None:
             return 0.0
+        # Noiseless steps reveal the record with probability 1 - prod (1 - q)^k: the remove direction's mass at
+        # +inf, a lower bound on delta(eps) at every eps.  Below it epsilon is +inf, answered here without the
+        # engines' search (afa's engines also fail on a composition whose remove direction has all its mass at
+        # +inf, a noiseless full-batch step, beside a continuous mechanism).
+        log_hidden = sum(count * math.log1p(-rate) if rate < 1 else -math.inf
+                         for sigma, rate, count in self._history
+                         if rate > 0 and _step_mechanism(sigma, rate) == _revealing(rate))
+        if float(delta) < -math.expm1(log_hidden):
+            return math.inf
         return float(composed.epsilon(float(delta), method=self.method if method is None else method))
 
     def __repr__(self) -> str:
@@ -504,6 +513,10 @@ def _step_mechanism(sigma: float, rate: float) -> Mechanism | None:
             return Gaussian(sigma)
     elif sigma > 0 and 1 / sigma <= MAX_SUBSAMPLED_SHIFT:
         return Gaussian(sigma).poisson_subsampled(rate)
-    # No noise (or too little for afa's Gaussian): the record's presence is revealed with probability rate.
+    return _revealing(rate)
+
+
+def _revealing(rate: float) -> Mechanism:
+    """No noise (or too little for afa's Gaussian): the record's presence is revealed with probability rate."""
     return DiscreteMechanism((1 - rate, rate), (1.0, 0.0))
 
