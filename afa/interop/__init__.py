@@ -6,6 +6,8 @@ it talks to and imports that library only inside its functions, so ``import afa.
 
 * :mod:`afa.interop.dp_accounting` -- Google's ``dp_accounting``: :func:`from_dp_event`, :func:`to_dp_event`,
   :func:`to_neighboring_relation` and ``AfaPrivacyAccountant``, a ``dp_accounting.PrivacyAccountant`` answered by afa.
+* :mod:`afa.interop.opacus` -- Opacus: ``AfaAccountant`` (Opacus's accountant contract, without importing opacus
+  or torch) and ``get_noise_multiplier`` (Opacus's signature, afa's certified calibration).
 """
 
 from __future__ import annotations
