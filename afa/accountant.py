@@ -29,6 +29,7 @@ from .composition import ComposedLoss
 from .contour import NodeBudgetError
 from .discrete import CompositionTooLargeError
 from .engines import (
+    CertainRevealEngine,
     CertifiedEngine,
     ClosedFormEngine,
     ContourEngine,
@@ -426,8 +427,13 @@ class Accountant:
                 return mechanism
         return None
 
+    def _certain_reveal(self) -> bool:
+        """Whether some direction's composed loss is +infinity with probability 1 (a mechanism with no finite
+        loss): then delta = 1 at every eps, whatever the other uses."""
+        return any(self._composed(index).log_finite_mass == -math.inf for index in self._distinct_directions())
+
     def _exact_available(self) -> bool:
-        return self._single_use() is not None or all(
+        return self._certain_reveal() or self._single_use() is not None or all(
             m in self._gaussian_mu or not losses[0].continuous for m, losses in self._losses.items())
 
     def _resolve(self, method: str) -> str:
@@ -469,8 +475,11 @@ class Accountant:
     def _engines_for(self, method: str) -> list:
         """The engines of ``method`` for each distinct direction (built once per composition)."""
         if method not in self._engines:
-            build = self._BUILDERS[method]
-            self._engines[method] = [build(self, index) for index in self._distinct_directions()]
+            if self._certain_reveal():
+                self._engines[method] = [CertainRevealEngine()]
+            else:
+                build = self._BUILDERS[method]
+                self._engines[method] = [build(self, index) for index in self._distinct_directions()]
         return self._engines[method]
 
     def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine:

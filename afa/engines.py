@@ -432,6 +432,37 @@ class ExactEngine(Engine):
         return max(1.0, self.mu ** 2 / 2 + 10 * self.mu + reach)
 
 
+class CertainRevealEngine(Engine):
+    """A direction whose composed loss is +infinity with probability 1: delta(eps) = 1 at every eps, so
+    eps(delta) = +inf for every delta < 1.  Exact, hence certified; it serves every method.
+
+    Such a direction arises from one mechanism whose whole mass is where the other distribution has none
+    (e.g. ``DiscreteMechanism((0, 1), (1, 0))``): its finite part is empty, which the other engines, built
+    on the finite part's distribution, cannot represent.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from afa.engines import CertainRevealEngine
+    >>> engine = CertainRevealEngine()
+    >>> engine.delta(np.array([0.0, 5.0]))
+    (array([1., 1.]), array([0., 0.]))
+    >>> engine.epsilon_bracket(1e-5)
+    (inf, inf, inf)
+    """
+
+    method = "exact"
+    certified = True
+    inf_mass = 1.0
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        epsilons = np.asarray(epsilons, dtype=float)
+        return np.ones(epsilons.shape), np.zeros(epsilons.shape)
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        return math.inf, math.inf, math.inf
+
+
 class ClosedFormEngine(Engine):
     """delta(eps) of one direction from a closed-form function of eps returning (values, errors).
 

@@ -221,3 +221,16 @@ def test_results_hold_plain_floats(method):
     for result in (accountant.epsilon_result(1e-5, method=method), accountant.delta_result(0.7, method=method)):
         assert all(type(getattr(result, name)) is float for name in ("value", "lower", "upper", "error"))
         assert result.lower <= result.value <= result.upper
+
+
+@pytest.mark.parametrize("other", [afa.Laplace(1.0), afa.Gaussian(2.0), afa.Gaussian(1.0).poisson_subsampled(0.1),
+                                   afa.RandomizedResponse(0.7)])
+@pytest.mark.parametrize("method", ["auto", "exact", "contour", "quadrature", "pld"])
+def test_a_certain_reveal_gives_delta_one_with_any_other_mechanism(other, method):
+    """DiscreteMechanism((0, 1), (1, 0)) puts all of P's mass where Q has none: the remove direction's
+    loss is +inf with probability 1, so delta(eps) = 1 at every eps and eps(delta) = inf for delta < 1,
+    whatever else is composed (by definition of the hockey-stick divergence)."""
+    acc = afa.Accountant().compose(afa.DiscreteMechanism((0, 1), (1, 0))).compose(other, times=3)
+    assert acc.epsilon(1e-5, method=method) == math.inf
+    result = acc.delta_result([0.0, 3.0], method=method)
+    assert np.all(result.lower == 1.0) and np.all(result.upper == 1.0)
