@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _validation as check
 from . import pairs
-from .mechanisms import Mechanism
+from .mechanisms import Gaussian, Mechanism
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair
 
@@ -82,6 +82,9 @@ class Subsampled(Mechanism):
 
     * "subset": ``neighboring="add_remove"`` only (Zhu, Dong & Wang 2022, Thm 11(2));
     * "poisson" under substitution, with 0 < q < 1: a Gaussian base only (Google DP team 2025, Sec. 4.2).
+      There the base's ``sensitivity`` Delta bounds each record's contribution: the pair has the record at
+      -Delta against +Delta, so a replacement moves the output by up to 2 Delta (as in dp_accounting's
+      replace-one relation); at q = 1 the pair is its limit, the Gaussian with sensitivity 2 Delta.
 
     Other combinations raise ValueError when the losses are asked for, as does, for 0 < q < 1, a base that
     gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`, :class:`afa.MixtureOfGaussians`).
@@ -151,9 +154,17 @@ class Subsampled(Mechanism):
         """The base's (0 when q = 0): the mixture (1 - q) Q + q P loses at most what each side loses."""
         return self.base.truncated_mass if self.sampling_rate > 0 else 0.0
 
-    def _full_relation(self, neighboring: str) -> str:
-        """The base's relation when q = 1 (subset sampling uses the replacement pair)."""
-        return "substitution" if self.scheme == "subset" else neighboring
+    def _at_full_rate(self, neighboring: str) -> tuple[Mechanism, str]:
+        """The mechanism and relation whose pair is this one's when q = 1: subset sampling uses the base's
+        replacement pair; a Poisson-subsampled Gaussian under substitution, whose pair for q < 1 has the
+        record's contribution at -Delta against +Delta, tends to the Gaussian with sensitivity 2 Delta (its
+        limit, so the pair is continuous in q); otherwise the base under ``neighboring``."""
+        if self.scheme == "subset":
+            return self.base, "substitution"
+        noise = _additive_noise(self.base)
+        if neighboring == "substitution" and noise is not None and noise[0] == "gaussian":
+            return Gaussian(sigma=noise[1], sensitivity=2 * noise[2]), neighboring
+        return self.base, neighboring
 
     def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair:
         """The base's pair transformed by the sampling (module docstring).
@@ -186,11 +197,12 @@ class Subsampled(Mechanism):
         if self.sampling_rate == 0:
             return FinitePair(np.zeros(1), np.zeros(1))  # the record is never used
         if self.sampling_rate == 1:
-            return self.base.dominating_pair(self._full_relation(neighboring))
+            mechanism, relation = self._at_full_rate(neighboring)
+            return mechanism.dominating_pair(relation)
         noise = _additive_noise(self.base)
         if noise is not None:
             return _mixture_pair(noise, self.sampling_rate, neighboring)
-        pair = _base_pair(self.base, self._full_relation(neighboring))  # neighboring is add_remove here (_check)
+        pair = _base_pair(*self._at_full_rate(neighboring))  # neighboring is add_remove here (_check)
         if not isinstance(pair, FinitePair):
             raise ValueError(f"subsampling is implemented for Gaussian, Laplace and finite-output bases "
                              f"(randomized response, k-RR, discrete Laplace, discrete Gaussian, DiscreteMechanism), "
@@ -201,7 +213,8 @@ class Subsampled(Mechanism):
     def _losses(self, neighboring):
         self._check(neighboring)
         if self.sampling_rate == 1:
-            return self.base.privacy_losses(self._full_relation(neighboring))  # the base's closed forms
+            mechanism, relation = self._at_full_rate(neighboring)
+            return mechanism.privacy_losses(relation)  # the closed forms
         pair = self.dominating_pair(neighboring)
         if not isinstance(pair, NoiseMixturePair):
             return pairs.privacy_losses(pair)
@@ -213,7 +226,8 @@ class Subsampled(Mechanism):
     def _tails(self, neighboring):
         self._check(neighboring)
         if self.sampling_rate == 1:
-            return self.base.loss_tails(self._full_relation(neighboring))
+            mechanism, relation = self._at_full_rate(neighboring)
+            return mechanism.loss_tails(relation)
         return super()._tails(neighboring)
 
     def noise_pair(self, neighboring: str = "add_remove") -> NoiseMixturePair:

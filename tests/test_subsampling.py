@@ -504,3 +504,19 @@ def test_pld_direct_power_for_two_steps_of_small_q_at_tiny_delta():
     tiny = acc.epsilon_result(1e-14)
     assert tiny.method == "pld" and moderate.upper < tiny.lower
     assert tiny.upper - tiny.lower < 1e-5 * tiny.value
+
+
+@pytest.mark.parametrize("sigma,sensitivity", [(1.0, 1.0), (3.0, 0.5)])
+def test_poisson_subsampled_gaussian_under_substitution_is_continuous_at_rate_one(sigma, sensitivity):
+    """Under substitution the pair for q < 1 puts the record's contribution at -Delta against +Delta
+    (Google DP team 2025, Sec. 4.2); at q = 1 it is therefore N(-Delta) against N(Delta), the Gaussian
+    mechanism with shift 2 Delta, whose delta is the closed form Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)
+    with mu = 2 Delta / sigma (Balle & Wang 2018, Thm 8); at q = 1 - 1e-9 delta moves by about 1e-9 relative
+    per unit of eps (a jump to the shift-Delta pair would move it by orders of magnitude)."""
+    mu = 2 * sensitivity / sigma
+    for eps in (0.5, 2.0):
+        truth = float(mp.ncdf(mu / 2 - eps / mu) - mp.exp(eps) * mp.ncdf(-mu / 2 - eps / mu))
+        for q, rtol in ((1.0, 1e-10), (1 - 1e-9, 1e-7)):
+            mechanism = afa.Gaussian(sigma, sensitivity=sensitivity).poisson_subsampled(q)
+            got = afa.Accountant(neighboring="substitution").compose(mechanism).delta_result(eps)
+            assert abs(got.value - truth) <= rtol * truth, (q, eps, got, truth)
