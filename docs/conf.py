@@ -43,7 +43,6 @@ exclude_patterns = [
     "**/.ipynb_checkpoints",
     # notebooks/README.md is shown through docs/notebooks.md, which includes it and adds the toctree.
     "notebooks/README.md",
-    "examples",
 ]
 templates_path = ["_templates"]
 

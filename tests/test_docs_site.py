@@ -124,6 +124,7 @@ def test_api_page_renders_class_methods_and_math(page, site_url, requested):
     assert typeset.count() >= 2
     box = typeset.first.bounding_box()
     assert box is not None and box["width"] > 50 and box["height"] > 10
+    assert page.locator("mjx-merror").count() == 0
     assert page.evaluate("() => typeof MathJax !== 'undefined' && MathJax.version.startsWith('3')")
     elsewhere = [url for url in requested if not url.startswith((site_url, "data:", "blob:"))]
     assert not elsewhere
@@ -133,6 +134,7 @@ def test_theory_page_math(page, site_url):
     _open(page, f"{site_url}/theory.html")
     page.wait_for_selector("mjx-container", timeout=TIMEOUT_MS)
     assert page.locator("mjx-container[display='true']").count() >= 10
+    assert page.locator("mjx-merror").count() == 0  # every formula parsed (MathJax marks TeX errors so)
     assert page.locator("article a[href='bibliography.html']").count() >= 5
 
 
