@@ -135,6 +135,8 @@ def test_theory_page_math(page, site_url):
     page.wait_for_selector("mjx-container", timeout=TIMEOUT_MS)
     assert page.locator("mjx-container[display='true']").count() >= 10
     assert page.locator("mjx-merror").count() == 0  # every formula parsed (MathJax marks TeX errors so)
+    text = page.locator("article").inner_text()
+    assert "$" not in text and "\\frac" not in text  # no formula left as source text
     assert page.locator("article a[href='bibliography.html']").count() >= 5
 
 
