@@ -63,7 +63,7 @@ SPEC_KEYS = ("neighboring", "mechanisms", "value_discretization_interval", "budg
 
 
 class Accountant:
-    """Compose mechanisms and query the tight (epsilon, delta) of the composition.
+    r"""Compose mechanisms and query the tight (epsilon, delta) of the composition.
 
     Parameters
     ----------
@@ -100,6 +100,20 @@ class Accountant:
     Notes
     -----
     State is {mechanism: count} under one neighbouring relation (Zhu, Dong & Wang 2022, Algorithm 1).
+    A mechanism :math:`j` used :math:`k_j` times contributes :math:`k_j` independent copies of its privacy
+    loss :math:`L_j`, so the composed loss :math:`L` of each direction has the log characteristic function
+
+    .. math::
+
+        \log \varphi_L(t) = \sum_j k_j \log \varphi_{L_j}(t),
+
+    and the tight delta is the larger of the two directions' hockey-stick divergences, a loss of
+    :math:`+\infty` counting 1 (Zhu, Dong & Wang 2022, Thm 10 and Lemma 37):
+
+    .. math::
+
+        \delta(\varepsilon) = \max\Big(\mathbb{E}\big[(1 - e^{\varepsilon - L})_+\big],\;
+            \mathbb{E}\big[(1 - e^{\varepsilon - L'})_+\big]\Big).
 
     The numbers a user reads -- :meth:`epsilon`, :meth:`delta`, :meth:`privacy_profile` -- are the
     upper ends of the answers' bounds: never below what those bounds allow for the truth.  The
@@ -170,8 +184,8 @@ class Accountant:
             an integer.
         ValueError
             ``times`` out of range: below 1, above 2**53 in total for the mechanism, or bringing the sum over
-            all uses of each one's largest |loss|, |mean| or variance above 1e300 (``MAX_LOSS``), so that the
-            engines' sums and exponents of losses cannot overflow; or the mechanism is not analysed under
+            all uses of each one's largest ``|loss|``, ``|mean|`` or variance above 1e300 (``MAX_LOSS``), so that
+            the engines' sums and exponents of losses cannot overflow; or the mechanism is not analysed under
             :attr:`neighboring`.  A ValueError naming ``times`` leaves the accountant unchanged.
 
         Notes

@@ -39,7 +39,7 @@ from .subsampling import MAX_SUBSAMPLED_SHIFT
 SEARCH_INTERVAL = 1e-3
 #: Bracket growth factor and the most growth steps before giving up.
 GROWTH, MAX_GROWTH = 2.0, 60
-#: The search's gap |log delta(target) - log delta| is clipped here (delta(target) may be 0 or subnormal).
+#: The search's gap ``|log delta(target) - log delta|`` is clipped here (delta(target) may be 0 or subnormal).
 MAX_LOG_GAP = 1e4
 #: Default time budget of one whole calibration (each of its queries also keeps its accountant's budget).
 CALIBRATION_SECONDS = 120.0

@@ -186,7 +186,7 @@ def berry_esseen_bounds(accountant: Accountant, epsilons) -> tuple[np.ndarray, n
 
     See Sommer, Meiser & Mohammadi 2019, Thm 6.
 
-    Per direction, |delta - Delta| <= beta with Delta the class's Gaussian delta and
+    Per direction, ``|delta - Delta| <= beta`` with Delta the class's Gaussian delta and
 
         beta = (1 - omega) min(c_u, c_t / (1 + z^3) [z >= 0]) sum_i k_i gamma_i / V^{3/2},
         z = (eps - M) / sqrt(V),

@@ -598,7 +598,7 @@ class Laplace(Mechanism):
     Parameters
     ----------
     scale : float
-        Scale b of the Laplace noise (density e^{-|x|/b} / (2b)), > 0 (finite).
+        Scale b of the Laplace noise (density ``e^{-|x|/b} / (2b)``), > 0 (finite).
     sensitivity : float, default 1.0
         Sensitivity of f under the relation the accountant uses, > 0 (finite).  The ratio
         ``sensitivity / scale`` (the largest loss) must be <= 1e300.
@@ -720,7 +720,7 @@ class DataDependentGaussian(Mechanism):
     Both have log phi(t) = i alpha t - log(1 - 2 i gamma t) / 2 - beta^2 t^2 / (2 (1 - 2 i gamma t))
     (the family ``_data_dependent_gaussian_template()``).  A direction with gamma > 0 is unbounded
     above and heavy-tailed: its MGF M(s) = E[e^{sL}] exists only in the strip s < 1/(2 gamma), and
-    its CF decays only like |t|^{-1/2} (the density of L has a 1/sqrt singularity at its minimum
+    its CF decays only like ``|t|^{-1/2}`` (the density of L has a 1/sqrt singularity at its minimum
     alpha - beta^2/(4 gamma)); a direction with gamma < 0 is bounded above by
     alpha - beta^2/(4 gamma), so its delta(eps) is 0 beyond that.
 
@@ -1283,7 +1283,7 @@ class DiscreteGaussian(Mechanism):
 
     The noise is not truncated: the normaliser is summed until its terms
     underflow, and only outputs with P-mass below ``DISCRETE_GAUSSIAN_TAIL``
-    in total (|x| beyond about 16.7 sigma) are dropped, their mass sent to
+    in total (``|x|`` beyond about 16.7 sigma) are dropped, their mass sent to
     +infinity -- a pessimistic change that raises delta by at most that mass
     per use (Google DP team 2025, Sec. 3.5, Proposition 1); the accountant's bounds
     include it (:attr:`truncated_mass`).

@@ -707,6 +707,7 @@ def _accountant_class() -> type:
             return self._accountant
 
         def supports(self, event) -> bool:
+            """Whether ``event`` can be composed: False for every event :func:`afa.interop.from_dp_event` refuses."""
             try:
                 _read(event, self._relation, 0)
             except (ValueError, TypeError):
@@ -724,11 +725,13 @@ def _accountant_class() -> type:
             return None
 
         def get_epsilon(self, target_delta: float) -> float:
+            """afa's epsilon at ``target_delta`` of everything composed so far (:meth:`afa.Accountant.epsilon`)."""
             if not self._accountant.mechanisms:
                 return 0.0
             return float(self._accountant.epsilon(target_delta, self._method))
 
         def get_delta(self, target_epsilon: float) -> float:
+            """afa's delta at ``target_epsilon`` of everything composed so far (:meth:`afa.Accountant.delta`)."""
             if not self._accountant.mechanisms:
                 return 0.0
             return float(self._accountant.delta(target_epsilon, self._method))
