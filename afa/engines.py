@@ -419,6 +419,11 @@ class ExactEngine(Engine):
             return math.inf, 0.0, math.inf
 
         def evaluate(eps: float) -> tuple[float, float, float]:
+            if pure:  # the composed Gaussian alone: its closed form and its relative error, no mixture
+                log_value = float(exact.gaussian_log_delta(eps, self.mu))
+                value = math.exp(log_value)
+                slope = math.exp(eps + float(log_ndtr(-self.mu / 2 - eps / self.mu)))
+                return value, value * (EXACT_RTOL + UNIT_ROUNDOFF * (34 + 4 * abs(log_value))), slope
             value, lower, upper = (float(x[0]) for x in self._mixture_bounds(np.array([eps])))
             return value, max(upper - value, value - lower), self._mixture_slope(eps)
 

@@ -17,6 +17,7 @@ that the loss log A - log B keeps its absolute accuracy far into the tails.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -70,10 +71,12 @@ class NoiseMixturePair:
         return NoiseMixturePair(self.noise, self.scale, self.b_shifts, self.b_log_weights,
                                 self.a_shifts, self.a_log_weights)
 
-    @property
+    @functools.cached_property
     def shifts(self) -> np.ndarray:
-        """Every component centre of both sides (the Laplace density's kinks)."""
-        return np.unique(np.concatenate([self.a_shifts, self.b_shifts]))
+        """Every component centre of both sides (the Laplace density's kinks), sorted; read-only."""
+        centres = np.unique(np.concatenate([self.a_shifts, self.b_shifts]))
+        centres.flags.writeable = False
+        return centres
 
     @property
     def loss_slope(self) -> float:
