@@ -38,7 +38,7 @@ from . import pairs
 from ._accurate import log_characteristic, normalize, weighted_cumulants
 from .loss_tails import GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
-from .pairs import FinitePair
+from .pairs import FinitePair, PairMixture
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError, UnsupportedCompositionError
 
@@ -253,15 +253,20 @@ class Mechanism:
         parameters = [(field.name, field.default is dataclasses.MISSING
                        and field.default_factory is dataclasses.MISSING)
                       for field in dataclasses.fields(cls) if field.init]  # type: ignore[arg-type]
-        allowed = [parameter for parameter, _ in parameters] + list(SAMPLING_KEYS)
+        # A class whose own parameter is named like a sampling key (TruncatedPoissonGaussian's sampling_rate)
+        # takes it as that parameter, not as a request to subsample.
+        names_of = [parameter for parameter, _ in parameters]
+        sampling_keys = [key for key in SAMPLING_KEYS if key not in names_of]
+        allowed = names_of + sampling_keys
         for key in table:
             if key != "type" and key not in allowed:
                 raise ValueError(f"unknown key {key!r} for mechanism {name!r} (allowed: {', '.join(allowed)})")
         for parameter, required in parameters:
             if required and parameter not in table:
                 raise ValueError(f"mechanism {name!r} needs key {parameter!r}")
-        mechanism = cls(**{key: value for key, value in table.items() if key != "type" and key not in SAMPLING_KEYS})
-        rate, scheme = table.get("sampling_rate"), table.get("sampling")
+        mechanism = cls(**{key: value for key, value in table.items() if key != "type" and key not in sampling_keys})
+        rate = table.get("sampling_rate") if "sampling_rate" in sampling_keys else None
+        scheme = table.get("sampling") if "sampling" in sampling_keys else None
         if rate is None:
             if scheme is not None:
                 raise ValueError("sampling needs a sampling_rate")
@@ -308,12 +313,13 @@ class Mechanism:
     def _cached_losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         return self._losses(neighboring)
 
-    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair:
+    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair | PairMixture:
         """A dominating pair (P, Q) of one use under ``neighboring`` (Zhu, Dong & Wang 2022, Def. 7).
 
         The extension point: a mechanism defined outside afa implements this (returning an
-        :class:`afa.pairs.FinitePair` or an :class:`afa.noise_pair.NoiseMixturePair`) and every engine that
-        serves that kind of pair answers for it.
+        :class:`afa.pairs.FinitePair`, an :class:`afa.noise_pair.NoiseMixturePair` or an
+        :class:`afa.pairs.PairMixture` of noise-mixture pairs) and every engine that serves that kind of pair
+        answers for it.
 
         Parameters
         ----------
@@ -322,7 +328,7 @@ class Mechanism:
 
         Returns
         -------
-        afa.pairs.FinitePair or afa.noise_pair.NoiseMixturePair
+        afa.pairs.FinitePair, afa.noise_pair.NoiseMixturePair or afa.pairs.PairMixture
             Under add/remove, P is the output with the individual's record and Q without (the *remove*
             direction is L = log(P/Q) under P).
 
@@ -360,6 +366,23 @@ class Mechanism:
     def _losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         """The two directions of :meth:`dominating_pair`; mechanisms with closed forms override it."""
         return pairs.privacy_losses(self.dominating_pair(neighboring))
+
+    @property
+    def tight(self) -> bool:
+        """Whether the dominating pair is tight: some pair of neighbouring datasets attains its privacy profile.
+
+        Then a lower bound on the pair's delta(eps) or eps(delta) is one on the mechanism's.  A mechanism whose
+        pair only dominates (an upper bound, e.g. truncated Poisson sampling, Google DP team 2025, Sec. 4.3)
+        returns False, and every :class:`afa.Result` of a composition holding it has ``tight=False``: its
+        ``upper`` still bounds the truth, its ``lower`` bounds the pair's profile only.  True by default.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).tight, afa.ProposeTestRelease(epsilon=1.0, delta=1e-6).tight
+        (True, False)
+        """
+        return True
 
     @property
     def truncated_mass(self) -> float:
@@ -581,6 +604,40 @@ class Gaussian(Mechanism):
             One Gaussian component of scale ``sigma`` shifted by ``sensitivity``, against the unshifted one.
         """
         return NoiseMixturePair("gaussian", self.sigma, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
+
+    def truncated_poisson_subsampled(self, sampling_rate: float, batch_size: int, dataset_size: int) -> Mechanism:
+        """This mechanism on a truncated Poisson sample (Google DP team 2025, Sec. 4.3; Ganesh 2025).
+
+        Each of the ``dataset_size`` records is sampled with probability ``sampling_rate``; a sample larger
+        than ``batch_size`` is cut down to a uniformly random subset of ``batch_size`` records.
+
+        Parameters
+        ----------
+        sampling_rate : float
+            Each record's inclusion probability, in (0, 1].
+        batch_size : int
+            The largest batch B, an integer >= 1.
+        dataset_size : int
+            The number n of records, an integer >= ``batch_size``.
+
+        Returns
+        -------
+        afa.TruncatedPoissonGaussian
+            Its dominating pair is not tight (:attr:`afa.Mechanism.tight`).
+
+        Raises
+        ------
+        ValueError, TypeError
+            A parameter out of range or not an integer (named in the message).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.1).truncated_poisson_subsampled(0.01, batch_size=120, dataset_size=10_000)
+        TruncatedPoissonGaussian(sigma=1.1, sampling_rate=0.01, batch_size=120, dataset_size=10000, sensitivity=1.0)
+        """
+        from .subsampling import TruncatedPoissonGaussian
+        return TruncatedPoissonGaussian(self.sigma, sampling_rate, batch_size, dataset_size, self.sensitivity)
 
     def _losses(self, neighboring):
         loss = PrivacyLoss.symbolic(GAUSSIAN_LOG_PHI, (self.mu ** 2 / 2,))
@@ -1172,6 +1229,11 @@ class ProposeTestRelease(Mechanism):
 
     epsilon: float
     delta: float
+
+    @property
+    def tight(self) -> bool:
+        """False: the mixture pair's profile exceeds the larger of its two modes' (see Notes)."""
+        return False
 
     def __post_init__(self):
         check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS, low_open=True),
