@@ -177,7 +177,8 @@ class PrivacyLoss:
         log_phi = None if template is None else _with_finite_mass(template[0].instantiate(template[1]), inf_mass)
         return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=log_phi,
                    batch=(ATOMS, atoms) if template is None else template,
-                   cumulants=lambda: weighted_cumulants(atoms.losses, atoms.log_masses))
+                   cumulants=lambda: (weighted_cumulants(atoms.losses, atoms.log_masses) if atoms.size
+                                      else (0.0, 0.0)))  # all mass at +infinity: no finite part to describe
 
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
