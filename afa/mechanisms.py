@@ -1330,18 +1330,28 @@ class DiscreteGaussian(Mechanism):
         sensitivity (sensitivity + 2 tau) / (2 sigma^2), tau = ceil(16.7 sigma), must be <= 1e300.
     sensitivity : int, default 1
         Integer sensitivity of f, in [1, ``MAX_OUTPUTS`` - 3].
+    truncation : int, optional
+        tau of the truncated discrete Gaussian N_Z^tau(0, sigma^2), supported on {-tau, ..., tau} with mass
+        proportional to e^{-x^2/(2 sigma^2)} there (Google DP team 2025, Sec. 3.5): an integer >= 1 with
+        2 tau + sensitivity + 1 <= ``MAX_OUTPUTS``.  None (the default) is the untruncated discrete Gaussian.
 
     Raises
     ------
     ValueError
         A parameter out of range.
     TypeError
-        ``sensitivity`` is not an integer, or ``sigma`` not a real number.
+        ``sensitivity`` or ``truncation`` is not an integer, or ``sigma`` not a real number.
 
     Notes
     -----
     Dominating pair (N_Z(sensitivity, sigma^2), N_Z(0, sigma^2)) under both relations, with each
     side's far tails moved to an output of their own (:meth:`dominating_pair`).
+
+    With ``truncation`` = tau the pair is (N_Z^tau(sensitivity, sigma^2), N_Z^tau(0, sigma^2)) on the outputs
+    {-tau, ..., tau + sensitivity}, exact and tight (Google DP team 2025, Sec. 3.5): at an output y where both
+    sides have mass the loss is sensitivity (2y - sensitivity) / (2 sigma^2), and on the ``sensitivity``
+    outputs at either end, where only one side has mass, it is +infinity (in each direction the mass
+    Pr[N_Z^tau(0) > tau - sensitivity]).  Nothing is dropped (:attr:`truncated_mass` is 0).
 
     The noise is not truncated: the normaliser is summed until its terms
     underflow, and only outputs with P-mass below ``DISCRETE_GAUSSIAN_TAIL``
@@ -1355,16 +1365,29 @@ class DiscreteGaussian(Mechanism):
     >>> import afa
     >>> round(afa.Accountant().compose(afa.DiscreteGaussian(sigma=2.0)).delta(1.0), 6)
     0.007249
+    >>> truncated = afa.DiscreteGaussian(sigma=2.0, truncation=4)
+    >>> round(afa.Accountant().compose(truncated).delta(1.0), 6)  # nearly all of it the mass at +infinity
+    0.027631
     """
 
     type_name: ClassVar[str] = "discrete_gaussian"
 
     sigma: float
     sensitivity: int = 1
+    truncation: int | None = None
 
     def __post_init__(self):
         check.assign(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 3))
+        if self.truncation is not None:
+            tau = check.positive_integer("truncation", self.truncation,
+                                         maximum=(MAX_OUTPUTS - 1 - self.sensitivity) // 2)
+            check.assign(self, truncation=tau)
+            largest_loss = self.sensitivity / self.sigma * ((self.sensitivity + 2 * tau) / self.sigma) / 2
+            _at_most("sigma", largest_loss, check.MAX_LOSS,
+                     f"the largest finite loss sensitivity (sensitivity + 2 tau) / (2 sigma^2) (sigma={self.sigma:g}, "
+                     f"sensitivity={self.sensitivity}, truncation={tau})")
+            return
         # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (Google DP team 2025, Sec. 3.5).
         reach = _discrete_gaussian_reach()
         _at_most("sigma", self.sigma, (MAX_OUTPUTS - 3 - self.sensitivity) // 2 / reach,
@@ -1376,9 +1399,24 @@ class DiscreteGaussian(Mechanism):
                  f"the largest loss sensitivity (sensitivity + 2 tau) / (2 sigma^2) (sigma={self.sigma:g}, "
                  f"sensitivity={self.sensitivity}, tau={tau})")
 
+    def to_dict(self) -> dict:
+        """As :meth:`afa.Mechanism.to_dict`, without ``truncation`` when it is None (TOML has no null).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.DiscreteGaussian(sigma=2.0, truncation=8).to_dict()
+        {'type': 'discrete_gaussian', 'sigma': 2.0, 'sensitivity': 1, 'truncation': 8}
+        """
+        table = super().to_dict()
+        if table.get("truncation") is None:
+            del table["truncation"]
+        return table
+
     @property
     def truncated_mass(self) -> float:
-        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL).
+        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL); 0 when the noise
+        itself is truncated (``truncation``), whose pair is exact.
 
         Examples
         --------
@@ -1386,6 +1424,8 @@ class DiscreteGaussian(Mechanism):
         >>> afa.DiscreteGaussian(sigma=2.0).truncated_mass < afa.mechanisms.DISCRETE_GAUSSIAN_TAIL
         True
         """
+        if self.truncation is not None:
+            return 0.0
         tau, log_weight, log_norm = self._noise()
         return float(np.exp(math.log(2) + logsumexp(log_weight[tau + 1:]) - log_norm)) * (1 + 1e-12)
 
@@ -1411,8 +1451,24 @@ class DiscreteGaussian(Mechanism):
         Returns
         -------
         afa.pairs.FinitePair
-            The same under both relations.
+            The same under both relations.  With ``truncation`` = tau: P = N_Z^tau(sensitivity, sigma^2) and
+            Q = N_Z^tau(0, sigma^2) on the outputs -tau..tau + sensitivity, no extra outputs.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.DiscreteGaussian(sigma=1.0, truncation=1).dominating_pair("add_remove")
+        >>> np.exp(pair.log_p).round(4).tolist(), np.exp(pair.log_q).round(4).tolist()
+        ([0.0, 0.2741, 0.4519, 0.2741], [0.2741, 0.4519, 0.2741, 0.0])
         """
+        if self.truncation is not None:
+            tau, shift = self.truncation, self.sensitivity
+            x = np.arange(-tau, tau + shift + 1, dtype=float)
+            log_norm = float(logsumexp(-np.arange(-tau, tau + 1, dtype=float) ** 2 / (2 * self.sigma ** 2)))
+            log_q = np.where(np.abs(x) <= tau, -x ** 2 / (2 * self.sigma ** 2) - log_norm, -np.inf)
+            log_p = np.where(np.abs(x - shift) <= tau, -(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, -np.inf)
+            return FinitePair(log_p, log_q)
         tau, log_weight, log_norm = self._noise()
         shift = self.sensitivity
         x = np.arange(-tau, tau + shift + 1, dtype=float)
@@ -1423,6 +1479,8 @@ class DiscreteGaussian(Mechanism):
         return FinitePair(log_p, log_q)
 
     def _losses(self, neighboring):
+        if self.truncation is not None:
+            return pairs.privacy_losses(self.dominating_pair(neighboring))
         sigma, shift = self.sigma, self.sensitivity
         tau, log_weight, log_norm = self._noise()
         x = np.arange(-tau, tau + 1, dtype=float)
