@@ -126,3 +126,10 @@ def test_against_dp_accounting_truncated_pld():
     for delta in (1e-3, 1e-6):
         ours, theirs = accountant.epsilon(delta), reference.get_epsilon_for_delta(delta)
         assert ours <= theirs <= ours + 1e-3, (delta, ours, theirs)
+
+
+def test_to_dp_event_refuses_the_truncation():
+    pytest.importorskip("dp_accounting")
+    from afa.interop import UnsupportedDpEventError, to_dp_event
+    with pytest.raises(UnsupportedDpEventError, match="truncation"):
+        to_dp_event(afa.DiscreteGaussian(sigma=1.0, truncation=5))

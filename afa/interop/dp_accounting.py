@@ -595,6 +595,9 @@ def _event(events: Any, mechanism: Mechanism, relation: str) -> Any:
         return events.DiscreteLaplaceDpEvent(noise_parameter=mechanism.a,
                                              sensitivity=mechanism.sensitivity // int(factor))
     if isinstance(mechanism, DiscreteGaussian):
+        if mechanism.truncation is not None:
+            raise _refuse_mechanism(mechanism, "DiscreteGaussianDpEvent has no truncation field (dp_accounting "
+                                               "picks its own truncation bound)")
         if not hasattr(events, "DiscreteGaussianDpEvent"):
             raise _refuse_mechanism(mechanism, "this dp_accounting version has no DiscreteGaussianDpEvent")
         return events.DiscreteGaussianDpEvent(sigma=mechanism.sigma, sensitivity=float(mechanism.sensitivity),
