@@ -26,7 +26,7 @@ from .calibration import Calibration, calibrate_sampling_rate, calibrate_sigma, 
 from .budget import Budget, BudgetExceededError
 from .options import AutoOptions, ContourOptions, ExactOptions, Options, PLDOptions
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
-from .subsampling import Subsampled
+from .subsampling import Subsampled, TruncatedPoissonGaussian
 
 __all__ = [
     "Accountant", "AccuracyError", "ApproxDP", "Attempt", "AutoOptions", "ContourOptions", "ExactOptions",
@@ -34,7 +34,7 @@ __all__ = [
     "calibrate_sigma", "calibrate_steps", "gaussian_sigma", "DataDependentGaussian", "DiscreteGaussian",
     "DiscreteLaplace", "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism",
     "MixtureOfGaussians", "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled",
-    "UnsupportedCompositionError", "Validation", "ValidationError", "renyi_divergence", "t",
+    "TruncatedPoissonGaussian", "UnsupportedCompositionError", "Validation", "ValidationError", "renyi_divergence", "t",
 ]
 __version__ = "0.1.0"
 

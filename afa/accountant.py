@@ -425,6 +425,35 @@ class Accountant:
         """
         return {name: self._composed(index).inf_mass for index, name in enumerate(self.directions)}
 
+    @property
+    def tight(self) -> bool:
+        """Whether every composed mechanism's dominating pair is tight (:attr:`afa.Mechanism.tight`).
+
+        Returns
+        -------
+        bool
+            True for an empty accountant.  When False, every :class:`afa.Result` it returns has
+            ``tight=False``: ``upper`` bounds the true epsilon or delta, ``lower`` only the dominating pair's.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Accountant().compose(afa.Gaussian(1.0)).tight
+        True
+        """
+        return all(mechanism.tight for mechanism in self._counts)
+
+    def _mark(self, result: Result) -> Result:
+        """``result`` with ``tight=False`` when some pair is not tight (its lower bound is then the pair's)."""
+        return result if self.tight else dataclasses.replace(result, tight=False)
+
+    def _mark_refusal(self, error: AccuracyError) -> None:
+        """Mark a refusal's certified bracket as the dominating pair's only, when some pair is not tight."""
+        if not self.tight and error.bracket is not None:
+            error.bracket = dataclasses.replace(error.bracket, tight=False)
+            error.args = (f"{error.args[0]} (bounds of the dominating pair: a mechanism's pair is not tight, so a "
+                          "lower bound is not one on the true epsilon or delta)",) + tuple(error.args[1:])
+
     # -- engines ---------------------------------------------------------
     def _distinct_directions(self) -> list[int]:
         """Direction indices to evaluate: one if every mechanism is symmetric."""
@@ -604,10 +633,15 @@ class Accountant:
             if epsilons.size == 0:
                 self._resolve(method)
                 return Result(epsilons, epsilons, epsilons, epsilons, method)
-        value, lower, upper, error, run = self._profile(epsilons.ravel(), method, direction)
+        try:
+            value, lower, upper, error, run = self._profile(epsilons.ravel(), method, direction)
+        except AccuracyError as refusal:
+            self._mark_refusal(refusal)
+            raise
         value, lower, upper, error = (column[0] if scalar else column.reshape(epsilons.shape)
                                       for column in (value, lower, upper, error))
-        return Result(value, lower, upper, error, _label(run.name), certified=run.certified, attempts=run.attempts)
+        return self._mark(Result(value, lower, upper, error, _label(run.name), certified=run.certified,
+                                 attempts=run.attempts))
 
     def delta(self, epsilon: ArrayLike, method: str = "auto") -> float | np.ndarray:
         """The tight delta(epsilon) of the composition: the upper end of :meth:`delta_result`'s bounds.
@@ -927,9 +961,16 @@ class Accountant:
                                       for name in ("value", "lower", "upper", "error"))
         methods = "+".join(dict.fromkeys(result.method for result in results))
         return Result(value, lower, upper, error, methods, certified=all(result.certified for result in results),
-                      attempts=tuple(attempt for result in results for attempt in result.attempts))
+                      tight=self.tight, attempts=tuple(attempt for result in results for attempt in result.attempts))
 
     def _epsilon_result(self, delta: float, method: str) -> Result:
+        try:
+            return self._mark(self._unmarked_epsilon_result(delta, method))
+        except AccuracyError as refusal:
+            self._mark_refusal(refusal)
+            raise
+
+    def _unmarked_epsilon_result(self, delta: float, method: str) -> Result:
         run = self._run(method, lambda engines: _solve_directions(engines, delta),
                                     lambda answer: max((upper - lower) / max(value, 1e-300)
                                                        for value, lower, upper in answer), delta)

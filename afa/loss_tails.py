@@ -24,7 +24,9 @@ builders never ask which mechanism they hold.  The implementations here:
   in the output (subsampling, Zhu, Dong & Wang 2022, Thm 11, Google DP team 2025, Sec. 4; mixture of Gaussians,
   Google DP team 2025, Sec. 3.3);
 * :class:`QuadraticGaussianTails` -- Gaussian noise with a data-dependent variance
-  (Zhu, Dong & Wang 2022, App. A, Example 15).
+  (Zhu, Dong & Wang 2022, App. A, Example 15);
+* :class:`MixtureTails` -- a weighted mixture of directions over disjoint outputs (a mixture of PLDs, as
+  truncated Poisson sampling's pair, Google DP team 2025, Sec. 4.3).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from .discrete import hockey_stick_with_error as atoms_hockey_stick
 from .exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
 from .noise_pair import NoiseMixturePair
 
-__all__ = ["AtomTails", "GaussianTails", "LaplaceTails", "LossTails", "NoisePairTails", "QuadraticGaussianTails"]
+__all__ = ["AtomTails", "GaussianTails", "LaplaceTails", "LossTails", "MixtureTails", "NoisePairTails",
+           "QuadraticGaussianTails"]
 
 #: Accuracy of log_tails: TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) absolute in the log (measured
 #: against 60-digit mpmath, tests/test_loss_tails.py: 64 u + 12 u (|log P| + 4) for Gaussian noise).
@@ -486,3 +489,63 @@ def _log_normal_interval(low: np.ndarray, high: np.ndarray, centre: float, half_
             log_weights = np.log(half * _GL_WEIGHTS)
         value[narrow] = logsumexp(-z * z / 2 + log_weights, axis=1) - 0.5 * math.log(2 * math.pi)
     return value
+
+
+class MixtureTails(LossTails):
+    """The direction sum_k w_k (P_k, Q_k) over disjoint outputs: a weighted mixture of privacy-loss distributions.
+
+    On the disjoint union of the components' outputs, P = sum_k w_k P_k and Q = sum_k w_k Q_k have the loss
+    L = log(P_k/Q_k) on component k's outputs, so every tail is the weighted sum of the components'
+    (P[eps < L < inf] = sum_k w_k P_k[eps < L_k < inf], likewise for Q) and so is the mass at +infinity.  This
+    is how a mixture of PLDs is formed (Google DP team 2025, Sec. 4.3, truncated Poisson sampling).
+
+    Parameters
+    ----------
+    log_weights : sequence of float
+        log w_k, the weights summing to one (within 1e-12).
+    components : sequence of LossTails
+        The components' directions, one per weight.
+
+    Raises
+    ------
+    ValueError
+        No components, lengths that differ, or weights not summing to one.
+
+    Notes
+    -----
+    Accuracy: a log-sum of positive terms adds a few ulps to the largest component error, so the mixture
+    declares the largest component ``log_rtol`` and ``log_ulps`` plus 4 u.
+
+    Examples
+    --------
+    >>> import math
+    >>> from afa.loss_tails import GaussianTails, MixtureTails
+    >>> tails = MixtureTails([math.log(0.5), math.log(0.5)], [GaussianTails(1.0), GaussianTails(2.0)])
+    >>> expected = (GaussianTails(1.0).hockey_stick(1.0) + GaussianTails(2.0).hockey_stick(1.0)) / 2
+    >>> bool(abs(tails.hockey_stick(1.0) - expected) < 1e-15)
+    True
+    """
+
+    def __init__(self, log_weights, components):
+        log_weights = np.asarray(log_weights, dtype=float)
+        components = tuple(components)
+        if log_weights.ndim != 1 or log_weights.size == 0 or log_weights.size != len(components):
+            raise ValueError("log_weights and components must be non-empty and of one length")
+        if not abs(float(logsumexp(log_weights))) <= 1e-12:
+            raise ValueError("the weights exp(log_weights) must sum to one")
+        self.log_weights, self.components = log_weights, components
+        self.inf_mass = math.fsum(math.exp(w) * part.inf_mass for w, part in zip(log_weights, components))
+        ranges = [part.loss_range for part in components if part.loss_range[0] <= part.loss_range[1]]
+        self.loss_range = ((min(low for low, _ in ranges), max(high for _, high in ranges)) if ranges
+                           else (math.inf, -math.inf))
+        self.atomless = all(part.atomless for part in components)
+        self.log_rtol = max(part.log_rtol for part in components) + 4 * U
+        self.log_ulps = max(part.log_ulps for part in components)
+
+    def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        epsilons = _epsilons(epsilons)
+        parts = [part.log_tails(epsilons) for part in self.components]
+        weights = self.log_weights.reshape((-1,) + (1,) * epsilons.ndim)
+        log_p = log_sum_exp(weights + np.array([p for p, _ in parts]))
+        log_q = log_sum_exp(weights + np.array([q for _, q in parts]))
+        return log_p, log_q

@@ -38,7 +38,7 @@ from . import pairs
 from ._accurate import log_characteristic, normalize, weighted_cumulants
 from .loss_tails import GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
-from .pairs import FinitePair
+from .pairs import FinitePair, PairMixture
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError, UnsupportedCompositionError
 
@@ -253,15 +253,20 @@ class Mechanism:
         parameters = [(field.name, field.default is dataclasses.MISSING
                        and field.default_factory is dataclasses.MISSING)
                       for field in dataclasses.fields(cls) if field.init]  # type: ignore[arg-type]
-        allowed = [parameter for parameter, _ in parameters] + list(SAMPLING_KEYS)
+        # A class whose own parameter is named like a sampling key (TruncatedPoissonGaussian's sampling_rate)
+        # takes it as that parameter, not as a request to subsample.
+        names_of = [parameter for parameter, _ in parameters]
+        sampling_keys = [key for key in SAMPLING_KEYS if key not in names_of]
+        allowed = names_of + sampling_keys
         for key in table:
             if key != "type" and key not in allowed:
                 raise ValueError(f"unknown key {key!r} for mechanism {name!r} (allowed: {', '.join(allowed)})")
         for parameter, required in parameters:
             if required and parameter not in table:
                 raise ValueError(f"mechanism {name!r} needs key {parameter!r}")
-        mechanism = cls(**{key: value for key, value in table.items() if key != "type" and key not in SAMPLING_KEYS})
-        rate, scheme = table.get("sampling_rate"), table.get("sampling")
+        mechanism = cls(**{key: value for key, value in table.items() if key != "type" and key not in sampling_keys})
+        rate = table.get("sampling_rate") if "sampling_rate" in sampling_keys else None
+        scheme = table.get("sampling") if "sampling" in sampling_keys else None
         if rate is None:
             if scheme is not None:
                 raise ValueError("sampling needs a sampling_rate")
@@ -308,12 +313,13 @@ class Mechanism:
     def _cached_losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         return self._losses(neighboring)
 
-    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair:
+    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair | PairMixture:
         """A dominating pair (P, Q) of one use under ``neighboring`` (Zhu, Dong & Wang 2022, Def. 7).
 
         The extension point: a mechanism defined outside afa implements this (returning an
-        :class:`afa.pairs.FinitePair` or an :class:`afa.noise_pair.NoiseMixturePair`) and every engine that
-        serves that kind of pair answers for it.
+        :class:`afa.pairs.FinitePair`, an :class:`afa.noise_pair.NoiseMixturePair` or an
+        :class:`afa.pairs.PairMixture` of noise-mixture pairs) and every engine that serves that kind of pair
+        answers for it.
 
         Parameters
         ----------
@@ -322,7 +328,7 @@ class Mechanism:
 
         Returns
         -------
-        afa.pairs.FinitePair or afa.noise_pair.NoiseMixturePair
+        afa.pairs.FinitePair, afa.noise_pair.NoiseMixturePair or afa.pairs.PairMixture
             Under add/remove, P is the output with the individual's record and Q without (the *remove*
             direction is L = log(P/Q) under P).
 
@@ -360,6 +366,23 @@ class Mechanism:
     def _losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         """The two directions of :meth:`dominating_pair`; mechanisms with closed forms override it."""
         return pairs.privacy_losses(self.dominating_pair(neighboring))
+
+    @property
+    def tight(self) -> bool:
+        """Whether the dominating pair is tight: some pair of neighbouring datasets attains its privacy profile.
+
+        Then a lower bound on the pair's delta(eps) or eps(delta) is one on the mechanism's.  A mechanism whose
+        pair only dominates (an upper bound, e.g. truncated Poisson sampling, Google DP team 2025, Sec. 4.3)
+        returns False, and every :class:`afa.Result` of a composition holding it has ``tight=False``: its
+        ``upper`` still bounds the truth, its ``lower`` bounds the pair's profile only.  True by default.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).tight, afa.ProposeTestRelease(epsilon=1.0, delta=1e-6).tight
+        (True, False)
+        """
+        return True
 
     @property
     def truncated_mass(self) -> float:
@@ -581,6 +604,40 @@ class Gaussian(Mechanism):
             One Gaussian component of scale ``sigma`` shifted by ``sensitivity``, against the unshifted one.
         """
         return NoiseMixturePair("gaussian", self.sigma, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
+
+    def truncated_poisson_subsampled(self, sampling_rate: float, batch_size: int, dataset_size: int) -> Mechanism:
+        """This mechanism on a truncated Poisson sample (Google DP team 2025, Sec. 4.3; Ganesh 2025).
+
+        Each of the ``dataset_size`` records is sampled with probability ``sampling_rate``; a sample larger
+        than ``batch_size`` is cut down to a uniformly random subset of ``batch_size`` records.
+
+        Parameters
+        ----------
+        sampling_rate : float
+            Each record's inclusion probability, in (0, 1].
+        batch_size : int
+            The largest batch B, an integer >= 1.
+        dataset_size : int
+            The number n of records, an integer >= ``batch_size``.
+
+        Returns
+        -------
+        afa.TruncatedPoissonGaussian
+            Its dominating pair is not tight (:attr:`afa.Mechanism.tight`).
+
+        Raises
+        ------
+        ValueError, TypeError
+            A parameter out of range or not an integer (named in the message).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.1).truncated_poisson_subsampled(0.01, batch_size=120, dataset_size=10_000)
+        TruncatedPoissonGaussian(sigma=1.1, sampling_rate=0.01, batch_size=120, dataset_size=10000, sensitivity=1.0)
+        """
+        from .subsampling import TruncatedPoissonGaussian
+        return TruncatedPoissonGaussian(self.sigma, sampling_rate, batch_size, dataset_size, self.sensitivity)
 
     def _losses(self, neighboring):
         loss = PrivacyLoss.symbolic(GAUSSIAN_LOG_PHI, (self.mu ** 2 / 2,))
@@ -1173,6 +1230,11 @@ class ProposeTestRelease(Mechanism):
     epsilon: float
     delta: float
 
+    @property
+    def tight(self) -> bool:
+        """False: the mixture pair's profile exceeds the larger of its two modes' (see Notes)."""
+        return False
+
     def __post_init__(self):
         check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS, low_open=True),
              delta=check.in_interval("delta", self.delta, 0.0, 1.0, high_open=True))
@@ -1268,18 +1330,28 @@ class DiscreteGaussian(Mechanism):
         sensitivity (sensitivity + 2 tau) / (2 sigma^2), tau = ceil(16.7 sigma), must be <= 1e300.
     sensitivity : int, default 1
         Integer sensitivity of f, in [1, ``MAX_OUTPUTS`` - 3].
+    truncation : int, optional
+        tau of the truncated discrete Gaussian N_Z^tau(0, sigma^2), supported on {-tau, ..., tau} with mass
+        proportional to e^{-x^2/(2 sigma^2)} there (Google DP team 2025, Sec. 3.5): an integer >= 1 with
+        2 tau + sensitivity + 1 <= ``MAX_OUTPUTS``.  None (the default) is the untruncated discrete Gaussian.
 
     Raises
     ------
     ValueError
         A parameter out of range.
     TypeError
-        ``sensitivity`` is not an integer, or ``sigma`` not a real number.
+        ``sensitivity`` or ``truncation`` is not an integer, or ``sigma`` not a real number.
 
     Notes
     -----
     Dominating pair (N_Z(sensitivity, sigma^2), N_Z(0, sigma^2)) under both relations, with each
     side's far tails moved to an output of their own (:meth:`dominating_pair`).
+
+    With ``truncation`` = tau the pair is (N_Z^tau(sensitivity, sigma^2), N_Z^tau(0, sigma^2)) on the outputs
+    {-tau, ..., tau + sensitivity}, exact and tight (Google DP team 2025, Sec. 3.5): at an output y where both
+    sides have mass the loss is sensitivity (2y - sensitivity) / (2 sigma^2), and on the ``sensitivity``
+    outputs at either end, where only one side has mass, it is +infinity (in each direction the mass
+    Pr[N_Z^tau(0) > tau - sensitivity]).  Nothing is dropped (:attr:`truncated_mass` is 0).
 
     The noise is not truncated: the normaliser is summed until its terms
     underflow, and only outputs with P-mass below ``DISCRETE_GAUSSIAN_TAIL``
@@ -1293,16 +1365,29 @@ class DiscreteGaussian(Mechanism):
     >>> import afa
     >>> round(afa.Accountant().compose(afa.DiscreteGaussian(sigma=2.0)).delta(1.0), 6)
     0.007249
+    >>> truncated = afa.DiscreteGaussian(sigma=2.0, truncation=4)
+    >>> round(afa.Accountant().compose(truncated).delta(1.0), 6)  # nearly all of it the mass at +infinity
+    0.027631
     """
 
     type_name: ClassVar[str] = "discrete_gaussian"
 
     sigma: float
     sensitivity: int = 1
+    truncation: int | None = None
 
     def __post_init__(self):
         check.assign(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 3))
+        if self.truncation is not None:
+            tau = check.positive_integer("truncation", self.truncation,
+                                         maximum=(MAX_OUTPUTS - 1 - self.sensitivity) // 2)
+            check.assign(self, truncation=tau)
+            largest_loss = self.sensitivity / self.sigma * ((self.sensitivity + 2 * tau) / self.sigma) / 2
+            _at_most("sigma", largest_loss, check.MAX_LOSS,
+                     f"the largest finite loss sensitivity (sensitivity + 2 tau) / (2 sigma^2) (sigma={self.sigma:g}, "
+                     f"sensitivity={self.sensitivity}, truncation={tau})")
+            return
         # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (Google DP team 2025, Sec. 3.5).
         reach = _discrete_gaussian_reach()
         _at_most("sigma", self.sigma, (MAX_OUTPUTS - 3 - self.sensitivity) // 2 / reach,
@@ -1314,9 +1399,24 @@ class DiscreteGaussian(Mechanism):
                  f"the largest loss sensitivity (sensitivity + 2 tau) / (2 sigma^2) (sigma={self.sigma:g}, "
                  f"sensitivity={self.sensitivity}, tau={tau})")
 
+    def to_dict(self) -> dict:
+        """As :meth:`afa.Mechanism.to_dict`, without ``truncation`` when it is None (TOML has no null).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.DiscreteGaussian(sigma=2.0, truncation=8).to_dict()
+        {'type': 'discrete_gaussian', 'sigma': 2.0, 'sensitivity': 1, 'truncation': 8}
+        """
+        table = super().to_dict()
+        if table.get("truncation") is None:
+            del table["truncation"]
+        return table
+
     @property
     def truncated_mass(self) -> float:
-        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL).
+        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL); 0 when the noise
+        itself is truncated (``truncation``), whose pair is exact.
 
         Examples
         --------
@@ -1324,6 +1424,8 @@ class DiscreteGaussian(Mechanism):
         >>> afa.DiscreteGaussian(sigma=2.0).truncated_mass < afa.mechanisms.DISCRETE_GAUSSIAN_TAIL
         True
         """
+        if self.truncation is not None:
+            return 0.0
         tau, log_weight, log_norm = self._noise()
         return float(np.exp(math.log(2) + logsumexp(log_weight[tau + 1:]) - log_norm)) * (1 + 1e-12)
 
@@ -1349,8 +1451,24 @@ class DiscreteGaussian(Mechanism):
         Returns
         -------
         afa.pairs.FinitePair
-            The same under both relations.
+            The same under both relations.  With ``truncation`` = tau: P = N_Z^tau(sensitivity, sigma^2) and
+            Q = N_Z^tau(0, sigma^2) on the outputs -tau..tau + sensitivity, no extra outputs.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.DiscreteGaussian(sigma=1.0, truncation=1).dominating_pair("add_remove")
+        >>> np.exp(pair.log_p).round(4).tolist(), np.exp(pair.log_q).round(4).tolist()
+        ([0.0, 0.2741, 0.4519, 0.2741], [0.2741, 0.4519, 0.2741, 0.0])
         """
+        if self.truncation is not None:
+            tau, shift = self.truncation, self.sensitivity
+            x = np.arange(-tau, tau + shift + 1, dtype=float)
+            log_norm = float(logsumexp(-np.arange(-tau, tau + 1, dtype=float) ** 2 / (2 * self.sigma ** 2)))
+            log_q = np.where(np.abs(x) <= tau, -x ** 2 / (2 * self.sigma ** 2) - log_norm, -np.inf)
+            log_p = np.where(np.abs(x - shift) <= tau, -(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, -np.inf)
+            return FinitePair(log_p, log_q)
         tau, log_weight, log_norm = self._noise()
         shift = self.sensitivity
         x = np.arange(-tau, tau + shift + 1, dtype=float)
@@ -1361,6 +1479,8 @@ class DiscreteGaussian(Mechanism):
         return FinitePair(log_p, log_q)
 
     def _losses(self, neighboring):
+        if self.truncation is not None:
+            return pairs.privacy_losses(self.dominating_pair(neighboring))
         sigma, shift = self.sigma, self.sensitivity
         tau, log_weight, log_norm = self._noise()
         x = np.arange(-tau, tau + 1, dtype=float)

@@ -8,7 +8,9 @@ with o ~ P and L' = log(Q/P)(o) with o ~ Q (Lemma 37).  Two kinds of pair exist:
 * :class:`FinitePair` -- P and Q over the same finite outputs, as log-probabilities (Def. 36); outputs
   where one side is 0 send the other's mass to +infinity (App. D.2);
 * :class:`afa.noise_pair.NoiseMixturePair` -- two mixtures of shifted Gaussian or Laplace noise of one
-  scale (a noise mechanism, its Poisson or subset subsampling, random sensitivities).
+  scale (a noise mechanism, its Poisson or subset subsampling, random sensitivities);
+* :class:`PairMixture` -- a weighted mixture of noise-mixture pairs over disjoint outputs, i.e. a mixture of
+  their privacy-loss distributions (truncated Poisson sampling, Google DP team 2025, Sec. 4.3).
 
 :func:`privacy_losses` and :func:`loss_tails` turn a pair into what the engines read: the two
 directions' losses (log-characteristic functions, atoms, masses at +infinity) and the tails of each
@@ -24,12 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .loss_tails import AtomTails, LossTails, NoisePairTails
+from ._accurate import complex_log1p
+from .loss_tails import AtomTails, LossTails, MixtureTails, NoisePairTails
 from .noise_pair import NoiseMixturePair, PairMGF
-from .privacy_loss import PrivacyLoss
+from .privacy_loss import PrivacyLoss, batched_log_phi
 
-__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "atom_tails", "finite_losses", "gaussian_mu",
-           "loss_tails", "privacy_losses"]
+__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "PairMixture", "atom_tails", "finite_losses",
+           "gaussian_mu", "loss_tails", "privacy_losses"]
 
 #: The largest |shift| / scale of a noise-mixture pair.  Its MGF is an integral over the output
 #: (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 |Re s|) shifts within PairMGF.MAX_REACH =
@@ -113,13 +116,77 @@ class FinitePair:
             return cls(np.log(np.asarray(p, dtype=float)), np.log(np.asarray(q, dtype=float)))
 
 
-def privacy_losses(pair: FinitePair | NoiseMixturePair,
+
+@dataclass(frozen=True)
+class PairMixture:
+    """The pair (sum_k w_k A_k, sum_k w_k B_k) over the disjoint union of the components' outputs.
+
+    Each component (A_k, B_k) is a :class:`afa.noise_pair.NoiseMixturePair`; on component k's outputs the
+    privacy loss is that pair's, so each direction's privacy-loss distribution is the w-weighted mixture of
+    the components' (their characteristic functions, MGFs and tails mix linearly).  This is the "mixture of
+    PLDs" of Google DP team 2025, Sec. 4.3 (truncated Poisson sampling).
+
+    Parameters
+    ----------
+    log_weights : tuple of float
+        log w_k; the weights are positive and sum to one (within 1e-12).
+    components : tuple of afa.noise_pair.NoiseMixturePair
+        The component pairs, one per weight, at least two.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two components, lengths that differ, a zero weight or weights not summing to one.
+    TypeError
+        A component that is not a NoiseMixturePair.
+
+    Examples
+    --------
+    >>> import math
+    >>> import afa
+    >>> one = afa.Gaussian(1.0).dominating_pair("add_remove")
+    >>> two = afa.Gaussian(0.5).dominating_pair("add_remove")
+    >>> pair = afa.pairs.PairMixture((math.log(0.75), math.log(0.25)), (one, two))
+    >>> remove, add = afa.pairs.loss_tails(pair)
+    >>> one_delta = afa.Accountant().compose(afa.Gaussian(1.0)).delta(1.0)
+    >>> expected = 0.75 * one_delta + 0.25 * afa.Accountant().compose(afa.Gaussian(0.5)).delta(1.0)
+    >>> bool(abs(remove.hockey_stick(1.0) - expected) < 1e-12)
+    True
+    """
+
+    log_weights: tuple[float, ...]
+    components: tuple[NoiseMixturePair, ...]
+
+    def __post_init__(self):
+        log_weights = tuple(float(w) for w in self.log_weights)
+        components = tuple(self.components)
+        if len(components) < 2 or len(log_weights) != len(components):
+            raise ValueError("a PairMixture needs at least two components and one weight per component")
+        for component in components:
+            if not isinstance(component, NoiseMixturePair):
+                raise TypeError(f"PairMixture components must be NoiseMixturePair, got {component!r}")
+        if not all(w > -math.inf for w in log_weights) or not abs(float(np.logaddexp.reduce(log_weights))) <= 1e-12:
+            raise ValueError(f"the weights exp(log_weights) must be positive and sum to one, got {log_weights!r}")
+        object.__setattr__(self, "log_weights", log_weights)
+        object.__setattr__(self, "components", components)
+
+    def swapped(self) -> PairMixture:
+        """(sum_k w_k B_k, sum_k w_k A_k): the other direction's pair."""
+        return PairMixture(self.log_weights, tuple(component.swapped() for component in self.components))
+
+    @property
+    def loss_upper_bound(self) -> float:
+        """A bound on the loss of the forward direction: the largest of the components' bounds."""
+        return max(component.loss_upper_bound for component in self.components)
+
+
+def privacy_losses(pair: FinitePair | NoiseMixturePair | PairMixture,
                    names: tuple[str, str] | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
     """The two directions (L under P, L' under Q) of ``pair``; a symmetric pair returns one object twice.
 
     Parameters
     ----------
-    pair : FinitePair or NoiseMixturePair
+    pair : FinitePair, NoiseMixturePair or PairMixture
         The dominating pair.
     names : tuple of str, optional
         Labels of a noise-mixture pair's two numerically computed log-CFs (default: from its parameters).
@@ -149,22 +216,26 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair,
         return finite_losses(pair.log_p, pair.log_q)
     if isinstance(pair, NoiseMixturePair):
         return _mixture_losses(pair, names)
-    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair or NoiseMixturePair, got {pair!r}")
+    if isinstance(pair, PairMixture):
+        return _pair_mixture_losses(pair, names)
+    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair, NoiseMixturePair or PairMixture, "
+                    f"got {pair!r}")
 
 
-def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTails]:
+def loss_tails(pair: FinitePair | NoiseMixturePair | PairMixture) -> tuple[LossTails, LossTails]:
     """The tails of the two directions' losses of ``pair`` (same order as :func:`privacy_losses`).
 
     Parameters
     ----------
-    pair : FinitePair or NoiseMixturePair
+    pair : FinitePair, NoiseMixturePair or PairMixture
         The dominating pair.
 
     Returns
     -------
     tuple of afa.loss_tails.LossTails
-        What the discretized PLD builds from: the atoms of a finite pair's losses, or the noise pair's
-        tails; the same object twice for a symmetric pair.
+        What the discretized PLD builds from: the atoms of a finite pair's losses, the noise pair's
+        tails, or the mixture of its components' tails (:class:`afa.loss_tails.MixtureTails`); the same
+        object twice for a symmetric pair.
 
     Raises
     ------
@@ -179,7 +250,14 @@ def loss_tails(pair: FinitePair | NoiseMixturePair) -> tuple[LossTails, LossTail
         _check_reach(pair)
         noise = NoisePairTails(pair)
         return (noise, noise) if _is_own_swap(pair) else (noise, NoisePairTails(pair.swapped()))
-    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair or NoiseMixturePair, got {pair!r}")
+    if isinstance(pair, PairMixture):
+        parts = [loss_tails(component) for component in pair.components]
+        forward = MixtureTails(pair.log_weights, [first for first, _ in parts])
+        if all(first is second for first, second in parts):
+            return forward, forward
+        return forward, MixtureTails(pair.log_weights, [second for _, second in parts])
+    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair, NoiseMixturePair or PairMixture, "
+                    f"got {pair!r}")
 
 
 def atom_tails(first: PrivacyLoss, second: PrivacyLoss) -> tuple[LossTails, LossTails]:
@@ -189,7 +267,7 @@ def atom_tails(first: PrivacyLoss, second: PrivacyLoss) -> tuple[LossTails, Loss
     return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
 
 
-def gaussian_mu(pair: FinitePair | NoiseMixturePair) -> float | None:
+def gaussian_mu(pair: FinitePair | NoiseMixturePair | PairMixture) -> float | None:
     """mu = |shift| / scale of a pure Gaussian pair (N(shift, s^2), N(0, s^2)); None for every other pair.
 
     The composition of pure Gaussian pairs has a closed form (Sommer, Meiser & Mohammadi 2019, Thm 5).
@@ -289,3 +367,54 @@ def _is_own_swap(pair: NoiseMixturePair) -> bool:
     """Whether L' under B has the law of L under A: B is A mirrored about the output 0 (A(-o) = B(o))."""
     mirrored = sorted(zip((-s for s in pair.a_shifts), pair.a_log_weights, strict=True))
     return mirrored == sorted(zip(pair.b_shifts, pair.b_log_weights, strict=True))
+
+
+def _pair_mixture_losses(pair: PairMixture, names: tuple[str, str] | None) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """The two directions of a mixture of noise-mixture pairs: each direction's CF (and MGF, for complex
+    arguments) is the weighted sum of its components' (so the contour method applies); a mixture of pairs
+    that are each their own swap has one direction."""
+    if names is None:
+        digest = hashlib.sha1(repr(pair).encode()).hexdigest()[:10]
+        names = (f"log_phi_pair_mixture_{digest}_forward", f"log_phi_pair_mixture_{digest}_backward")
+    parts = [_mixture_losses(component, None) for component in pair.components]
+    forward = _weighted_loss(names[0], pair.log_weights, [first for first, _ in parts])
+    if all(first is second for first, second in parts):
+        return forward, forward
+    return forward, _weighted_loss(names[1], pair.log_weights, [second for _, second in parts])
+
+
+def _weighted_loss(name: str, log_weights: tuple[float, ...], parts: list[PrivacyLoss]) -> PrivacyLoss:
+    """The loss whose law is sum_k w_k (law of parts[k]): log phi = log sum_k w_k phi_k.
+
+    Near t = 0 (every |log phi_k| < 1) it is formed as log1p(sum_k w_k expm1(log phi_k)), relatively accurate
+    however small; elsewhere as a log-sum-exp relative to the largest real part.  Each part's MGF is known
+    to NUMERIC_RTOL of M_k(c), so the sum is known to that of M(c) = sum_k w_k M_k(c).
+    """
+    weights = np.exp(np.asarray(log_weights))
+    means = np.array([part.cumulants[0] for part in parts])
+    variances = np.array([part.cumulants[1] for part in parts])
+    mean = float(weights @ means)
+    variance = float(weights @ (variances + (means - mean) ** 2))
+
+    def evaluate(t):
+        nodes = np.asarray(t)
+        flat = nodes.ravel()
+        values = batched_log_phi(flat if np.iscomplexobj(flat) else flat.astype(float), parts)  # (nodes, parts)
+        near = np.all(np.abs(values) < 1.0, axis=1)
+        out = np.empty(flat.shape, dtype=complex)
+        out[near] = complex_log1p(np.expm1(values[near]) @ weights)
+        top = np.max(values[~near].real, axis=1, initial=-np.inf)[:, None]
+        out[~near] = top[:, 0] + np.log(np.exp(values[~near] - top) @ weights)
+        return out.reshape(nodes.shape)
+
+    costs = [part.evaluation_cost for part in parts if part.evaluation_cost is not None]
+
+    def cost(t: np.ndarray) -> np.ndarray:
+        total = np.zeros(np.shape(t))
+        for part_cost in costs:
+            total = total + part_cost(t)
+        return total
+
+    return PrivacyLoss.numeric(name, evaluate, (mean, variance), continues=all(p.continues_to_complex for p in parts),
+                               cost=cost,
+                               loss_bound=max(part.loss_max for part in parts))

@@ -143,7 +143,7 @@ class PrivacyLoss:
                  cumulants: tuple[float, float] | Callable[[], tuple[float, float]],
                  evaluator: Callable[[np.ndarray], np.ndarray] | None = None, continues: bool | None = None,
                  noise_pair=None, cost: Callable[[np.ndarray], np.ndarray] | None = None,
-                 laplace_shift: float | None = None):
+                 laplace_shift: float | None = None, loss_bound: float | None = None):
         self._atoms = atoms
         self._inf_mass = float(inf_mass)
         self._continuous = bool(continuous)
@@ -161,6 +161,8 @@ class PrivacyLoss:
         #: a when the loss is Laplace-type: atoms at +-a and a density between, so that its MGF is
         #: e^{as} R(s) + e^{-as} R'(s) with R, R' rational (the lattice contour's groups); else None.
         self.laplace_shift = laplace_shift
+        #: A declared upper bound on the finite loss of a continuous loss (None: from the noise pair, if any).
+        self._loss_bound = loss_bound
 
     # -- constructors -----------------------------------------------------
     @classmethod
@@ -175,7 +177,8 @@ class PrivacyLoss:
         log_phi = None if template is None else _with_finite_mass(template[0].instantiate(template[1]), inf_mass)
         return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=log_phi,
                    batch=(ATOMS, atoms) if template is None else template,
-                   cumulants=lambda: weighted_cumulants(atoms.losses, atoms.log_masses))
+                   cumulants=lambda: (weighted_cumulants(atoms.losses, atoms.log_masses) if atoms.size
+                                      else (0.0, 0.0)))  # all mass at +infinity: no finite part to describe
 
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
@@ -196,7 +199,8 @@ class PrivacyLoss:
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
                 cumulants: tuple[float, float], *, inf_mass: float = 0.0,
                 continues: bool = False, noise_pair=None,
-                cost: Callable[[np.ndarray], np.ndarray] | None = None) -> PrivacyLoss:
+                cost: Callable[[np.ndarray], np.ndarray] | None = None,
+                loss_bound: float | None = None) -> PrivacyLoss:
         """A continuous loss whose log-CF is computed numerically; shown as ``name(t)``.
 
         ``continues``: the evaluator also takes complex t - ic (the MGF, for the contour
@@ -205,10 +209,11 @@ class PrivacyLoss:
         (the certified discretization needs it).
         ``cost``: the number of terms the evaluator sums at each real t (it grows with |t| for
         output quadratures); the real-line quadrature budgets its total.
+        ``loss_bound``: an upper bound on the loss (:attr:`loss_max`), where no ``noise_pair`` gives one.
         """
         return cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
                    batch=(NUMERIC, None), cumulants=cumulants, evaluator=evaluator, continues=continues,
-                   noise_pair=noise_pair, cost=cost)
+                   noise_pair=noise_pair, cost=cost, loss_bound=loss_bound)
 
     # -- properties -------------------------------------------------------
     @property
@@ -234,9 +239,12 @@ class PrivacyLoss:
     @property
     def loss_max(self) -> float:
         """An upper bound on the finite loss (+inf when none is known): the largest atom of a
-        finite loss, the noise pair's bound (:attr:`afa.noise_pair.NoiseMixturePair.loss_upper_bound`)."""
+        finite loss, the noise pair's bound (:attr:`afa.noise_pair.NoiseMixturePair.loss_upper_bound`), or the
+        bound given to :meth:`numeric`."""
         if not self._continuous:
             return float(self._atoms.losses[-1]) if self._atoms.size else -math.inf
+        if self._loss_bound is not None:
+            return self._loss_bound
         if self.noise_pair is not None:
             return self.noise_pair.loss_upper_bound
         return math.inf

@@ -114,6 +114,10 @@ class Result:
         The engine that answered (for an array, the engines that answered its values, joined by "+").
     certified : bool
         Whether the bounds are proved (True) or come from a run-time error estimate (False).
+    tight : bool
+        Whether every mechanism of the composition has a tight dominating pair (:attr:`afa.Mechanism.tight`).
+        When False, ``upper`` still bounds the truth but ``value`` and ``lower`` describe the dominating
+        pair only: ``lower`` (certified or not) is not a lower bound on the mechanisms' true epsilon or delta.
     attempts : tuple of Attempt
         Every engine tried, in order, ending with the one that answered: how the answer was reached
         (not part of equality).
@@ -139,6 +143,8 @@ class Result:
     error: Any
     method: str
     certified: bool = False
+    #: Whether ``lower`` bounds the mechanisms' truth (every pair tight), not only their dominating pair's.
+    tight: bool = True
     #: Every engine tried, in order, ending with the one that answered (see :class:`Attempt`).
     attempts: tuple[Attempt, ...] = field(default=(), compare=False, repr=False)
 
@@ -159,7 +165,7 @@ class Result:
     def __eq__(self, other) -> bool:
         if not isinstance(other, Result):
             return NotImplemented
-        return (self.method == other.method and self.certified == other.certified
+        return (self.method == other.method and self.certified == other.certified and self.tight == other.tight
                 and all(np.array_equal(getattr(self, name), getattr(other, name))
                         for name in ("value", "lower", "upper", "error")))
 

@@ -11,7 +11,10 @@ A = (1 - q) Q + q P gives
   pair; for additive noise (Gaussian, Laplace) with sensitivity Delta that pair is the
   same shift by Delta, so the numbers coincide with Poisson subsampling;
 * Poisson-subsampled Gaussian under substitution (Google DP team 2025, Sec. 4.2):
-  ((1 - q) N(0) + q N(-Delta), (1 - q) N(0) + q N(Delta)), one symmetric direction.
+  ((1 - q) N(0) + q N(-Delta), (1 - q) N(0) + q N(Delta)), one symmetric direction;
+* truncated Poisson sampling of a Gaussian (Google DP team 2025, Sec. 4.3; Ganesh 2025):
+  :class:`TruncatedPoissonGaussian`, a mixture of two such pairs (:class:`afa.pairs.PairMixture`), dominating
+  but not tight.
 
 Additive continuous noise (Gaussian, Laplace) gives a pair of noise mixtures whose
 log-CF has no closed form: it is computed by quadrature over the output
@@ -26,16 +29,18 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
+from scipy import stats
 
 from . import _validation as check
 from . import pairs
 from .mechanisms import Gaussian, Mechanism
 from .noise_pair import NoiseMixturePair
-from .pairs import FinitePair
+from .pairs import MAX_NOISE_SHIFT, FinitePair, PairMixture
 
-__all__ = ["Subsampled", "SCHEMES"]
+__all__ = ["Subsampled", "SCHEMES", "TruncatedPoissonGaussian"]
 
 SCHEMES = ("poisson", "subset")
 #: The largest sensitivity / noise scale of a subsampled Gaussian or Laplace base.  The mixture's MGF is
@@ -166,7 +171,7 @@ class Subsampled(Mechanism):
             return Gaussian(sigma=noise[1], sensitivity=2 * noise[2]), neighboring
         return self.base, neighboring
 
-    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair:
+    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair | PairMixture:
         """The base's pair transformed by the sampling (module docstring).
 
         Parameters
@@ -264,7 +269,7 @@ class Subsampled(Mechanism):
         return _mixture_pair(noise, self.sampling_rate, neighboring)
 
 
-def _base_pair(base: Mechanism, neighboring: str) -> FinitePair | NoiseMixturePair | None:
+def _base_pair(base: Mechanism, neighboring: str) -> FinitePair | NoiseMixturePair | PairMixture | None:
     """The base's dominating pair, or None where it declares none."""
     try:
         return base.dominating_pair(neighboring)
@@ -287,3 +292,204 @@ def _mixture_pair(noise: tuple[str, float, float], q: float, neighboring: str) -
     if neighboring == "substitution":
         return NoiseMixturePair(kind, scale, (0.0, -shift), (log_rest, log_q), (0.0, shift), (log_rest, log_q))
     return NoiseMixturePair(kind, scale, (0.0, shift), (log_rest, log_q), (0.0,), (0.0,))
+
+
+@dataclass(frozen=True)
+class TruncatedPoissonGaussian(Mechanism):
+    """The Gaussian mechanism on a truncated Poisson sample (Google DP team 2025, Sec. 4.3; Ganesh 2025).
+
+    Each of the ``dataset_size`` records is sampled with probability ``sampling_rate``; if more than
+    ``batch_size`` are sampled, a uniformly random subset of ``batch_size`` of them is kept; then
+    f(sample) + N(0, sigma^2) is released, f of the given ``sensitivity`` (e.g. a sum of gradients clipped
+    to that norm).  Build it with ``afa.Gaussian(sigma, sensitivity).truncated_poisson_subsampled(...)``.
+
+    Parameters
+    ----------
+    sigma : float
+        Standard deviation of the noise, > 0 (finite).
+    sampling_rate : float
+        q, each record's inclusion probability, in (0, 1].
+    batch_size : int
+        B, the largest batch, an integer in [1, 2**53].
+    dataset_size : int
+        n, the number of records, an integer in [``batch_size``, 2**53].
+    sensitivity : float, default 1.0
+        Delta, the largest change of f when one record is added or removed, > 0 (finite), with
+        ``2 * sensitivity / sigma`` <= 1000 (``afa.pairs.MAX_NOISE_SHIFT``).
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range (named in the message).
+    TypeError
+        ``batch_size`` or ``dataset_size`` not an integer, or another parameter not a real number.
+
+    Notes
+    -----
+    Ganesh 2025 (as stated in Google DP team 2025, Sec. 4.3) shows that the mixture of privacy-loss
+    distributions
+
+    * with weight 1 - w, w = Pr[Binom(n - 1, q) >= B]: the Poisson-subsampled Gaussian's pair under the
+      relation (add_remove: remove ((1 - q) N(0) + q N(Delta), N(0)) and add its swap; substitution:
+      ((1 - q) N(0) + q N(-Delta), (1 - q) N(0) + q N(Delta)), Sec. 4.2);
+    * with weight w: the pair ((1 - q') N(0) + q' N(-2 Delta), (1 - q') N(0) + q' N(2 Delta)), one symmetric
+      direction, with q' = Pr[Binom(n, q) > B] B / (n w) (the probability that a record is in the batch
+      given that the sample was truncated)
+
+    (all with noise N(0, sigma^2)) is a dominating pair under either relation.  For the second part Ganesh
+    states the tighter ((1 - q') N(0) + q' N(2 Delta), N(0)) under add/remove; the section's implementation
+    (dp_accounting) uses the substitution-type pair above for every relation, "a dominating pair for all
+    neighboring relations", and so does afa, so that the two libraries analyse the same pair.  q = 1 gives the
+    unsampled pairs (the part of weight 1 - w is then the Gaussian's; under substitution N(-Delta) against
+    N(Delta), the Sec. 4.2 pair at q = 1).  When w = 0 (B = n) truncation never happens and the pair is the
+    Poisson-subsampled Gaussian's, exactly.
+
+    The pair is dominating but not tight (Sec. 4.3: "optimistic estimates ... are not supported"):
+    :attr:`tight` is False whenever w > 0, and results of a composition holding it say so
+    (``Result.tight``): their ``upper`` bounds the true delta or epsilon, their ``lower`` only the pair's.
+
+    Examples
+    --------
+    >>> import afa
+    >>> mechanism = afa.Gaussian(1.0).truncated_poisson_subsampled(0.01, batch_size=120, dataset_size=10_000)
+    >>> mechanism.truncation_probability < 1e-10, mechanism.tight
+    (False, False)
+    >>> result = afa.Accountant().compose(mechanism, 100).delta_result(1.0)
+    >>> result.tight, bool(0.0 < result.upper < 1e-3)
+    (False, True)
+    """
+
+    type_name: ClassVar[str] = "truncated_poisson_gaussian"
+
+    sigma: float
+    sampling_rate: float
+    batch_size: int
+    dataset_size: int
+    sensitivity: float = 1.0
+
+    def __post_init__(self):
+        sigma = check.positive("sigma", self.sigma)
+        sensitivity = check.positive("sensitivity", self.sensitivity)
+        rate = check.in_interval("sampling_rate", self.sampling_rate, 0.0, 1.0, low_open=True)
+        batch = check.positive_integer("batch_size", self.batch_size, maximum=check.MAX_COUNT)
+        size = check.positive_integer("dataset_size", self.dataset_size, maximum=check.MAX_COUNT)
+        if size < batch:
+            raise ValueError(f"dataset_size must be an integer >= batch_size ({batch}), got {size}")
+        if not 2 * sensitivity / sigma <= MAX_NOISE_SHIFT:
+            raise ValueError(f"sigma is out of range for truncated Poisson sampling: 2 sensitivity / sigma must be "
+                             f"<= {MAX_NOISE_SHIFT:g}, got {2 * sensitivity / sigma:.4g} (sigma={sigma:g}, "
+                             f"sensitivity={sensitivity:g})")
+        check.assign(self, sigma=sigma, sensitivity=sensitivity, sampling_rate=rate, batch_size=batch,
+                     dataset_size=size)
+
+    @property
+    def truncation_probability(self) -> float:
+        """w = Pr[Binom(n - 1, q) >= B]: the chance that a sampled record's batch is truncated.
+
+        Examples
+        --------
+        >>> import afa
+        >>> mechanism = afa.Gaussian(1.0).truncated_poisson_subsampled(0.5, batch_size=2, dataset_size=3)
+        >>> mechanism.truncation_probability  # both other records sampled
+        0.25
+        """
+        return float(math.exp(self._log_weights()[1]))
+
+    def _log_weights(self) -> tuple[float, float]:
+        """(log (1 - w), log w) from the binomial's log-CDF and log-survival function (no cancellation)."""
+        n, q, b = self.dataset_size, self.sampling_rate, self.batch_size
+        return float(stats.binom.logcdf(b - 1, n - 1, q)), float(stats.binom.logsf(b - 1, n - 1, q))
+
+    @property
+    def conditional_sampling_rate(self) -> float:
+        """q' = Pr[Binom(n, q) > B] B / (n w): a record's chance of being in a truncated batch (0 when w = 0).
+
+        Examples
+        --------
+        >>> import afa
+        >>> mechanism = afa.Gaussian(1.0).truncated_poisson_subsampled(1.0, batch_size=10, dataset_size=40)
+        >>> round(mechanism.conditional_sampling_rate, 12)  # every sample is truncated to 10 of the 40
+        0.25
+        """
+        log_w = self._log_weights()[1]
+        if log_w == -math.inf:
+            return 0.0
+        n, q, b = self.dataset_size, self.sampling_rate, self.batch_size
+        log_rate = float(stats.binom.logsf(b, n, q)) + math.log(b) - math.log(n) - log_w
+        return min(1.0, math.exp(log_rate))
+
+    @property
+    def tight(self) -> bool:
+        """False whenever truncation can happen (w > 0): the pair only dominates (Google DP team 2025, Sec. 4.3)."""
+        return self._log_weights()[1] == -math.inf
+
+    def poisson_subsampled(self, sampling_rate=None, *, q=None) -> Mechanism:
+        """Refused: the mechanism is already subsampled.
+
+        Raises
+        ------
+        TypeError
+            Always.
+        """
+        raise TypeError("a TruncatedPoissonGaussian is already subsampled; subsample the Gaussian instead")
+
+    subset_subsampled = poisson_subsampled
+
+    def dominating_pair(self, neighboring: str) -> PairMixture | NoiseMixturePair:
+        """The mixture of the two pairs of the class Notes (the first alone when truncation never happens).
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}
+            The relation of the first part (the second is the same under both).
+
+        Returns
+        -------
+        afa.pairs.PairMixture or afa.noise_pair.NoiseMixturePair
+            Components (untruncated Poisson part, truncated part) with weights (1 - w, w), in the scale of
+            the noise (sigma); the remove (forward) direction's pair, the add direction being its swap.
+
+        Examples
+        --------
+        >>> import afa
+        >>> pair = afa.Gaussian(1.0).truncated_poisson_subsampled(0.5, 2, 3).dominating_pair("add_remove")
+        >>> [round(float(w), 4) for w in np.exp(pair.log_weights)]
+        [0.75, 0.25]
+        >>> pair.components[1].a_shifts, pair.components[1].b_shifts
+        ((0.0, -2.0), (0.0, 2.0))
+        """
+        check.choice("neighboring", neighboring, ("add_remove", "substitution"))
+        shift, rate = self.sensitivity, self.sampling_rate
+        keep, move = _log_complement(rate), math.log(rate)
+        if neighboring == "substitution":
+            poisson = _gaussian_mixture(self.sigma, ((0.0, keep), (-shift, move)), ((0.0, keep), (shift, move)))
+        else:
+            poisson = _gaussian_mixture(self.sigma, ((0.0, keep), (shift, move)), ((0.0, 0.0),))
+        log_rest, log_w = self._log_weights()
+        if log_w == -math.inf:
+            return poisson
+        inner = self.conditional_sampling_rate
+        keep, move = _log_complement(inner), (math.log(inner) if inner > 0 else -math.inf)
+        truncated = _gaussian_mixture(self.sigma, ((0.0, keep), (-2 * shift, move)), ((0.0, keep), (2 * shift, move)))
+        if log_rest == -math.inf:
+            return truncated
+        return PairMixture((log_rest, log_w), (poisson, truncated))
+
+    def _losses(self, neighboring):
+        label = (f"log_phi_truncated_poisson_q{self.sampling_rate:g}_B{self.batch_size}_n{self.dataset_size}"
+                 f"_g{self.sigma:g}_d{self.sensitivity:g}")
+        return pairs.privacy_losses(self.dominating_pair(neighboring), (f"{label}_forward", f"{label}_backward"))
+
+
+def _log_complement(rate: float) -> float:
+    """log(1 - rate), -inf at rate = 1."""
+    return math.log1p(-rate) if rate < 1 else -math.inf
+
+
+def _gaussian_mixture(sigma: float, a_side, b_side) -> NoiseMixturePair:
+    """The pair of Gaussian mixtures with the given (shift, log-weight) components, those of weight 0 dropped."""
+    sides = []
+    for side in (a_side, b_side):
+        kept = [(float(shift), float(log_weight)) for shift, log_weight in side if log_weight > -math.inf]
+        sides += [tuple(shift for shift, _ in kept), tuple(log_weight for _, log_weight in kept)]
+    return NoiseMixturePair("gaussian", sigma, *sides)

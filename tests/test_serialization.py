@@ -28,6 +28,7 @@ EXAMPLES = [
     (afa.DiscreteGaussian(sigma=2.0), "add_remove"),
     (afa.DiscreteMechanism(p_pmf=(0.5, 0.3, 0.2), q_pmf=(0.2, 0.3, 0.5)), "add_remove"),
     (afa.Gaussian(sigma=1.0).poisson_subsampled(0.01), "add_remove"),
+    (afa.Gaussian(sigma=1.0).truncated_poisson_subsampled(0.05, batch_size=8, dataset_size=100), "substitution"),
     (afa.Gaussian(sigma=1.0).poisson_subsampled(0.02), "substitution"),
     (afa.Laplace(scale=1.0).subset_subsampled(0.05), "add_remove"),
     (afa.RandomizedResponse(p=0.8).poisson_subsampled(0.1), "add_remove"),

@@ -23,6 +23,10 @@ Relations.  ``NeighboringRelation.ADD_OR_REMOVE_ONE`` is afa's ``"add_remove"`` 
 sensitivity is given (additive noise, (epsilon, delta)-DP, non-private), k-ary randomized response
 (whose afa ``"add_remove"`` pair is the replace-special pair of Google DP team 2025, Sec. 3.6) and
 single-epoch tree aggregation; subsampling under it is refused.
+
+Truncated Poisson sampling (``TruncatedSubsampledGaussianDpEvent``) is :class:`afa.TruncatedPoissonGaussian`
+under both of afa's relations, with the pairs dp_accounting's PLD accountant builds (Google DP team 2025,
+Sec. 4.3); they are dominating but not tight, so afa's results for it carry ``tight=False``.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from ..mechanisms import (
     MixtureOfGaussians,
     RandomizedResponse,
 )
-from ..subsampling import Subsampled
+from ..subsampling import Subsampled, TruncatedPoissonGaussian
 
 #: The public names; ``AfaPrivacyAccountant`` (a dp_accounting subclass) is built on first access.
 __all__ = ["UnsupportedDpEventError", "from_dp_event", "to_dp_event", "to_neighboring_relation"]
@@ -68,7 +72,6 @@ REFUSED = {
                  "only an upper bound on it",
     "RepeatAndSelectDpEvent": "its analysis (Papernot & Steinke 2022) is a Renyi-DP bound, not a dominating pair",
     "SampledWithReplacementDpEvent": "afa has no dominating pair for sampling with replacement",
-    "TruncatedSubsampledGaussianDpEvent": "afa does not implement truncated Poisson sampling yet",
 }
 
 
@@ -201,6 +204,8 @@ class _Reader:
             self.poisson(event, count, path)
         elif self._is(event, "SampledWithoutReplacementDpEvent"):
             self.subset(event, count, path)
+        elif self._is(event, "TruncatedSubsampledGaussianDpEvent"):
+            self.add(self.truncated(event, path), count, path, event)
         else:
             self.add(self.leaf(event, path, self.relation, doubled=self.relation == "substitution"), count, path, event)
 
@@ -230,6 +235,27 @@ class _Reader:
         if sample == 0 or base is None:
             return
         self.add(self.sampled(base, sample / size, "subset", event, path), count, path, event)
+
+    def truncated(self, event: Any, path: str) -> Mechanism | None:
+        """Truncated Poisson sampling of a Gaussian (Google DP team 2025, Sec. 4.3): the event's noise multiplier
+        is sigma / C for records of norm C, and its pair shifts by C (by -C and +C under REPLACE_ONE), as
+        dp_accounting's PLD accountant builds it; a batch size above the dataset size never truncates."""
+        size = _integer(event.dataset_size, "dataset_size", path)
+        rate = _number(event.sampling_probability, "sampling_probability", path, high=1.0)
+        batch = _integer(event.truncated_batch_size, "truncated_batch_size", path)
+        multiplier = _number(event.noise_multiplier, "noise_multiplier", path, high=1e300)
+        if self.relation == "replace_special":
+            raise self.refuse(event, path, "afa has no dominating pair for Poisson subsampling under REPLACE_SPECIAL "
+                                           "(use ADD_OR_REMOVE_ONE or REPLACE_ONE)")
+        if rate == 0 or batch == 0 or size == 0:
+            return None  # no record is ever used (dp_accounting's PLD accountant skips these too)
+        if multiplier == 0:
+            return NON_PRIVATE
+        try:
+            return TruncatedPoissonGaussian(sigma=multiplier, sampling_rate=rate, batch_size=min(batch, size),
+                                            dataset_size=size)
+        except (ValueError, TypeError) as error:
+            raise self.refuse(event, path, str(error)) from None
 
     def sampled(self, base: Mechanism, rate: float, scheme: str, event: Any, path: str) -> Mechanism:
         if base == NON_PRIVATE:
@@ -569,6 +595,9 @@ def _event(events: Any, mechanism: Mechanism, relation: str) -> Any:
         return events.DiscreteLaplaceDpEvent(noise_parameter=mechanism.a,
                                              sensitivity=mechanism.sensitivity // int(factor))
     if isinstance(mechanism, DiscreteGaussian):
+        if mechanism.truncation is not None:
+            raise _refuse_mechanism(mechanism, "DiscreteGaussianDpEvent has no truncation field (dp_accounting "
+                                               "picks its own truncation bound)")
         if not hasattr(events, "DiscreteGaussianDpEvent"):
             raise _refuse_mechanism(mechanism, "this dp_accounting version has no DiscreteGaussianDpEvent")
         return events.DiscreteGaussianDpEvent(sigma=mechanism.sigma, sensitivity=float(mechanism.sensitivity),
@@ -595,6 +624,12 @@ def _event(events: Any, mechanism: Mechanism, relation: str) -> Any:
                                                 sampling_probs=list(mechanism.probabilities))
     if isinstance(mechanism, Subsampled):
         return _sampled_event(events, mechanism, relation)
+    if isinstance(mechanism, TruncatedPoissonGaussian):
+        if not hasattr(events, "TruncatedSubsampledGaussianDpEvent"):
+            raise _refuse_mechanism(mechanism, "this dp_accounting version has no TruncatedSubsampledGaussianDpEvent")
+        return events.TruncatedSubsampledGaussianDpEvent(
+            dataset_size=mechanism.dataset_size, sampling_probability=mechanism.sampling_rate,
+            truncated_batch_size=mechanism.batch_size, noise_multiplier=mechanism.sigma / mechanism.sensitivity)
     raise _refuse_mechanism(mechanism, "dp_accounting has no event for this mechanism")
 
 
@@ -652,7 +687,7 @@ def to_neighboring_relation(source: Accountant):
     special = [m for m in mechanisms if isinstance(m, KaryRandomizedResponse)]
     if not special:
         return NeighboringRelation.ADD_OR_REMOVE_ONE
-    sampled = [m for m in mechanisms if isinstance(m, Subsampled)]
+    sampled = [m for m in mechanisms if isinstance(m, (Subsampled, TruncatedPoissonGaussian))]
     if sampled:
         raise UnsupportedDpEventError(f"{special[0]!r} is read under REPLACE_SPECIAL and {sampled[0]!r} under "
                                       "ADD_OR_REMOVE_ONE: no one dp_accounting relation reads both",
