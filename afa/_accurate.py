@@ -92,6 +92,38 @@ def binomial_log_pmf(
     return np.where(j == 0, n * log_q, np.where(j == n, n * log_p, inner))
 
 
+def binomial_log_tails(k: int, n: int, p: float) -> tuple[float, float]:
+    """(log Pr[X <= k], log Pr[X > k]) for X ~ Binom(n, p), 0 <= p <= 1.
+
+    From the regularised incomplete beta function, Pr[X > k] = I_p(k + 1, n - k) (scipy.special's ``betainc``
+    and its complement ``betaincc``, accurate to a few ulps where Cephes' ``bdtr`` loses 1e-10 relative at
+    n = 6e4), the smaller probability directly and the larger as log1p of minus the smaller (no
+    cancellation); a probability that
+    underflows is summed instead from the log-PMF (:func:`binomial_log_pmf`) of the terms next to ``k``: so
+    far out in a tail each term is below 1e-300 of the previous ones' scale, the sum of 4096 of them, with
+    the geometric rest, is exact to rounding.
+    """
+    from scipy.special import betainc, betaincc
+    if k < 0:
+        return -math.inf, 0.0
+    if k >= n:
+        return 0.0, -math.inf
+    if p == 0 or p == 1:
+        return (0.0, -math.inf) if p == 0 else (-math.inf, 0.0)
+    below, above = float(betaincc(k + 1, n - k, p)), float(betainc(k + 1, n - k, p))
+    logs = []
+    for value, first, last in ((below, max(k - 4095, 0), k), (above, k + 1, min(k + 4096, n))):
+        if value > 0:
+            logs.append(math.log(value))
+            continue
+        j = np.arange(first, last + 1, dtype=float)
+        terms = binomial_log_pmf(j, n, p, 1 - p, math.log(p), math.log1p(-p))
+        logs.append(float(log_sum_exp(terms)))
+    if below < above:
+        return logs[0], math.log1p(-below)
+    return math.log1p(-above), logs[1]
+
+
 def complex_log1p(z: NDArray) -> NDArray:
     """log(1 + z) for complex z, accurate when |z| is small.
 

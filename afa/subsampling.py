@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy import stats
 
 from . import _validation as check
 from . import pairs
+from ._accurate import binomial_log_tails
 from .mechanisms import Gaussian, Mechanism
 from .noise_pair import NoiseMixturePair
 from .pairs import MAX_NOISE_SHIFT, FinitePair, PairMixture
@@ -398,7 +398,7 @@ class TruncatedPoissonGaussian(Mechanism):
     def _log_weights(self) -> tuple[float, float]:
         """(log (1 - w), log w) from the binomial's log-CDF and log-survival function (no cancellation)."""
         n, q, b = self.dataset_size, self.sampling_rate, self.batch_size
-        return float(stats.binom.logcdf(b - 1, n - 1, q)), float(stats.binom.logsf(b - 1, n - 1, q))
+        return binomial_log_tails(b - 1, n - 1, q)
 
     @property
     def conditional_sampling_rate(self) -> float:
@@ -415,7 +415,7 @@ class TruncatedPoissonGaussian(Mechanism):
         if log_w == -math.inf:
             return 0.0
         n, q, b = self.dataset_size, self.sampling_rate, self.batch_size
-        log_rate = float(stats.binom.logsf(b, n, q)) + math.log(b) - math.log(n) - log_w
+        log_rate = binomial_log_tails(b, n, q)[1] + math.log(b) - math.log(n) - log_w
         return min(1.0, math.exp(log_rate))
 
     @property

@@ -264,3 +264,18 @@ def test_interop_maps_the_event_both_ways():
     ours = AfaPrivacyAccountant()
     ours.compose(event)
     assert ours.get_epsilon(1e-6) == pytest.approx(from_dp_event(event).epsilon(1e-6))
+
+
+@pytest.mark.parametrize("k,n,p", [(255, 59_999, 256 / 60_000), (299, 59_999, 256 / 60_000), (3, 10, 0.5),
+                                   (0, 1000, 0.3), (900, 1000, 0.3), (2, 2000, 0.9), (1990, 2000, 0.1)])
+def test_binomial_log_tails_against_exact_sums(k, n, p):
+    """log Pr[X <= k] and log Pr[X > k] of X ~ Binom(n, p), against the two sums of binomial terms in 60-digit
+    mpmath; the last three put one tail below the smallest double (summed from log-PMF terms instead)."""
+    from afa._accurate import binomial_log_tails
+    with mpmath.workdps(60):
+        p_ = mpmath.mpf(p)
+        terms = [mpmath.binomial(n, j) * p_ ** j * (1 - p_) ** (n - j) for j in range(n + 1)]
+        truth = (float(mpmath.log(mpmath.fsum(terms[:k + 1]))), float(mpmath.log(mpmath.fsum(terms[k + 1:]))))
+    got = binomial_log_tails(k, n, p)
+    for value, expected in zip(got, truth):
+        assert abs(value - expected) <= 1e-13 * max(1.0, abs(expected)), (got, truth)
