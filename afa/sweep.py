@@ -744,6 +744,8 @@ class SweepReport:
         Of them, rows with an ``error_message`` (malformed rows included).
     malformed : int
         Of them, rows rejected before any computation (unknown field, missing field, bad value).
+    problems : list of str
+        The malformed rows' messages, each starting ``row N:`` (N counts from 0).
     compositions : int
         Distinct (composition, query) pairs among the rows this run computed.
     evaluations : int
@@ -759,6 +761,7 @@ class SweepReport:
     written: int
     failed: int
     malformed: int
+    problems: list[str]
     compositions: int
     evaluations: int
     seconds: float
@@ -793,6 +796,14 @@ def _output_kind(output) -> str:
     if suffix not in (".csv", ".parquet"):
         raise ValueError(f"output must end in .csv or .parquet, got {str(output)!r}")
     return suffix[1:]
+
+
+def _sink(kind: str, output, columns: list[str], types: Mapping[str, str]) -> Any:
+    if kind == "memory":
+        return _MemorySink()
+    if kind == "parquet":
+        return _ParquetSink(Path(output), columns, types)
+    return _CsvSink(Path(output) if kind == "csv" else output, columns)
 
 
 def sweep(configurations, output: str | Path | TextIO | None = None, *, workers: int | None = None, client=None,
@@ -907,13 +918,13 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
     for name, key in inputs.items():
         types[name] = _column_type(row.get(key) for row in rows if isinstance(row, Mapping))
 
-    sink: Any
-    if kind == "memory":
-        sink = _MemorySink()
-    elif kind == "parquet":
-        sink = _ParquetSink(Path(output), columns, types)  # type: ignore[arg-type]
-    else:
-        sink = _CsvSink(Path(output) if kind == "csv" else output, columns)  # type: ignore[arg-type]
+    owned = _connect(scheduler, timeout) if scheduler is not None else None  # fails fast, before any output
+    try:
+        sink = _sink(kind, output, columns, types)
+    except BaseException:
+        if owned is not None:
+            owned.close()
+        raise
     done = sink.done()
 
     def shaped(index: int, query: str | None, key: str | None, outcome: Mapping) -> dict:
@@ -930,6 +941,7 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
     tasks: dict[str, tuple[str, dict]] = {}
     buffer: list[dict] = []
     malformed = failed = written = evaluations = 0
+    problems: list[str] = []
     for index, row in enumerate(rows):
         if ids[index] in done:
             continue
@@ -939,8 +951,8 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
             query_name = None
             if isinstance(row, Mapping) and isinstance(row.get("query"), str):
                 query_name = row["query"]
-            buffer.append(shaped(index, query_name, None,
-                                 {**_EMPTY, "seconds": None, "error_message": f"row {index}: {_one_line(error)}"}))
+            problems.append(f"row {index}: {_one_line(error)}")
+            buffer.append(shaped(index, query_name, None, {**_EMPTY, "seconds": None, "error_message": problems[-1]}))
             malformed += 1
             continue
         if key not in groups:
@@ -952,7 +964,6 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
 
     if client is None and scheduler is None:
         workers = workers or os.cpu_count() or 1
-    owned = _connect(scheduler, timeout) if scheduler is not None else None
     dask_client = client if client is not None else owned
     if dask_client is not None:
         workers = max(1, len(dask_client.scheduler_info().get("workers", {})))
@@ -997,7 +1008,7 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
     return SweepReport(rows=sink.rows if kind == "memory" else None,
                        output=Path(output) if kind in ("csv", "parquet") else None,  # type: ignore[arg-type]
                        configurations=len(rows), skipped=skipped, written=written, failed=failed,
-                       malformed=malformed, compositions=compositions, evaluations=evaluations,
+                       malformed=malformed, problems=problems, compositions=compositions, evaluations=evaluations,
                        seconds=time.perf_counter() - start)
 
 
