@@ -331,3 +331,10 @@ def test_per_record_subsampled_and_count_matrix():
         sw.per_record(delta=1e-5)
     with pytest.raises(ValueError, match="delta must be in"):
         sw.per_record([1], sigma=1.0, delta=0.0)
+
+
+def test_sweeps_page_examples():
+    import doctest
+    result = doctest.testfile(str(ROOT / "docs" / "sweeps.md"), module_relative=False,
+                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted >= 8
