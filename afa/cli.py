@@ -389,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``) and ``calibrate``;
+        A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``), ``calibrate`` and
+        ``sweep`` (:mod:`afa.sweep`);
         the module docstring lists their options.  Bad input raises an internal usage error (reported by
         :func:`main` as one line with exit status 2) instead of exiting; ``--help`` and ``--version`` exit
         through SystemExit as usual.
