@@ -52,6 +52,10 @@ Noise calibration (the smallest sigma whose certified upper epsilon meets the ta
 
     afa calibrate --epsilon 1.0 --delta 1e-5 --steps 10000 --sampling-rate 0.01
 
+One query per configuration of a grid or table (docs/sweeps.md), written to CSV or Parquet::
+
+    afa sweep grid.toml -o results.csv [--workers N] [--scheduler tcp://host:8786] [--quiet]
+
 Bad input exits with status 2 and one line ``afa: error: ...`` on stderr.
 
 Spec file format
@@ -385,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``) and ``calibrate``;
+        A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``), ``calibrate`` and
+        ``sweep`` (:mod:`afa.sweep`);
         the module docstring lists their options.  Bad input raises an internal usage error (reported by
         :func:`main` as one line with exit status 2) instead of exiting; ``--help`` and ``--version`` exit
         through SystemExit as usual.
@@ -401,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="afa", formatter_class=formatter, epilog=_EPILOG,
                      description="Tight (epsilon, delta) of a composition of differentially private mechanisms.")
     parser.add_argument("--version", action="version", version=f"afa {__version__}")
-    commands = parser.add_subparsers(dest="query", required=True, metavar="{epsilon,delta,calibrate}")
+    commands = parser.add_subparsers(dest="query", required=True, metavar="{epsilon,delta,calibrate,sweep}")
     for query, target, text in (("epsilon", "--delta", "the smallest epsilon with delta(epsilon) <= DELTA"),
                                 ("delta", "--epsilon", "the tight delta(EPSILON)")):
         command = commands.add_parser(query, help=text, description=f"Compute {text}.", epilog=_EPILOG,
@@ -444,6 +449,20 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--rtol", type=_real, default=1e-3, help="relative tolerance of sigma (default 1e-3)")
     calibrate.add_argument("--neighboring", choices=NEIGHBORING_RELATIONS, default="add_remove")
     calibrate.add_argument("--json", action="store_true", help="print a JSON object instead of a line of text")
+    sweep = commands.add_parser("sweep", help="one query per configuration of a grid or table (docs/sweeps.md)",
+                                description="Answer the query of every configuration of SPEC (a .csv table, or a "
+                                            ".toml/.json grid or rows; docs/sweeps.md has the row schema), "
+                                            "computing identical compositions once, in parallel.  Rows are "
+                                            "written as they complete; an existing OUT of the same sweep is "
+                                            "resumed.", formatter_class=formatter)
+    sweep.add_argument("spec", metavar="SPEC", help="the configurations (.csv, .toml or .json)")
+    sweep.add_argument("-o", "--output", metavar="OUT", default=None,
+                       help="OUT.csv or OUT.parquet (default: CSV on stdout)")
+    sweep.add_argument("--workers", type=_number, default=None, metavar="N",
+                       help="local worker processes (default: every core; 1: serial)")
+    sweep.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="run on the Dask scheduler at ADDRESS (tcp://host:8786) instead of local processes")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary on stderr")
     return parser
 
 
@@ -564,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.query == "calibrate":
             print(_calibrate(args))
             return 0
+        if args.query == "sweep":
+            return _sweep(args)
         accountant = _accountant(args)
         result = _query(args, accountant)
         comparison = _comparison(args, accountant) if args.compare else None
@@ -588,6 +609,24 @@ def _comparison(args, accountant: Accountant) -> dict[str, float]:
             "rdp_standard": rdp_accountant.delta(args.epsilon, "standard"),
             "clt": float(clt.clt_delta(accountant, args.epsilon)),
             "gdp": float(exact.gaussian_delta(args.epsilon, mu)) if mu > 0 else 0.0}
+
+
+def _sweep(args) -> int:
+    """``afa sweep``: the rows go to the output file (or stdout), the malformed rows and a summary to stderr."""
+    from . import sweep
+
+    try:
+        report = sweep.sweep(args.spec, sys.stdout if args.output is None else args.output, workers=args.workers,
+                             scheduler=args.scheduler, quiet=args.quiet)
+    except (ValueError, TypeError, ImportError, ConnectionError) as error:
+        raise _UsageError(_rename(str(error), {"workers": "--workers"})) from None
+    if not args.quiet:
+        for problem in report.problems:
+            print(f"afa sweep: {problem}", file=sys.stderr)
+        where = "" if report.output is None else f" -> {report.output}"
+        print(f"afa sweep: {report.written} rows ({report.skipped} already written), {report.evaluations} distinct "
+              f"compositions evaluated, {report.failed} failed, {report.seconds:.1f} s{where}", file=sys.stderr)
+    return 0
 
 
 def _calibrate(args) -> str:
