@@ -43,10 +43,9 @@ from .pairs import MAX_NOISE_SHIFT, FinitePair, PairMixture
 __all__ = ["Subsampled", "SCHEMES", "TruncatedPoissonGaussian"]
 
 SCHEMES = ("poisson", "subset")
-#: The largest sensitivity / noise scale of a subsampled Gaussian or Laplace base.  The mixture's MGF is
-#: an integral over the output (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 |Re s|) shifts
-#: within PairMGF.MAX_REACH = 20 000 noise scales: a shift of 1000 scales leaves |Re s| up to about 9.
-MAX_SUBSAMPLED_SHIFT = 1000.0
+#: The largest sensitivity / noise scale of a subsampled Gaussian or Laplace base: the largest shift of a
+#: noise-mixture pair (:data:`afa.pairs.MAX_NOISE_SHIFT`, where it is explained).
+MAX_SUBSAMPLED_SHIFT = MAX_NOISE_SHIFT
 
 
 @dataclass(frozen=True)
