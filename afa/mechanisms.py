@@ -42,7 +42,11 @@ from .pairs import FinitePair, PairMixture
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError, UnsupportedCompositionError
 
-NEIGHBORING_RELATIONS = ("add_remove", "substitution")
+#: The neighbouring relations: adding or removing a record, substituting one, and replacing one by a special
+#: record bottom (Google DP team 2025, Sec. 3.6).  A mechanism serves those in its :attr:`Mechanism.relations`.
+NEIGHBORING_RELATIONS = ("add_remove", "substitution", "replace_special")
+#: The relations a mechanism serves unless it declares otherwise (:attr:`Mechanism.relations`).
+CLASSICAL_RELATIONS = ("add_remove", "substitution")
 #: Most outputs a discrete mechanism's noise may enumerate (its sensitivity and reach are bounded by it).
 MAX_OUTPUTS = 2_000_000
 #: Keys of a mechanism's table (:meth:`Mechanism.to_dict`) besides ``type`` and the constructor's arguments.
@@ -282,20 +286,21 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}, default "add_remove"
-            The neighbouring relation.
+        neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
+            The neighbouring relation, one of :attr:`relations`.
 
         Returns
         -------
         tuple of afa.privacy_loss.PrivacyLoss
             (L = log(p/q)(o), o ~ P; L' = log(q/p)(o), o ~ Q) (Zhu, Dong & Wang 2022, Lemma 37): under
-            add/remove the *remove* and *add* directions.  A symmetric mechanism returns the same object
-            twice.  Computed once per relation and cached.
+            add/remove and replace-special the *remove* and *add* directions.  A symmetric mechanism returns the
+            same object twice.  Computed once per relation and cached.
 
         Raises
         ------
         ValueError
-            An unknown ``neighboring``, or a relation the mechanism is not analysed under.
+            An unknown ``neighboring``, or a relation the mechanism is not analysed under (not in
+            :attr:`relations`; the message names the mechanism and the relation).
         NotImplementedError
             The mechanism neither declares a dominating pair nor gives its losses.
 
@@ -306,7 +311,7 @@ class Mechanism:
         >>> first is second
         True
         """
-        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        self._require_relation(neighboring)
         return self._cached_losses(neighboring)
 
     @functools.cache
@@ -323,14 +328,16 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}
-            The neighbouring relation.
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation, one of :attr:`relations` (the accountant checks it before asking).
 
         Returns
         -------
         afa.pairs.FinitePair, afa.noise_pair.NoiseMixturePair or afa.pairs.PairMixture
             Under add/remove, P is the output with the individual's record and Q without (the *remove*
-            direction is L = log(P/Q) under P).
+            direction is L = log(P/Q) under P); under replace-special, P with the record x and Q with the
+            special record bottom in its place (x -> bottom is the *remove* direction, Google DP team 2025,
+            Sec. 3.6).
 
         Raises
         ------
@@ -347,6 +354,34 @@ class Mechanism:
         ([0.75, 0.25], [0.25, 0.75])
         """
         raise NotImplementedError(f"{type(self).__name__} does not declare a dominating pair")
+
+    @property
+    def relations(self) -> tuple[str, ...]:
+        """The neighbouring relations this mechanism declares a dominating pair for.
+
+        :meth:`privacy_losses`, :meth:`loss_tails` and :meth:`afa.Accountant.compose` refuse any other with a
+        ValueError naming the mechanism and the relation.  ("add_remove", "substitution") unless a class
+        declares otherwise; a mechanism defined outside afa adds "replace_special" by overriding this.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).relations
+        ('add_remove', 'substitution', 'replace_special')
+        >>> afa.RandomizedResponse(0.75).relations
+        ('add_remove', 'substitution')
+        """
+        return self._relations
+
+    #: What :attr:`relations` returns for a class that does not override it.
+    _relations: ClassVar[tuple[str, ...]] = CLASSICAL_RELATIONS
+
+    def _require_relation(self, neighboring: str) -> None:
+        """Raise ValueError for an unknown relation or one this mechanism declares no pair for."""
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        if neighboring not in self.relations:
+            raise ValueError(f"{type(self).__name__} declares no dominating pair under neighboring={neighboring!r}: "
+                             f"it is analysed under {', '.join(map(repr, self.relations))}")
 
     @property
     def declares_pair(self) -> bool:
@@ -403,8 +438,8 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}, default "add_remove"
-            The neighbouring relation.
+        neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
+            The neighbouring relation, one of :attr:`relations`.
 
         Returns
         -------
@@ -414,11 +449,13 @@ class Mechanism:
 
         Raises
         ------
+        ValueError
+            An unknown ``neighboring``, or one not in :attr:`relations`.
         UnsupportedCompositionError
             A continuous privacy loss with neither a dominating pair nor closed-form tails
             (``method='pld'`` cannot hold it).
         """
-        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        self._require_relation(neighboring)
         return self._cached_tails(neighboring)
 
     @functools.cache
@@ -561,6 +598,10 @@ class Gaussian(Mechanism):
     Dominating pair (P, Q) = (N(sensitivity, sigma^2), N(0, sigma^2)) under both relations.  The privacy
     loss is N(mu^2/2, mu^2) with mu = sensitivity / sigma, in both directions;
     log phi(t) = -mu^2 (t^2 - i t) / 2 (Zhu, Dong & Wang 2022, Table 2, Lemma 35).
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
 
     Examples
     --------
@@ -572,6 +613,7 @@ class Gaussian(Mechanism):
     """
 
     type_name: ClassVar[str] = "gaussian"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     sigma: float
     sensitivity: float = 1.0
@@ -678,6 +720,11 @@ class Laplace(Mechanism):
     the same in both directions (see ``LAPLACE_LOG_PHI``).  (This is Lemma 34's first line with
     lambda = scale / sensitivity; the last line of its proof has a sign slip.)
 
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
+
     Examples
     --------
     >>> import afa
@@ -688,6 +735,7 @@ class Laplace(Mechanism):
     """
 
     type_name: ClassVar[str] = "laplace"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     scale: float
     sensitivity: float = 1.0
@@ -1092,8 +1140,10 @@ class KaryRandomizedResponse(Mechanism):
     :class:`RandomizedResponse`.  The dominating pair:
 
     * substitution: the pair (R(x), R(x')) over the outputs {x, x', other};
-    * add_remove: the *replace-special* relation of Sec. 3.6, the pair
-      (R(x), R(bottom)) with R(bottom) uniform -- its two directions differ.
+    * replace_special: the pair (R(x), R(bottom)) of Sec. 3.6, R(bottom) uniform; its two directions differ:
+      x -> bottom ("remove", the first) and bottom -> x ("add");
+    * add_remove: the same replace-special pair (what afa used before it had the replace_special relation;
+      kept so that existing compositions keep their numbers).
 
     Examples
     --------
@@ -1103,6 +1153,7 @@ class KaryRandomizedResponse(Mechanism):
     """
 
     type_name: ClassVar[str] = "kary_randomized_response"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     k: int
     p: float
@@ -1118,7 +1169,7 @@ class KaryRandomizedResponse(Mechanism):
         -------
         afa.pairs.FinitePair
             Under substitution P = (p, o, (k-2) o) and Q = (o, p, (k-2) o) with o = (1-p)/(k-1); under
-            add_remove P = (p, 1-p) and Q = (1/k, (k-1)/k) (the true value, any other).
+            replace_special (and add_remove) P = (p, 1-p) and Q = (1/k, (k-1)/k) (the true value, any other).
 
         Examples
         --------
@@ -1155,9 +1206,9 @@ class ApproxDP(Mechanism):
     -----
     P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0) and Q its
     reversal: loss +infinity with mass delta, +eps and -eps on the rest, the same in both directions
-    and under both relations.  The mechanism gives these losses directly and does not implement
-    :meth:`dominating_pair` (so a subsampled version is refused with a ValueError).  The mass at
-    +infinity makes every Renyi divergence of order > 1 infinite.
+    and under every relation (epsilon and delta are the mechanism's for the relation the accountant uses).
+    The mechanism gives these losses directly and does not implement :meth:`dominating_pair` (so a subsampled
+    version is refused with a ValueError).  The mass at +infinity makes every Renyi divergence of order > 1 infinite.
 
     Examples
     --------
@@ -1167,6 +1218,7 @@ class ApproxDP(Mechanism):
     """
 
     type_name: ClassVar[str] = "approx_dp"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     epsilon: float
     delta: float
@@ -1274,6 +1326,11 @@ class DiscreteLaplace(Mechanism):
     losses a*sensitivity, a*(sensitivity - 2x) and -a*sensitivity, so the
     privacy loss is finite and exact.
 
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
+
     Examples
     --------
     >>> import afa
@@ -1282,6 +1339,7 @@ class DiscreteLaplace(Mechanism):
     """
 
     type_name: ClassVar[str] = "discrete_laplace"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     a: float
     sensitivity: int = 1
@@ -1360,6 +1418,11 @@ class DiscreteGaussian(Mechanism):
     per use (Google DP team 2025, Sec. 3.5, Proposition 1); the accountant's bounds
     include it (:attr:`truncated_mass`).
 
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
+
     Examples
     --------
     >>> import afa
@@ -1371,6 +1434,7 @@ class DiscreteGaussian(Mechanism):
     """
 
     type_name: ClassVar[str] = "discrete_gaussian"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     sigma: float
     sensitivity: int = 1
@@ -1512,7 +1576,8 @@ class DiscreteMechanism(Mechanism):
 
     Notes
     -----
-    The dominating pair is (P, Q) as given, under both relations.  Outputs with q = 0 < p send their
+    The dominating pair is (P, Q) as given, under every relation (the caller vouches that it dominates
+    under the relation the accountant uses).  Outputs with q = 0 < p send their
     P-mass to +infinity (and vice versa).
 
     Examples
@@ -1526,6 +1591,7 @@ class DiscreteMechanism(Mechanism):
     """
 
     type_name: ClassVar[str] = "discrete_mechanism"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     p_pmf: tuple
     q_pmf: tuple
@@ -1538,7 +1604,7 @@ class DiscreteMechanism(Mechanism):
         check.assign(self, p_pmf=tuple(map(float, p)), q_pmf=tuple(map(float, q)))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
-        """(P, Q) as given, under both relations.
+        """(P, Q) as given, under every relation.
 
         Returns
         -------

@@ -36,7 +36,7 @@ from scipy import stats
 
 from . import _validation as check
 from . import pairs
-from .mechanisms import Gaussian, Mechanism
+from .mechanisms import CLASSICAL_RELATIONS, NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .noise_pair import NoiseMixturePair
 from .pairs import MAX_NOISE_SHIFT, FinitePair, PairMixture
 
@@ -91,6 +91,9 @@ class Subsampled(Mechanism):
       -Delta against +Delta, so a replacement moves the output by up to 2 Delta (as in dp_accounting's
       replace-one relation); at q = 1 the pair is its limit, the Gaussian with sensitivity 2 Delta.
 
+    * "poisson" under replace_special: only at q = 0 (the record is never used) and q = 1 (the base itself);
+      Google DP team 2025, Sec. 4 derives subsampled pairs under add/remove and substitution only.
+
     Other combinations raise ValueError when the losses are asked for, as does, for 0 < q < 1, a base that
     gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`, :class:`afa.MixtureOfGaussians`).
 
@@ -143,6 +146,25 @@ class Subsampled(Mechanism):
         """Deprecated name of :attr:`sampling_rate` (it goes in the next version)."""
         warnings.warn("Subsampled.q is deprecated: use Subsampled.sampling_rate", DeprecationWarning, stacklevel=2)
         return self.sampling_rate
+
+    @property
+    def relations(self) -> tuple[str, ...]:
+        """The relations of the class Notes: "add_remove" for "subset"; for "poisson" the base's at q = 1, every
+        relation at q = 0, and "add_remove" and "substitution" otherwise (the latter for a Gaussian base only).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).poisson_subsampled(0.1).relations
+        ('add_remove', 'substitution')
+        """
+        if self.scheme == "subset":
+            return ("add_remove",)
+        if self.sampling_rate == 1:
+            return self.base.relations
+        if self.sampling_rate == 0:
+            return NEIGHBORING_RELATIONS
+        return CLASSICAL_RELATIONS
 
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
@@ -344,6 +366,12 @@ class TruncatedPoissonGaussian(Mechanism):
     N(Delta), the Sec. 4.2 pair at q = 1).  When w = 0 (B = n) truncation never happens and the pair is the
     Poisson-subsampled Gaussian's, exactly.
 
+    Under replace_special (the record x against the special record bottom, which contributes f = 0 and, like x,
+    takes a place in the sample) the first part is the add/remove one: when x's batch is not truncated the output
+    is N(f(rest) + x) if x is sampled and N(f(rest)) otherwise, against N(f(rest)) with bottom -- the Poisson
+    pair of Sec. 4.1, as dp_accounting's PLD accountant builds it under REPLACE_SPECIAL; the second part is the
+    substitution-type pair above, as under the other relations.
+
     The pair is dominating but not tight (Sec. 4.3: "optimistic estimates ... are not supported"):
     :attr:`tight` is False whenever w > 0, and results of a composition holding it say so
     (``Result.tight``): their ``upper`` bounds the true delta or epsilon, their ``lower`` only the pair's.
@@ -360,6 +388,7 @@ class TruncatedPoissonGaussian(Mechanism):
     """
 
     type_name: ClassVar[str] = "truncated_poisson_gaussian"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     sigma: float
     sampling_rate: float
@@ -440,8 +469,9 @@ class TruncatedPoissonGaussian(Mechanism):
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}
-            The relation of the first part (the second is the same under both).
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The relation of the first part (the second is the same under all three; replace_special's first
+            part is add_remove's, see the class Notes).
 
         Returns
         -------
@@ -458,7 +488,7 @@ class TruncatedPoissonGaussian(Mechanism):
         >>> pair.components[1].a_shifts, pair.components[1].b_shifts
         ((0.0, -2.0), (0.0, 2.0))
         """
-        check.choice("neighboring", neighboring, ("add_remove", "substitution"))
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         shift, rate = self.sensitivity, self.sampling_rate
         keep, move = _log_complement(rate), math.log(rate)
         if neighboring == "substitution":
