@@ -1299,6 +1299,189 @@ class ProposeTestRelease(Mechanism):
         return tails, tails
 
 
+#: The widest step of the grid of losses in [-epsilon, epsilon] on which ExponentialMechanism's pair is built; the grid
+#: has at least 100 intervals.
+EXPONENTIAL_MECHANISM_STEP = 0.02
+
+
+@dataclass(frozen=True)
+class PermuteAndFlip(Mechanism):
+    """The permute-and-flip mechanism for selection (McKenna & Sheldon 2020), dominated by the Laplace pair.
+
+    Candidates r with utilities u_r of sensitivity Delta are visited in a uniformly random order, and r is
+    output with probability exp(epsilon (u_r - max_s u_s) / (2 Delta)) when visited; the mechanism is epsilon-DP.
+
+    Parameters
+    ----------
+    epsilon : float
+        The mechanism's epsilon under the relation the accountant uses, in (0, 1e300].
+
+    Raises
+    ------
+    ValueError
+        ``epsilon`` out of range.
+    TypeError
+        ``epsilon`` is not a real number.
+
+    Notes
+    -----
+    Dominating pair: the Laplace mechanism's with scale 1/epsilon on a sensitivity-1 query,
+    (Lap(1, 1/epsilon), Lap(0, 1/epsilon)), the same under every relation.  dp_accounting's development
+    source (``PermuteAndFlipDpEvent``, 2025) states that the privacy-loss distribution of permute-and-flip is
+    that of this Laplace mechanism and accounts for it so; afa relies only on domination, which its tests check
+    against the exact output distributions of small instances.  The pair is attained at eps = 0 by two
+    candidates (then the output is a threshold of the Laplace mechanism's), but afa does not show an instance
+    attaining its whole profile, so :attr:`tight` is False.  It lies below the pure epsilon-DP pair
+    (:class:`ApproxDP` with delta = 0): delta(0) = 1 - e^{-epsilon/2} against tanh(epsilon/2).
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.PermuteAndFlip(epsilon=1.0)).delta(0.0), 6)  # 1 - e^{-1/2}
+    0.393469
+    >>> afa.Mechanism.from_dict(afa.PermuteAndFlip(0.5).to_dict())
+    PermuteAndFlip(epsilon=0.5)
+    """
+
+    type_name: ClassVar[str] = "permute_and_flip"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
+
+    epsilon: float
+
+    def __post_init__(self):
+        check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS, low_open=True))
+
+    @property
+    def tight(self) -> bool:
+        """False: the Laplace pair dominates permute-and-flip, and is not shown attained (class Notes)."""
+        return False
+
+    def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
+        """(Lap(epsilon, 1), Lap(0, 1)): the Laplace pair with sensitivity / scale = epsilon, under every relation.
+
+        Returns
+        -------
+        afa.noise_pair.NoiseMixturePair
+            One Laplace component of scale 1 shifted by ``epsilon``, against the unshifted one.
+        """
+        return NoiseMixturePair("laplace", 1.0, (self.epsilon,), (0.0,), (0.0,), (0.0,))
+
+    def _losses(self, neighboring):
+        return _laplace_loss(self.epsilon, 0.0)
+
+    def _tails(self, neighboring):
+        tails = LaplaceTails(self.epsilon)
+        return tails, tails
+
+
+@dataclass(frozen=True)
+class ExponentialMechanism(Mechanism):
+    """The exponential mechanism for selection, analysed as epsilon-bounded-range (Dong, Durfee & Rogers 2020).
+
+    Candidate r is output with probability proportional to exp(epsilon u_r / (2 Delta)) for utilities of
+    sensitivity Delta (or exp(epsilon u_r / Delta) for utilities that move in one direction together): an
+    epsilon-DP mechanism that is also epsilon-bounded-range, its privacy loss lying in an interval
+    [t, t + epsilon] for every pair of neighbours (Durfee & Rogers 2019; Dong, Durfee & Rogers 2020).
+
+    Parameters
+    ----------
+    epsilon : float
+        The mechanism's epsilon under the relation the accountant uses, in (0, 100] (its pair has about
+        100 max(1, epsilon) atoms).
+
+    Raises
+    ------
+    ValueError
+        ``epsilon`` out of range.
+    TypeError
+        ``epsilon`` is not a real number.
+
+    Notes
+    -----
+    Every epsilon-bounded-range pair is dominated by a binary pair whose loss is t + epsilon or t, some
+    t in [-epsilon, 0] (Dong, Durfee & Rogers 2020, Sec. 3): delta(eps') = E_P[(1 - e^{eps'} Y)_+] with
+    Y = e^{-L} in [e^{-t-epsilon}, e^{-t}] and E_P[Y] = 1 is convex in Y, so it is largest when Y sits on the two
+    ends.  The largest of these binary profiles over t (at e^t = e^{(eps' - epsilon)/2}) is
+
+        H(eps') = (1 - e^{(eps' - epsilon)/2})^2 / (1 - e^{-epsilon})   for |eps'| <= epsilon,
+
+    1 - e^{eps'} below and 0 above: the profile of the symmetric pair with densities proportional to e^{o/2} and
+    e^{-o/2} on o in [-epsilon, epsilon] (its loss is o).  afa's pair is that profile's pessimistic
+    connect-the-dots pair (Doroshenko et al. 2022, Sec. 4; Google DP team 2025, Sec. 2.2) on the grid of
+    n + 1 equally spaced losses in [-epsilon, epsilon], n = max(100, ceil(2 epsilon / ``EXPONENTIAL_MECHANISM_STEP``))
+    (:attr:`intervals`): its profile is H's
+    chords in e^{eps'}, so at or above H (H is convex in e^{eps'}) and equal to it at the grid points.  Since a
+    dominating pair dominates in both directions, the pair serves every relation and adaptive composition
+    (Zhu, Dong & Wang 2022, Thm 10) -- an upper bound, not the optimal composition of Dong, Durfee & Rogers
+    2020, so :attr:`tight` is False.  It lies below the pure epsilon-DP pair (:class:`ApproxDP` with delta = 0):
+    delta(0) = tanh(epsilon / 4) (at a grid point) against tanh(epsilon / 2).
+
+    Examples
+    --------
+    >>> import afa, math
+    >>> round(afa.Accountant().compose(afa.ExponentialMechanism(epsilon=1.0)).delta(0.0), 6)
+    0.244919
+    >>> round(math.tanh(0.25), 6)
+    0.244919
+    """
+
+    type_name: ClassVar[str] = "exponential_mechanism"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
+
+    epsilon: float
+
+    def __post_init__(self):
+        check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, 100.0, low_open=True))
+
+    @property
+    def intervals(self) -> int:
+        """n, the number of intervals of the pair's grid of losses (class Notes).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.ExponentialMechanism(1.0).intervals, afa.ExponentialMechanism(4.0).intervals
+        (100, 400)
+        """
+        return max(100, math.ceil(2 * self.epsilon / EXPONENTIAL_MECHANISM_STEP - 1e-9))
+
+    @property
+    def tight(self) -> bool:
+        """False: the bounded-range pair is an upper bound for the exponential mechanism (class Notes)."""
+        return False
+
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """The connect-the-dots pair of the bounded-range profile H (class Notes), the same under every relation.
+
+        Returns
+        -------
+        afa.pairs.FinitePair
+            Outputs l_i = epsilon (2 i / n - 1), i = 0..n (n = :attr:`intervals`), where the loss
+            is l_i: Q_i = s_{i+1} - s_i, the jumps of the slopes s of H's chords in z = e^{eps'} (s_0 = -1 and
+            s_{n+1} = 0), and P_i = e^{l_i} Q_i.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.ExponentialMechanism(epsilon=1.0).dominating_pair("add_remove")
+        >>> round(float(np.exp(pair.log_p).sum()), 12), round(float(np.exp(pair.log_q).sum()), 12)
+        (1.0, 1.0)
+        """
+        eps, n = self.epsilon, self.intervals
+        losses = eps * (2.0 * np.arange(n + 1) / n - 1.0)
+        # y_i = e^{(l_i - eps)/2}; with z = e^l = y^2 e^eps the chord of H between two grid points has slope
+        # (H_i - H_{i-1}) / (z_i - z_{i-1}) = -((1 - y_i) + (1 - y_{i-1})) / ((e^eps - 1) (y_i + y_{i-1})).
+        half = (losses - eps) / 2
+        y, one_minus_y = np.exp(half), -np.expm1(half)
+        inner = -(one_minus_y[1:] + one_minus_y[:-1]) / (math.expm1(eps) * (y[1:] + y[:-1]))
+        # Below the first point H is 1 - z (slope -1), above the last it is 0 (slope 0).
+        slopes = np.concatenate(([-1.0], inner, [0.0]))
+        q = np.diff(slopes)
+        log_q = np.log(q)
+        return FinitePair(losses + log_q, log_q)
+
+
 @dataclass(frozen=True)
 class DiscreteLaplace(Mechanism):
     """f(D) + DLap(a): integer noise with P[x] proportional to e^{-a|x|} (Google DP team 2025, Sec. 3.4).
