@@ -166,15 +166,24 @@ class Subsampled(Mechanism):
             return NEIGHBORING_RELATIONS
         return CLASSICAL_RELATIONS
 
+    def _require_relation(self, neighboring: str) -> None:
+        """The base class's check, after :meth:`_check`'s messages saying why a relation is not served."""
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        self._check(neighboring)
+        super()._require_relation(neighboring)
+
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
         if self.scheme == "subset" and neighboring != "add_remove":
-            raise ValueError("subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
-                             "Thm 11(2), from the base's replacement pair)")
+            raise ValueError(f"subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
+                             f"Thm 11(2), from the base's replacement pair), not {neighboring!r}")
         noise = _additive_noise(self.base)
         if 0 < self.sampling_rate < 1 and neighboring == "substitution" and (noise is None or noise[0] != "gaussian"):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(Google DP team 2025, Sec. 4.2)")
+        if 0 < self.sampling_rate < 1 and neighboring == "replace_special":
+            raise ValueError("Subsampled declares no dominating pair under neighboring='replace_special': Google DP "
+                             "team 2025, Sec. 4 derives subsampled pairs under add_remove and substitution only")
 
     @property
     def truncated_mass(self) -> float:
