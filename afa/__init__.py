@@ -12,11 +12,13 @@ from .mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
     DiscreteMechanism,
+    ExponentialMechanism,
     Gaussian,
     KaryRandomizedResponse,
     Laplace,
     Mechanism,
     MixtureOfGaussians,
+    PermuteAndFlip,
     ProposeTestRelease,
     RandomizedResponse,
 )
@@ -32,9 +34,10 @@ __all__ = [
     "Accountant", "AccuracyError", "ApproxDP", "Attempt", "AutoOptions", "ContourOptions", "ExactOptions",
     "Options", "PLDOptions", "Budget", "BudgetExceededError", "Calibration", "calibrate_sampling_rate",
     "calibrate_sigma", "calibrate_steps", "gaussian_sigma", "DataDependentGaussian", "DiscreteGaussian",
-    "DiscreteLaplace", "DiscreteMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism",
-    "MixtureOfGaussians", "ProposeTestRelease", "RandomizedResponse", "Result", "Subsampled",
-    "TruncatedPoissonGaussian", "UnsupportedCompositionError", "Validation", "ValidationError", "renyi_divergence", "t",
+    "DiscreteLaplace", "DiscreteMechanism", "ExponentialMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace",
+    "Mechanism", "MixtureOfGaussians", "PermuteAndFlip", "ProposeTestRelease", "RandomizedResponse", "Result",
+    "Subsampled", "TruncatedPoissonGaussian", "UnsupportedCompositionError", "Validation", "ValidationError",
+    "renyi_divergence", "t",
 ]
 __version__ = "0.1.0"
 

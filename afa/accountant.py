@@ -43,7 +43,8 @@ from .options import Options
 from .pld import PLDTooLargeError, largest_interval
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
-DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse")}
+DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse"),
+                   "replace_special": ("remove", "add")}
 METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
@@ -67,8 +68,10 @@ class Accountant:
 
     Parameters
     ----------
-    neighboring : {"add_remove", "substitution"}
-        The neighbouring relation of the datasets.
+    neighboring : {"add_remove", "substitution", "replace_special"}
+        The neighbouring relation of the datasets: adding or removing a record, substituting one, or replacing
+        one by a special record bottom (Google DP team 2025, Sec. 3.6).  Each mechanism composed must serve it
+        (:attr:`afa.Mechanism.relations`).
     value_discretization_interval : float, optional
         Grid step of the privacy loss for ``method="pld"``, in [1e-12, 350] (default: chosen per composition).
     budget : Budget, optional
@@ -363,7 +366,8 @@ class Accountant:
         Returns
         -------
         tuple of str
-            ('remove', 'add') under "add_remove", ('forward', 'reverse') under "substitution": the keys of
+            ('remove', 'add') under "add_remove" and "replace_special" (there x -> bottom is "remove" and
+            bottom -> x "add", Google DP team 2025, Sec. 3.6), ('forward', 'reverse') under "substitution": the keys of
             :attr:`log_phi`, :attr:`inf_mass` and :attr:`composed_losses` and the values of the ``direction``
             arguments.
 

@@ -159,7 +159,7 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_ra
         Poisson sampling rate of each step, in (0, 1]; None (default) for no subsampling.
     sensitivity : float, default 1.0
         Sensitivity of each use, > 0.
-    neighboring : {"add_remove", "substitution"}, default "add_remove"
+    neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
         The neighbouring relation.
     method : str, optional
         The accountant method that certifies the answer.  Defaults to "exact" without subsampling

@@ -319,7 +319,7 @@ def accountant_from_spec(spec: Mapping, neighboring: str | None = None, source: 
     spec : mapping
         The spec (e.g. from :func:`load_spec`): a ``mechanisms`` list and the optional top-level keys
         :meth:`afa.Accountant.from_dict` accepts.
-    neighboring : {"add_remove", "substitution"}, optional
+    neighboring : {"add_remove", "substitution", "replace_special"}, optional
         Overrides the spec's own ``neighboring`` (default add_remove).
     source : str, default "spec"
         What the spec came from (the file name): it prefixes every error message.

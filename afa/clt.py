@@ -335,7 +335,7 @@ def third_absolute_moments(mechanism: Mechanism, neighboring: str = "add_remove"
     ----------
     mechanism : afa.Mechanism
         The mechanism (one use).
-    neighboring : {"add_remove", "substitution"}, default "add_remove"
+    neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
         The neighbouring relation.
 
     Returns

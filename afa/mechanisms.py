@@ -42,7 +42,11 @@ from .pairs import FinitePair, PairMixture
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
 from .results import AccuracyError, UnsupportedCompositionError
 
-NEIGHBORING_RELATIONS = ("add_remove", "substitution")
+#: The neighbouring relations: adding or removing a record, substituting one, and replacing one by a special
+#: record bottom (Google DP team 2025, Sec. 3.6).  A mechanism serves those in its :attr:`Mechanism.relations`.
+NEIGHBORING_RELATIONS = ("add_remove", "substitution", "replace_special")
+#: The relations a mechanism serves unless it declares otherwise (:attr:`Mechanism.relations`).
+CLASSICAL_RELATIONS = ("add_remove", "substitution")
 #: Most outputs a discrete mechanism's noise may enumerate (its sensitivity and reach are bounded by it).
 MAX_OUTPUTS = 2_000_000
 #: Keys of a mechanism's table (:meth:`Mechanism.to_dict`) besides ``type`` and the constructor's arguments.
@@ -282,20 +286,21 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}, default "add_remove"
-            The neighbouring relation.
+        neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
+            The neighbouring relation, one of :attr:`relations`.
 
         Returns
         -------
         tuple of afa.privacy_loss.PrivacyLoss
             (L = log(p/q)(o), o ~ P; L' = log(q/p)(o), o ~ Q) (Zhu, Dong & Wang 2022, Lemma 37): under
-            add/remove the *remove* and *add* directions.  A symmetric mechanism returns the same object
-            twice.  Computed once per relation and cached.
+            add/remove and replace-special the *remove* and *add* directions.  A symmetric mechanism returns the
+            same object twice.  Computed once per relation and cached.
 
         Raises
         ------
         ValueError
-            An unknown ``neighboring``, or a relation the mechanism is not analysed under.
+            An unknown ``neighboring``, or a relation the mechanism is not analysed under (not in
+            :attr:`relations`; the message names the mechanism and the relation).
         NotImplementedError
             The mechanism neither declares a dominating pair nor gives its losses.
 
@@ -306,7 +311,7 @@ class Mechanism:
         >>> first is second
         True
         """
-        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        self._require_relation(neighboring)
         return self._cached_losses(neighboring)
 
     @functools.cache
@@ -323,14 +328,16 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}
-            The neighbouring relation.
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation, one of :attr:`relations` (the accountant checks it before asking).
 
         Returns
         -------
         afa.pairs.FinitePair, afa.noise_pair.NoiseMixturePair or afa.pairs.PairMixture
             Under add/remove, P is the output with the individual's record and Q without (the *remove*
-            direction is L = log(P/Q) under P).
+            direction is L = log(P/Q) under P); under replace-special, P with the record x and Q with the
+            special record bottom in its place (x -> bottom is the *remove* direction, Google DP team 2025,
+            Sec. 3.6).
 
         Raises
         ------
@@ -347,6 +354,34 @@ class Mechanism:
         ([0.75, 0.25], [0.25, 0.75])
         """
         raise NotImplementedError(f"{type(self).__name__} does not declare a dominating pair")
+
+    @property
+    def relations(self) -> tuple[str, ...]:
+        """The neighbouring relations this mechanism declares a dominating pair for.
+
+        :meth:`privacy_losses`, :meth:`loss_tails` and :meth:`afa.Accountant.compose` refuse any other with a
+        ValueError naming the mechanism and the relation.  ("add_remove", "substitution") unless a class
+        declares otherwise; a mechanism defined outside afa adds "replace_special" by overriding this.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).relations
+        ('add_remove', 'substitution', 'replace_special')
+        >>> afa.RandomizedResponse(0.75).relations
+        ('add_remove', 'substitution')
+        """
+        return self._relations
+
+    #: What :attr:`relations` returns for a class that does not override it.
+    _relations: ClassVar[tuple[str, ...]] = CLASSICAL_RELATIONS
+
+    def _require_relation(self, neighboring: str) -> None:
+        """Raise ValueError for an unknown relation or one this mechanism declares no pair for."""
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        if neighboring not in self.relations:
+            raise ValueError(f"{type(self).__name__} declares no dominating pair under neighboring={neighboring!r}: "
+                             f"it is analysed under {', '.join(map(repr, self.relations))}")
 
     @property
     def declares_pair(self) -> bool:
@@ -403,8 +438,8 @@ class Mechanism:
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}, default "add_remove"
-            The neighbouring relation.
+        neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
+            The neighbouring relation, one of :attr:`relations`.
 
         Returns
         -------
@@ -414,11 +449,13 @@ class Mechanism:
 
         Raises
         ------
+        ValueError
+            An unknown ``neighboring``, or one not in :attr:`relations`.
         UnsupportedCompositionError
             A continuous privacy loss with neither a dominating pair nor closed-form tails
             (``method='pld'`` cannot hold it).
         """
-        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        self._require_relation(neighboring)
         return self._cached_tails(neighboring)
 
     @functools.cache
@@ -561,6 +598,10 @@ class Gaussian(Mechanism):
     Dominating pair (P, Q) = (N(sensitivity, sigma^2), N(0, sigma^2)) under both relations.  The privacy
     loss is N(mu^2/2, mu^2) with mu = sensitivity / sigma, in both directions;
     log phi(t) = -mu^2 (t^2 - i t) / 2 (Zhu, Dong & Wang 2022, Table 2, Lemma 35).
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
 
     Examples
     --------
@@ -572,6 +613,7 @@ class Gaussian(Mechanism):
     """
 
     type_name: ClassVar[str] = "gaussian"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     sigma: float
     sensitivity: float = 1.0
@@ -678,6 +720,11 @@ class Laplace(Mechanism):
     the same in both directions (see ``LAPLACE_LOG_PHI``).  (This is Lemma 34's first line with
     lambda = scale / sensitivity; the last line of its proof has a sign slip.)
 
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
+
     Examples
     --------
     >>> import afa
@@ -688,6 +735,7 @@ class Laplace(Mechanism):
     """
 
     type_name: ClassVar[str] = "laplace"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     scale: float
     sensitivity: float = 1.0
@@ -1092,8 +1140,10 @@ class KaryRandomizedResponse(Mechanism):
     :class:`RandomizedResponse`.  The dominating pair:
 
     * substitution: the pair (R(x), R(x')) over the outputs {x, x', other};
-    * add_remove: the *replace-special* relation of Sec. 3.6, the pair
-      (R(x), R(bottom)) with R(bottom) uniform -- its two directions differ.
+    * replace_special: the pair (R(x), R(bottom)) of Sec. 3.6, R(bottom) uniform; its two directions differ:
+      x -> bottom ("remove", the first) and bottom -> x ("add");
+    * add_remove: the same replace-special pair (what afa used before it had the replace_special relation;
+      kept so that existing compositions keep their numbers).
 
     Examples
     --------
@@ -1103,6 +1153,7 @@ class KaryRandomizedResponse(Mechanism):
     """
 
     type_name: ClassVar[str] = "kary_randomized_response"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     k: int
     p: float
@@ -1118,7 +1169,7 @@ class KaryRandomizedResponse(Mechanism):
         -------
         afa.pairs.FinitePair
             Under substitution P = (p, o, (k-2) o) and Q = (o, p, (k-2) o) with o = (1-p)/(k-1); under
-            add_remove P = (p, 1-p) and Q = (1/k, (k-1)/k) (the true value, any other).
+            replace_special (and add_remove) P = (p, 1-p) and Q = (1/k, (k-1)/k) (the true value, any other).
 
         Examples
         --------
@@ -1155,9 +1206,9 @@ class ApproxDP(Mechanism):
     -----
     P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0) and Q its
     reversal: loss +infinity with mass delta, +eps and -eps on the rest, the same in both directions
-    and under both relations.  The mechanism gives these losses directly and does not implement
-    :meth:`dominating_pair` (so a subsampled version is refused with a ValueError).  The mass at
-    +infinity makes every Renyi divergence of order > 1 infinite.
+    and under every relation (epsilon and delta are the mechanism's for the relation the accountant uses).
+    The mechanism gives these losses directly and does not implement :meth:`dominating_pair` (so a subsampled
+    version is refused with a ValueError).  The mass at +infinity makes every Renyi divergence of order > 1 infinite.
 
     Examples
     --------
@@ -1167,6 +1218,7 @@ class ApproxDP(Mechanism):
     """
 
     type_name: ClassVar[str] = "approx_dp"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     epsilon: float
     delta: float
@@ -1247,6 +1299,189 @@ class ProposeTestRelease(Mechanism):
         return tails, tails
 
 
+#: The widest step of the grid of losses in [-epsilon, epsilon] on which ExponentialMechanism's pair is built; the grid
+#: has at least 100 intervals.
+EXPONENTIAL_MECHANISM_STEP = 0.02
+
+
+@dataclass(frozen=True)
+class PermuteAndFlip(Mechanism):
+    """The permute-and-flip mechanism for selection (McKenna & Sheldon 2020), dominated by the Laplace pair.
+
+    Candidates r with utilities u_r of sensitivity Delta are visited in a uniformly random order, and r is
+    output with probability exp(epsilon (u_r - max_s u_s) / (2 Delta)) when visited; the mechanism is epsilon-DP.
+
+    Parameters
+    ----------
+    epsilon : float
+        The mechanism's epsilon under the relation the accountant uses, in (0, 1e300].
+
+    Raises
+    ------
+    ValueError
+        ``epsilon`` out of range.
+    TypeError
+        ``epsilon`` is not a real number.
+
+    Notes
+    -----
+    Dominating pair: the Laplace mechanism's with scale 1/epsilon on a sensitivity-1 query,
+    (Lap(1, 1/epsilon), Lap(0, 1/epsilon)), the same under every relation.  dp_accounting's development
+    source (``PermuteAndFlipDpEvent``, 2025) states that the privacy-loss distribution of permute-and-flip is
+    that of this Laplace mechanism and accounts for it so; afa relies only on domination, which its tests check
+    against the exact output distributions of small instances.  The pair is attained at eps = 0 by two
+    candidates (then the output is a threshold of the Laplace mechanism's), but afa does not show an instance
+    attaining its whole profile, so :attr:`tight` is False.  It lies below the pure epsilon-DP pair
+    (:class:`ApproxDP` with delta = 0): delta(0) = 1 - e^{-epsilon/2} against tanh(epsilon/2).
+
+    Examples
+    --------
+    >>> import afa
+    >>> round(afa.Accountant().compose(afa.PermuteAndFlip(epsilon=1.0)).delta(0.0), 6)  # 1 - e^{-1/2}
+    0.393469
+    >>> afa.Mechanism.from_dict(afa.PermuteAndFlip(0.5).to_dict())
+    PermuteAndFlip(epsilon=0.5)
+    """
+
+    type_name: ClassVar[str] = "permute_and_flip"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
+
+    epsilon: float
+
+    def __post_init__(self):
+        check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS, low_open=True))
+
+    @property
+    def tight(self) -> bool:
+        """False: the Laplace pair dominates permute-and-flip, and is not shown attained (class Notes)."""
+        return False
+
+    def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
+        """(Lap(epsilon, 1), Lap(0, 1)): the Laplace pair with sensitivity / scale = epsilon, under every relation.
+
+        Returns
+        -------
+        afa.noise_pair.NoiseMixturePair
+            One Laplace component of scale 1 shifted by ``epsilon``, against the unshifted one.
+        """
+        return NoiseMixturePair("laplace", 1.0, (self.epsilon,), (0.0,), (0.0,), (0.0,))
+
+    def _losses(self, neighboring):
+        return _laplace_loss(self.epsilon, 0.0)
+
+    def _tails(self, neighboring):
+        tails = LaplaceTails(self.epsilon)
+        return tails, tails
+
+
+@dataclass(frozen=True)
+class ExponentialMechanism(Mechanism):
+    """The exponential mechanism for selection, analysed as epsilon-bounded-range (Dong, Durfee & Rogers 2020).
+
+    Candidate r is output with probability proportional to exp(epsilon u_r / (2 Delta)) for utilities of
+    sensitivity Delta (or exp(epsilon u_r / Delta) for utilities that move in one direction together): an
+    epsilon-DP mechanism that is also epsilon-bounded-range, its privacy loss lying in an interval
+    [t, t + epsilon] for every pair of neighbours (Durfee & Rogers 2019; Dong, Durfee & Rogers 2020).
+
+    Parameters
+    ----------
+    epsilon : float
+        The mechanism's epsilon under the relation the accountant uses, in (0, 100] (its pair has about
+        100 max(1, epsilon) atoms).
+
+    Raises
+    ------
+    ValueError
+        ``epsilon`` out of range.
+    TypeError
+        ``epsilon`` is not a real number.
+
+    Notes
+    -----
+    Every epsilon-bounded-range pair is dominated by a binary pair whose loss is t + epsilon or t, some
+    t in [-epsilon, 0] (Dong, Durfee & Rogers 2020, Sec. 3): delta(eps') = E_P[(1 - e^{eps'} Y)_+] with
+    Y = e^{-L} in [e^{-t-epsilon}, e^{-t}] and E_P[Y] = 1 is convex in Y, so it is largest when Y sits on the two
+    ends.  The largest of these binary profiles over t (at e^t = e^{(eps' - epsilon)/2}) is
+
+        H(eps') = (1 - e^{(eps' - epsilon)/2})^2 / (1 - e^{-epsilon})   for |eps'| <= epsilon,
+
+    1 - e^{eps'} below and 0 above: the profile of the symmetric pair with densities proportional to e^{o/2} and
+    e^{-o/2} on o in [-epsilon, epsilon] (its loss is o).  afa's pair is that profile's pessimistic
+    connect-the-dots pair (Doroshenko et al. 2022, Sec. 4; Google DP team 2025, Sec. 2.2) on the grid of
+    n + 1 equally spaced losses in [-epsilon, epsilon], n = max(100, ceil(2 epsilon / ``EXPONENTIAL_MECHANISM_STEP``))
+    (:attr:`intervals`): its profile is H's
+    chords in e^{eps'}, so at or above H (H is convex in e^{eps'}) and equal to it at the grid points.  Since a
+    dominating pair dominates in both directions, the pair serves every relation and adaptive composition
+    (Zhu, Dong & Wang 2022, Thm 10) -- an upper bound, not the optimal composition of Dong, Durfee & Rogers
+    2020, so :attr:`tight` is False.  It lies below the pure epsilon-DP pair (:class:`ApproxDP` with delta = 0):
+    delta(0) = tanh(epsilon / 4) (at a grid point) against tanh(epsilon / 2).
+
+    Examples
+    --------
+    >>> import afa, math
+    >>> round(afa.Accountant().compose(afa.ExponentialMechanism(epsilon=1.0)).delta(0.0), 6)
+    0.244919
+    >>> round(math.tanh(0.25), 6)
+    0.244919
+    """
+
+    type_name: ClassVar[str] = "exponential_mechanism"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
+
+    epsilon: float
+
+    def __post_init__(self):
+        check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, 100.0, low_open=True))
+
+    @property
+    def intervals(self) -> int:
+        """n, the number of intervals of the pair's grid of losses (class Notes).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.ExponentialMechanism(1.0).intervals, afa.ExponentialMechanism(4.0).intervals
+        (100, 400)
+        """
+        return max(100, math.ceil(2 * self.epsilon / EXPONENTIAL_MECHANISM_STEP - 1e-9))
+
+    @property
+    def tight(self) -> bool:
+        """False: the bounded-range pair is an upper bound for the exponential mechanism (class Notes)."""
+        return False
+
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """The connect-the-dots pair of the bounded-range profile H (class Notes), the same under every relation.
+
+        Returns
+        -------
+        afa.pairs.FinitePair
+            Outputs l_i = epsilon (2 i / n - 1), i = 0..n (n = :attr:`intervals`), where the loss
+            is l_i: Q_i = s_{i+1} - s_i, the jumps of the slopes s of H's chords in z = e^{eps'} (s_0 = -1 and
+            s_{n+1} = 0), and P_i = e^{l_i} Q_i.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.ExponentialMechanism(epsilon=1.0).dominating_pair("add_remove")
+        >>> round(float(np.exp(pair.log_p).sum()), 12), round(float(np.exp(pair.log_q).sum()), 12)
+        (1.0, 1.0)
+        """
+        eps, n = self.epsilon, self.intervals
+        losses = eps * (2.0 * np.arange(n + 1) / n - 1.0)
+        # y_i = e^{(l_i - eps)/2}; with z = e^l = y^2 e^eps the chord of H between two grid points has slope
+        # (H_i - H_{i-1}) / (z_i - z_{i-1}) = -((1 - y_i) + (1 - y_{i-1})) / ((e^eps - 1) (y_i + y_{i-1})).
+        half = (losses - eps) / 2
+        y, one_minus_y = np.exp(half), -np.expm1(half)
+        inner = -(one_minus_y[1:] + one_minus_y[:-1]) / (math.expm1(eps) * (y[1:] + y[:-1]))
+        # Below the first point H is 1 - z (slope -1), above the last it is 0 (slope 0).
+        slopes = np.concatenate(([-1.0], inner, [0.0]))
+        q = np.diff(slopes)
+        log_q = np.log(q)
+        return FinitePair(losses + log_q, log_q)
+
+
 @dataclass(frozen=True)
 class DiscreteLaplace(Mechanism):
     """f(D) + DLap(a): integer noise with P[x] proportional to e^{-a|x|} (Google DP team 2025, Sec. 3.4).
@@ -1274,6 +1509,11 @@ class DiscreteLaplace(Mechanism):
     losses a*sensitivity, a*(sensitivity - 2x) and -a*sensitivity, so the
     privacy loss is finite and exact.
 
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
+
     Examples
     --------
     >>> import afa
@@ -1282,6 +1522,7 @@ class DiscreteLaplace(Mechanism):
     """
 
     type_name: ClassVar[str] = "discrete_laplace"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     a: float
     sensitivity: int = 1
@@ -1360,6 +1601,11 @@ class DiscreteGaussian(Mechanism):
     per use (Google DP team 2025, Sec. 3.5, Proposition 1); the accountant's bounds
     include it (:attr:`truncated_mass`).
 
+    Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
+    special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
+    dataset with bottom in x's place gives the same output as the dataset without x, so the pair is the
+    add/remove one, and ``sensitivity`` is the add/remove sensitivity.
+
     Examples
     --------
     >>> import afa
@@ -1371,6 +1617,7 @@ class DiscreteGaussian(Mechanism):
     """
 
     type_name: ClassVar[str] = "discrete_gaussian"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     sigma: float
     sensitivity: int = 1
@@ -1512,7 +1759,8 @@ class DiscreteMechanism(Mechanism):
 
     Notes
     -----
-    The dominating pair is (P, Q) as given, under both relations.  Outputs with q = 0 < p send their
+    The dominating pair is (P, Q) as given, under every relation (the caller vouches that it dominates
+    under the relation the accountant uses).  Outputs with q = 0 < p send their
     P-mass to +infinity (and vice versa).
 
     Examples
@@ -1526,6 +1774,7 @@ class DiscreteMechanism(Mechanism):
     """
 
     type_name: ClassVar[str] = "discrete_mechanism"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     p_pmf: tuple
     q_pmf: tuple
@@ -1538,7 +1787,7 @@ class DiscreteMechanism(Mechanism):
         check.assign(self, p_pmf=tuple(map(float, p)), q_pmf=tuple(map(float, q)))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
-        """(P, Q) as given, under both relations.
+        """(P, Q) as given, under every relation.
 
         Returns
         -------

@@ -79,7 +79,7 @@ def renyi_divergence(mechanism: Mechanism, alpha: float, neighboring: str = "add
         The mechanism (one use).
     alpha : float
         The order: any real number > 0 other than 1 (orders in (0, 1) included).
-    neighboring : {"add_remove", "substitution"}, default "add_remove"
+    neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
         The neighbouring relation.
 
     Returns
@@ -214,7 +214,7 @@ def renyi_divergence_expression(source: Mechanism | Accountant, neighboring: str
     source : afa.Mechanism or afa.Accountant
         A mechanism (under ``neighboring``) or an accountant (its own relation; the composed log-CF
         sum_i k_i log phi_i).
-    neighboring : {"add_remove", "substitution"}, default "add_remove"
+    neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
         The relation of a mechanism ``source``.
 
     Returns
@@ -436,7 +436,7 @@ class RdpAccountant:
 
     Parameters
     ----------
-    neighboring : {"add_remove", "substitution"}, default "add_remove"
+    neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
         The neighbouring relation.
     orders : sequence of float, default DEFAULT_ORDERS
         The orders tracked, each > 1.
@@ -504,7 +504,7 @@ class RdpAccountant:
 
     @property
     def neighboring(self) -> str:
-        """The neighbouring relation ("add_remove" or "substitution")."""
+        """The neighbouring relation ("add_remove", "substitution" or "replace_special")."""
         return self._accountant.neighboring
 
     @property

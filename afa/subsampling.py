@@ -36,7 +36,7 @@ import numpy as np
 from . import _validation as check
 from . import pairs
 from ._accurate import binomial_log_tails
-from .mechanisms import Gaussian, Mechanism
+from .mechanisms import CLASSICAL_RELATIONS, NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .noise_pair import NoiseMixturePair
 from .pairs import MAX_NOISE_SHIFT, FinitePair, PairMixture
 
@@ -89,6 +89,9 @@ class Subsampled(Mechanism):
       There the base's ``sensitivity`` Delta bounds each record's contribution: the pair has the record at
       -Delta against +Delta, so a replacement moves the output by up to 2 Delta (as in dp_accounting's
       replace-one relation); at q = 1 the pair is its limit, the Gaussian with sensitivity 2 Delta.
+
+    * "poisson" under replace_special: only at q = 0 (the record is never used) and q = 1 (the base itself);
+      Google DP team 2025, Sec. 4 derives subsampled pairs under add/remove and substitution only.
 
     Other combinations raise ValueError when the losses are asked for, as does, for 0 < q < 1, a base that
     gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`, :class:`afa.MixtureOfGaussians`).
@@ -143,15 +146,43 @@ class Subsampled(Mechanism):
         warnings.warn("Subsampled.q is deprecated: use Subsampled.sampling_rate", DeprecationWarning, stacklevel=2)
         return self.sampling_rate
 
+    @property
+    def relations(self) -> tuple[str, ...]:
+        """The relations of the class Notes: "add_remove" for "subset"; for "poisson" the base's at q = 1, every
+        relation at q = 0, and "add_remove" and "substitution" otherwise (the latter for a Gaussian base only).
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(1.0).poisson_subsampled(0.1).relations
+        ('add_remove', 'substitution')
+        """
+        if self.scheme == "subset":
+            return ("add_remove",)
+        if self.sampling_rate == 1:
+            return self.base.relations
+        if self.sampling_rate == 0:
+            return NEIGHBORING_RELATIONS
+        return CLASSICAL_RELATIONS
+
+    def _require_relation(self, neighboring: str) -> None:
+        """The base class's check, after :meth:`_check`'s messages saying why a relation is not served."""
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+        self._check(neighboring)
+        super()._require_relation(neighboring)
+
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
         if self.scheme == "subset" and neighboring != "add_remove":
-            raise ValueError("subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
-                             "Thm 11(2), from the base's replacement pair)")
+            raise ValueError(f"subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
+                             f"Thm 11(2), from the base's replacement pair), not {neighboring!r}")
         noise = _additive_noise(self.base)
         if 0 < self.sampling_rate < 1 and neighboring == "substitution" and (noise is None or noise[0] != "gaussian"):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(Google DP team 2025, Sec. 4.2)")
+        if 0 < self.sampling_rate < 1 and neighboring == "replace_special":
+            raise ValueError("Subsampled declares no dominating pair under neighboring='replace_special': Google DP "
+                             "team 2025, Sec. 4 derives subsampled pairs under add_remove and substitution only")
 
     @property
     def truncated_mass(self) -> float:
@@ -343,6 +374,12 @@ class TruncatedPoissonGaussian(Mechanism):
     N(Delta), the Sec. 4.2 pair at q = 1).  When w = 0 (B = n) truncation never happens and the pair is the
     Poisson-subsampled Gaussian's, exactly.
 
+    Under replace_special (the record x against the special record bottom, which contributes f = 0 and, like x,
+    takes a place in the sample) the first part is the add/remove one: when x's batch is not truncated the output
+    is N(f(rest) + x) if x is sampled and N(f(rest)) otherwise, against N(f(rest)) with bottom -- the Poisson
+    pair of Sec. 4.1, as dp_accounting's PLD accountant builds it under REPLACE_SPECIAL; the second part is the
+    substitution-type pair above, as under the other relations.
+
     The pair is dominating but not tight (Sec. 4.3: "optimistic estimates ... are not supported"):
     :attr:`tight` is False whenever w > 0, and results of a composition holding it say so
     (``Result.tight``): their ``upper`` bounds the true delta or epsilon, their ``lower`` only the pair's.
@@ -359,6 +396,7 @@ class TruncatedPoissonGaussian(Mechanism):
     """
 
     type_name: ClassVar[str] = "truncated_poisson_gaussian"
+    _relations: ClassVar[tuple[str, ...]] = NEIGHBORING_RELATIONS
 
     sigma: float
     sampling_rate: float
@@ -439,8 +477,9 @@ class TruncatedPoissonGaussian(Mechanism):
 
         Parameters
         ----------
-        neighboring : {"add_remove", "substitution"}
-            The relation of the first part (the second is the same under both).
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The relation of the first part (the second is the same under all three; replace_special's first
+            part is add_remove's, see the class Notes).
 
         Returns
         -------
@@ -457,7 +496,7 @@ class TruncatedPoissonGaussian(Mechanism):
         >>> pair.components[1].a_shifts, pair.components[1].b_shifts
         ((0.0, -2.0), (0.0, 2.0))
         """
-        check.choice("neighboring", neighboring, ("add_remove", "substitution"))
+        check.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
         shift, rate = self.sensitivity, self.sampling_rate
         keep, move = _log_complement(rate), math.log(rate)
         if neighboring == "substitution":

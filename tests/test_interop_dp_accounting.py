@@ -202,10 +202,27 @@ def test_discrete_laplace_and_mixture_match_afa():
 def test_newer_events(newer_events):
     accountant = from_dp_event(newer_events.EpsilonDeltaDpEvent(epsilon=1.0, delta=1e-6))
     assert accountant.delta(0.5) == pytest.approx(1e-6 + (1 - 1e-6) * pure_dp_delta(0.5, 1.0), rel=1e-9)
+    # Permute-and-flip is the Laplace pair with sensitivity / scale = epsilon (1 - e^{(eps - a)/2} for 0 <= eps <= a);
+    # the exponential mechanism the bounded-range profile (1 - e^{(eps - a)/2})^2 / (1 - e^{-a}) (Dong, Durfee &
+    # Rogers 2020), exact at the pair's grid points (eps = 0.32 is one for a = 0.8), both below the pure-DP pair.
+    for relation in (Rel.ADD_OR_REMOVE_ONE, Rel.REPLACE_ONE, Rel.REPLACE_SPECIAL):
+        flip = from_dp_event(newer_events.PermuteAndFlipDpEvent(epsilon=0.8), relation)
+        assert flip.mechanisms == {afa.PermuteAndFlip(0.8): 1}
+        assert flip.delta(0.32) == pytest.approx(1 - math.exp((0.32 - 0.8) / 2), rel=1e-9)
+        exponential = from_dp_event(newer_events.ExponentialMechanismDpEvent(epsilon=0.8), relation)
+        assert exponential.mechanisms == {afa.ExponentialMechanism(0.8): 1}
+        bounded_range = (1 - math.exp((0.32 - 0.8) / 2)) ** 2 / -math.expm1(-0.8)
+        assert exponential.delta(0.32) == pytest.approx(bounded_range, rel=1e-9)
+        assert bounded_range < 1 - math.exp((0.32 - 0.8) / 2) < pure_dp_delta(0.32, 0.8)
+        for accountant, cls in ((flip, newer_events.PermuteAndFlipDpEvent),
+                                (exponential, newer_events.ExponentialMechanismDpEvent)):
+            assert to_dp_event(accountant) == cls(epsilon=0.8)
+            assert to_neighboring_relation(accountant) == relation
     for cls in (newer_events.ExponentialMechanismDpEvent, newer_events.PermuteAndFlipDpEvent):
-        accountant = from_dp_event(cls(epsilon=0.8))
-        assert accountant.delta(0.3) == pytest.approx(pure_dp_delta(0.3, 0.8), rel=1e-9)
         assert not from_dp_event(cls(epsilon=0.0)).mechanisms
+    # Beyond ExponentialMechanism's range the pure epsilon-DP pair (Google DP team 2025, Sec. 3.7) is used.
+    assert from_dp_event(newer_events.ExponentialMechanismDpEvent(epsilon=150.0)).mechanisms == {
+        afa.ApproxDP(150.0, 0.0): 1}
     discrete = newer_events.DiscreteGaussianDpEvent(sigma=2.0, sensitivity=1.0, dimension=1)
     accountant = from_dp_event(events.SelfComposedDpEvent(discrete, 4))
     assert accountant.mechanisms == {afa.DiscreteGaussian(sigma=2.0): 4}
@@ -310,6 +327,8 @@ def test_refused_names_type_and_path(event, name):
 @pytest.mark.parametrize("event, relation, match", [
     (events.RandomizedResponseDpEvent(0.5, 2), Rel.ADD_OR_REMOVE_ONE, "REPLACE_ONE and REPLACE_SPECIAL"),
     (events.MixtureOfGaussiansDpEvent(1.0, [1.0], [1.0]), Rel.REPLACE_ONE, "adding or removing"),
+    (events.MixtureOfGaussiansDpEvent(1.0, [1.0], [1.0]), Rel.REPLACE_SPECIAL,
+     "MixtureOfGaussians declares no dominating pair under neighboring='replace_special'"),
     (events.PoissonSampledDpEvent(0.1, events.GaussianDpEvent(1.0)), Rel.REPLACE_SPECIAL, "REPLACE_SPECIAL"),
     (events.PoissonSampledDpEvent(0.1, events.LaplaceDpEvent(1.0)), Rel.REPLACE_ONE, "Gaussian base only"),
     (events.PoissonSampledDpEvent(0.1, events.ComposedDpEvent([events.GaussianDpEvent(1.0), events.LaplaceDpEvent(1.0)])),
@@ -377,6 +396,9 @@ ROUND_TRIP = [
     ("add_remove", afa.Gaussian(1.2, sensitivity=2.0).subset_subsampled(0.05), 40),
     ("add_remove", afa.KaryRandomizedResponse(k=3, p=0.6).subset_subsampled(0.25), 4),
     ("add_remove", afa.ApproxDP(epsilon=0.0, delta=1.0), 1),
+    ("replace_special", afa.KaryRandomizedResponse(k=4, p=0.55), 5),
+    ("replace_special", afa.Laplace(scale=2.0, sensitivity=0.5), 3),
+    ("replace_special", afa.DiscreteLaplace(a=0.6, sensitivity=3), 2),
 ]
 
 
@@ -385,10 +407,15 @@ def test_afa_event_afa(relation, mechanism, count):
     accountant = afa.Accountant(relation).compose(mechanism, count).compose(afa.Gaussian(20.0), 2)
     event = to_dp_event(accountant)
     back = from_dp_event(event, to_neighboring_relation(accountant))
-    assert back.neighboring == accountant.neighboring
+    # An add_remove accountant holding k-RR (whose add_remove pair is the replace-special one) is written under
+    # REPLACE_SPECIAL and read back as a replace_special accountant with the same pairs.
+    special = to_neighboring_relation(accountant) == Rel.REPLACE_SPECIAL
+    assert back.neighboring == ("replace_special" if special else accountant.neighboring)
     assert sorted(back.mechanisms.values()) == sorted(accountant.mechanisms.values())
     if back.mechanisms == accountant.mechanisms:
-        return  # the same composition: the same answers
+        for epsilon in (0.0, 0.7):  # the same composition: the same answers
+            assert back.delta(epsilon) == accountant.delta(epsilon)
+        return
     for epsilon in (0.0, 0.7):
         assert back.delta(epsilon) == pytest.approx(accountant.delta(epsilon), rel=1e-9, abs=1e-15)
 

@@ -32,6 +32,9 @@ EXAMPLES = [
     (afa.Gaussian(sigma=1.0).poisson_subsampled(0.02), "substitution"),
     (afa.Laplace(scale=1.0).subset_subsampled(0.05), "add_remove"),
     (afa.RandomizedResponse(p=0.8).poisson_subsampled(0.1), "add_remove"),
+    (afa.PermuteAndFlip(epsilon=0.5), "replace_special"),
+    (afa.ExponentialMechanism(epsilon=0.5), "substitution"),
+    (afa.KaryRandomizedResponse(k=3, p=0.6), "replace_special"),
 ]
 IDS = [f"{type(m).__name__}-{relation}" for m, relation in EXAMPLES]
 

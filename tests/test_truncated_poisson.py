@@ -259,8 +259,11 @@ def test_interop_maps_the_event_both_ways():
     assert from_dp_event(event_class(10, 0.5, 20, 1.0)).mechanisms == {
         afa.TruncatedPoissonGaussian(sigma=1.0, sampling_rate=0.5, batch_size=10, dataset_size=10): 1}
     assert from_dp_event(event_class(10, 0.0, 5, 1.0)).mechanisms == {}
-    with pytest.raises(afa.interop.UnsupportedDpEventError, match="REPLACE_SPECIAL"):
-        from_dp_event(event, "replace_special")
+    # Under REPLACE_SPECIAL the pair is add/remove's (Google DP team 2025, Sec. 4.3; bottom contributes 0), as
+    # dp_accounting builds it.
+    special = from_dp_event(event, "replace_special")
+    assert special.neighboring == "replace_special"
+    assert special.delta(1.0) == from_dp_event(event, "add_remove").delta(1.0)
     ours = AfaPrivacyAccountant()
     ours.compose(event)
     assert ours.get_epsilon(1e-6) == pytest.approx(from_dp_event(event).epsilon(1e-6))

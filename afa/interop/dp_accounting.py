@@ -17,16 +17,22 @@ analysed from the base's replacement pair (Zhu, Dong & Wang 2022, Thm 11(2)), so
 sensitivity 2C.  ``DiscreteGaussianDpEvent.sensitivity`` is the sensitivity of f itself and is taken as
 given.
 
-Relations.  ``NeighboringRelation.ADD_OR_REMOVE_ONE`` is afa's ``"add_remove"`` and ``REPLACE_ONE`` its
-``"substitution"``.  ``REPLACE_SPECIAL`` (a record replaced by a special one) is served by an afa
-``"add_remove"`` accountant for the events whose pair does not depend on the relation once their
-sensitivity is given (additive noise, (epsilon, delta)-DP, non-private), k-ary randomized response
-(whose afa ``"add_remove"`` pair is the replace-special pair of Google DP team 2025, Sec. 3.6) and
-single-epoch tree aggregation; subsampling under it is refused.
+Relations.  ``NeighboringRelation.ADD_OR_REMOVE_ONE`` is afa's ``"add_remove"``, ``REPLACE_ONE`` its
+``"substitution"`` and ``REPLACE_SPECIAL`` (a record replaced by a special one, Google DP team 2025, Sec. 3.6)
+its ``"replace_special"``: additive noise (the special record contributes 0, so the pair is add/remove's),
+(epsilon, delta)-DP, non-private, k-ary randomized response (the replace-special pair of Sec. 3.6),
+permute-and-flip, the exponential mechanism, single-epoch tree aggregation and truncated Poisson sampling;
+Poisson subsampling and the mixture of Gaussians under it are refused.
 
 Truncated Poisson sampling (``TruncatedSubsampledGaussianDpEvent``) is :class:`afa.TruncatedPoissonGaussian`
-under both of afa's relations, with the pairs dp_accounting's PLD accountant builds (Google DP team 2025,
+under all three relations, with the pairs dp_accounting's PLD accountant builds (Google DP team 2025,
 Sec. 4.3); they are dominating but not tight, so afa's results for it carry ``tight=False``.
+
+Selection.  ``PermuteAndFlipDpEvent(epsilon)`` is :class:`afa.PermuteAndFlip` (the Laplace pair, as
+dp_accounting's PLD accountant reads it) and ``ExponentialMechanismDpEvent(epsilon)`` is
+:class:`afa.ExponentialMechanism` (the bounded-range pair of Dong, Durfee & Rogers 2020, below the pure
+epsilon-DP pair dp_accounting's PLD accountant uses), under every relation; both pairs dominate without being
+tight.
 """
 
 from __future__ import annotations
@@ -44,11 +50,13 @@ from ..mechanisms import (
     ApproxDP,
     DiscreteGaussian,
     DiscreteLaplace,
+    ExponentialMechanism,
     Gaussian,
     KaryRandomizedResponse,
     Laplace,
     Mechanism,
     MixtureOfGaussians,
+    PermuteAndFlip,
     RandomizedResponse,
 )
 from ..subsampling import Subsampled, TruncatedPoissonGaussian
@@ -56,8 +64,10 @@ from ..subsampling import Subsampled, TruncatedPoissonGaussian
 #: The public names; ``AfaPrivacyAccountant`` (a dp_accounting subclass) is built on first access.
 __all__ = ["UnsupportedDpEventError", "from_dp_event", "to_dp_event", "to_neighboring_relation"]
 
-#: The relations a DpEvent may be read under: afa's two and dp_accounting's replace-special.
+#: The relations a DpEvent may be read under (afa's three, dp_accounting's NeighboringRelation members).
 RELATIONS = ("add_remove", "substitution", "replace_special")
+#: The largest epsilon of an ExponentialMechanism; a larger one is read as the pure epsilon-DP pair.
+MAX_EXPONENTIAL_EPSILON = 100.0
 #: dp_accounting's NeighboringRelation member names and the relation each is read as.
 ENUM_NAMES = {"ADD_OR_REMOVE_ONE": "add_remove", "REPLACE_ONE": "substitution", "REPLACE_SPECIAL": "replace_special"}
 #: The largest count afa composes (its counts are exact floats up to there).
@@ -120,10 +130,6 @@ def _relation(neighboring: Any) -> str:
                      f"dp_accounting.NeighboringRelation, got {neighboring!r}")
 
 
-def _afa_relation(relation: str) -> str:
-    return "substitution" if relation == "substitution" else "add_remove"
-
-
 def _number(value: Any, name: str, where: str, *, positive: bool = False, low: float = 0.0,
             high: float = math.inf) -> float:
     """``value`` as a float in [low, high] (or (low, high] when ``positive``); the error names the parameter."""
@@ -166,7 +172,6 @@ class _Reader:
 
     def __init__(self, relation: str):
         self.relation = relation
-        self.afa_relation = _afa_relation(relation)
         self.events = _dp_event_module()
         self.uses: dict[Mechanism, _Use] = {}
 
@@ -182,7 +187,7 @@ class _Reader:
         if mechanism is None:
             return
         try:
-            mechanism.privacy_losses(self.afa_relation)  # fails here, with the path, when afa cannot serve it
+            mechanism.privacy_losses(self.relation)  # fails here, with the path, when afa cannot serve it
         except (ValueError, TypeError) as error:
             raise self.refuse(event, path, str(error)) from None
         use = self.uses.setdefault(mechanism, _Use(0, path))
@@ -244,9 +249,6 @@ class _Reader:
         rate = _number(event.sampling_probability, "sampling_probability", path, high=1.0)
         batch = _integer(event.truncated_batch_size, "truncated_batch_size", path)
         multiplier = _number(event.noise_multiplier, "noise_multiplier", path, high=1e300)
-        if self.relation == "replace_special":
-            raise self.refuse(event, path, "afa has no dominating pair for Poisson subsampling under REPLACE_SPECIAL "
-                                           "(use ADD_OR_REMOVE_ONE or REPLACE_ONE)")
         if rate == 0 or batch == 0 or size == 0:
             return None  # no record is ever used (dp_accounting's PLD accountant skips these too)
         if multiplier == 0:
@@ -340,13 +342,17 @@ class _Reader:
             delta = _number(event.delta, "delta", path, high=1.0)
             return NON_PRIVATE if delta == 1 or math.isinf(epsilon) else ApproxDP(epsilon=epsilon, delta=delta)
         if self._is(event, "ExponentialMechanismDpEvent") or self._is(event, "PermuteAndFlipDpEvent"):
-            # Both are epsilon-DP; the (epsilon, 0)-DP pair dominates every epsilon-DP mechanism (Google DP
-            # team 2025, Sec. 3.7, Theorem 1), as dp_accounting's PLD accountant treats the exponential mechanism
-            # (permute-and-flip is epsilon-DP by McKenna & Sheldon 2020; no tighter pair is used).
             epsilon = _number(event.epsilon, "epsilon", path)
             if epsilon == 0:
-                return None
-            return NON_PRIVATE if math.isinf(epsilon) else ApproxDP(epsilon=epsilon, delta=0.0)
+                return None  # the output does not depend on the data
+            if math.isinf(epsilon):
+                return NON_PRIVATE
+            if self._is(event, "PermuteAndFlipDpEvent"):
+                return PermuteAndFlip(epsilon=epsilon)
+            if epsilon > MAX_EXPONENTIAL_EPSILON:
+                # The (epsilon, 0)-DP pair dominates every epsilon-DP mechanism (Google DP team 2025, Sec. 3.7).
+                return ApproxDP(epsilon=epsilon, delta=0.0)
+            return ExponentialMechanism(epsilon=epsilon)
         if self._is(event, "SingleEpochTreeAggregationDpEvent"):
             return self.tree(event, path, relation)
         if name in REFUSED and isinstance(event, getattr(self.events, name, ())):
@@ -466,8 +472,7 @@ def from_dp_event(event: Any, neighboring: Any = "add_remove", *, budget=None, o
         (docs/interop.md).  Identical sub-events anywhere in the tree add up to one count.
     neighboring : {"add_remove", "substitution", "replace_special"} or dp_accounting.NeighboringRelation
         The relation the event is read under: ADD_OR_REMOVE_ONE is "add_remove", REPLACE_ONE is
-        "substitution", REPLACE_SPECIAL "replace_special" (served by an "add_remove" accountant; see the
-        module docstring for what it accepts).
+        "substitution", REPLACE_SPECIAL "replace_special" (see the module docstring for what it accepts).
     budget, options, value_discretization_interval
         Passed to :class:`afa.Accountant`.
 
@@ -502,7 +507,7 @@ def from_dp_event(event: Any, neighboring: Any = "add_remove", *, budget=None, o
     """
     relation = _relation(neighboring)
     reader = _read(event, relation, 1)
-    accountant = Accountant(reader.afa_relation, value_discretization_interval, budget, options)
+    accountant = Accountant(reader.relation, value_discretization_interval, budget, options)
     _compose(accountant, reader)
     return accountant
 
@@ -531,7 +536,7 @@ def to_dp_event(source: Accountant | Mechanism, neighboring: str = "add_remove")
     ----------
     source : afa.Accountant or afa.Mechanism
         An accountant (its relation is used) or one mechanism.
-    neighboring : {"add_remove", "substitution"}, default "add_remove"
+    neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
         The relation ``source`` is analysed under, when it is a mechanism (ignored for an accountant).
 
     Returns
@@ -562,7 +567,7 @@ def to_dp_event(source: Accountant | Mechanism, neighboring: str = "add_remove")
     if isinstance(source, Accountant):
         relation, uses = source.neighboring, source.mechanisms
     elif isinstance(source, Mechanism):
-        relation, uses = _afa_relation(_relation(neighboring)), {source: 1}
+        relation, uses = _relation(neighboring), {source: 1}
     else:
         raise TypeError(f"source must be an afa.Accountant or an afa.Mechanism, got {type(source).__name__}")
     parts = []
@@ -616,6 +621,14 @@ def _event(events: Any, mechanism: Mechanism, relation: str) -> Any:
         if not hasattr(events, "EpsilonDeltaDpEvent"):
             raise _refuse_mechanism(mechanism, "this dp_accounting version has no EpsilonDeltaDpEvent")
         return events.EpsilonDeltaDpEvent(epsilon=mechanism.epsilon, delta=mechanism.delta)
+    if isinstance(mechanism, PermuteAndFlip):
+        if not hasattr(events, "PermuteAndFlipDpEvent"):
+            raise _refuse_mechanism(mechanism, "this dp_accounting version has no PermuteAndFlipDpEvent")
+        return events.PermuteAndFlipDpEvent(epsilon=mechanism.epsilon)
+    if isinstance(mechanism, ExponentialMechanism):
+        if not hasattr(events, "ExponentialMechanismDpEvent"):
+            raise _refuse_mechanism(mechanism, "this dp_accounting version has no ExponentialMechanismDpEvent")
+        return events.ExponentialMechanismDpEvent(epsilon=mechanism.epsilon)
     if isinstance(mechanism, MixtureOfGaussians):
         if relation == "substitution":
             raise _refuse_mechanism(mechanism, "MixtureOfGaussiansDpEvent is read under add/remove only")
@@ -662,8 +675,9 @@ def to_neighboring_relation(source: Accountant):
     Returns
     -------
     dp_accounting.NeighboringRelation
-        REPLACE_ONE for a "substitution" accountant; for "add_remove", REPLACE_SPECIAL when it holds k-ary
-        randomized response (its afa "add_remove" pair is the replace-special pair), else ADD_OR_REMOVE_ONE.
+        REPLACE_ONE for a "substitution" accountant, REPLACE_SPECIAL for "replace_special"; for "add_remove",
+        REPLACE_SPECIAL when it holds k-ary randomized response (its afa "add_remove" pair is the replace-special
+        pair), else ADD_OR_REMOVE_ONE.
 
     Raises
     ------
@@ -683,6 +697,8 @@ def to_neighboring_relation(source: Accountant):
         raise TypeError(f"source must be an afa.Accountant, got {type(source).__name__}")
     if source.neighboring == "substitution":
         return NeighboringRelation.REPLACE_ONE
+    if source.neighboring == "replace_special":
+        return NeighboringRelation.REPLACE_SPECIAL
     mechanisms = list(source.mechanisms)
     special = [m for m in mechanisms if isinstance(m, KaryRandomizedResponse)]
     if not special:
@@ -733,8 +749,7 @@ def _accountant_class() -> type:
             super().__init__(neighboring_relation)
             self._relation = _relation(neighboring_relation)
             self._method = method
-            self._accountant = Accountant(_afa_relation(self._relation), value_discretization_interval, budget,
-                                          options)
+            self._accountant = Accountant(self._relation, value_discretization_interval, budget, options)
 
         @property
         def accountant(self) -> Accountant:
