@@ -29,6 +29,18 @@ class AccuracyError(ArithmeticError):
         bound on epsilon with no finite upper bound), or None.
     attempts : tuple of Attempt
         What each engine tried before the refusal (``method="auto"``), as on :attr:`Result.attempts`.
+
+    Examples
+    --------
+    >>> import afa
+    >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0))
+    >>> try:
+    ...     accountant.epsilon(1e-20, method="quadrature")
+    ... except afa.AccuracyError as refusal:
+    ...     print(refusal.bracket, "method='exact'" in str(refusal))
+    None True
+    >>> round(accountant.epsilon(1e-20), 4)  # the engine the message suggests answers
+    9.5109
     """
 
     def __init__(self, *args, bracket: Result | None = None, attempts: tuple[Attempt, ...] = ()):
@@ -57,6 +69,20 @@ class ValidationError(AccuracyError):
     """Two independent engines disagree: an estimate lies outside another engine's certified bracket.
 
     Raised by :meth:`afa.Accountant.validate`; an :class:`AccuracyError`.
+
+    Examples
+    --------
+    >>> import afa
+    >>> issubclass(afa.ValidationError, afa.AccuracyError)
+    True
+    >>> accountant = afa.Accountant().compose(afa.RandomizedResponse(0.75), 3)
+    >>> try:
+    ...     check = accountant.validate(epsilon=1.0)
+    ... except afa.ValidationError as disagreement:
+    ...     print("the engines disagree:", disagreement)
+    ... else:
+    ...     print("agree:", check.estimate.method, "inside", check.bracket.method)
+    agree: exact inside pld
     """
 
 
