@@ -68,6 +68,13 @@ class Calibration:
     certified : bool
         Whether the upper bounds are certified (closed form up to rounding, or the PLD backend's
         pessimistic estimate) or estimated.
+
+    Examples
+    --------
+    >>> import afa
+    >>> calibration = afa.calibrate_sigma(1.0, 1e-5, steps=10)
+    >>> round(float(calibration), 3), calibration.epsilon_upper <= 1.0, calibration.rejected < calibration.value
+    (11.8, True, True)
     """
 
     value: float
