@@ -269,6 +269,12 @@ class Options:
     def to_dict(self) -> dict:
         """The settings that differ from the defaults, as {group: {name: value}} (JSON-ready).
 
+        Returns
+        -------
+        dict
+            ``{group: {name: value}}`` with only the groups and settings that differ from ``Options()``'s
+            (empty for the defaults); :meth:`from_dict` inverts it.
+
         Examples
         --------
         >>> import afa
