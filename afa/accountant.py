@@ -1045,6 +1045,20 @@ class Accountant:
         -----
         DeprecationWarning
             On every call.
+
+        Examples
+        --------
+        >>> import afa
+        >>> import warnings
+        >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0))
+        >>> result = accountant.epsilon_result(1e-5)  # the replacement: no warning
+        >>> round(result.lower, 6), round(result.upper, 6)
+        (4.377178, 4.377178)
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     bounds = accountant.epsilon_bounds(1e-5)
+        >>> caught[0].category.__name__, bounds == (result.lower, result.upper)
+        ('DeprecationWarning', True)
         """
         warnings.warn("Accountant.epsilon_bounds is deprecated: use epsilon_result(delta).lower and .upper",
                       DeprecationWarning, stacklevel=2)
