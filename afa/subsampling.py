@@ -461,12 +461,38 @@ class TruncatedPoissonGaussian(Mechanism):
         return self._log_weights()[1] == -math.inf
 
     def poisson_subsampled(self, sampling_rate=None, *, q=None) -> Mechanism:
-        """Refused: the mechanism is already subsampled.
+        """Refused: the mechanism is already subsampled (``subset_subsampled`` is this same method).
+
+        Parameters
+        ----------
+        sampling_rate : float, optional
+            Ignored: the call is refused whatever it is.
+        q : float, optional
+            Ignored, as ``sampling_rate``.
+
+        Returns
+        -------
+        Mechanism
+            Never: the call always raises.  Subsample the Gaussian instead (:meth:`afa.Mechanism.poisson_subsampled`),
+            or build this mechanism with another ``sampling_rate``.
 
         Raises
         ------
         TypeError
             Always.
+
+        Examples
+        --------
+        >>> import afa
+        >>> mechanism = afa.Gaussian(1.0).truncated_poisson_subsampled(0.01, batch_size=120, dataset_size=10_000)
+        >>> mechanism.poisson_subsampled(0.5)
+        Traceback (most recent call last):
+            ...
+        TypeError: a TruncatedPoissonGaussian is already subsampled; subsample the Gaussian instead
+        >>> mechanism.subset_subsampled(0.5)
+        Traceback (most recent call last):
+            ...
+        TypeError: a TruncatedPoissonGaussian is already subsampled; subsample the Gaussian instead
         """
         raise TypeError("a TruncatedPoissonGaussian is already subsampled; subsample the Gaussian instead")
 
