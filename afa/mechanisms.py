@@ -454,6 +454,13 @@ class Mechanism:
         UnsupportedCompositionError
             A continuous privacy loss with neither a dominating pair nor closed-form tails
             (``method='pld'`` cannot hold it).
+
+        Examples
+        --------
+        >>> import afa
+        >>> remove, add = afa.Gaussian(1.0).loss_tails()
+        >>> remove is add, remove.hockey_stick([1.0]).round(6).tolist()  # delta(1) of one use
+        (True, [0.126937])
         """
         self._require_relation(neighboring)
         return self._cached_tails(neighboring)
@@ -529,6 +536,15 @@ class Mechanism:
             ``q`` out of range, or a base too sharp to subsample (:class:`afa.Subsampled`).
         TypeError
             This mechanism is itself subsampled.
+
+        Examples
+        --------
+        >>> import afa
+        >>> mechanism = afa.RandomizedResponse(0.75).subset_subsampled(0.1)
+        >>> mechanism.relations
+        ('add_remove',)
+        >>> round(afa.Accountant().compose(mechanism).delta(0.0), 6)
+        0.05
         """
         from .subsampling import Subsampled
         return Subsampled(self, _sampling_rate(sampling_rate, q), "subset")
@@ -1721,6 +1737,12 @@ class DiscreteGaussian(Mechanism):
         x = np.arange(-tau, tau + shift + 1, dtype=float)
         # Either side's mass outside the support: its tails beyond tau and beyond tau + shift.
         log_dropped = np.logaddexp(logsumexp(log_weight[tau + 1:]), logsumexp(log_weight[tau + shift + 1:])) - log_norm
+        Returns
+        -------
+        dict
+            ``{"type": "discrete_gaussian", "sigma": ..., "sensitivity": ..., "truncation": ...}``, the last key
+            only for truncated noise; :meth:`afa.Mechanism.from_dict` inverts it.
+
         log_q = np.concatenate((-x ** 2 / (2 * self.sigma ** 2) - log_norm, [-np.inf, log_dropped]))
         log_p = np.concatenate((-(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, [log_dropped, -np.inf]))
         return FinitePair(log_p, log_q)
