@@ -654,12 +654,25 @@ class Gaussian(Mechanism):
         return self.sensitivity / self.sigma
 
     def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
-        """(N(sensitivity, sigma^2), N(0, sigma^2)) under both relations.
+        """(N(sensitivity, sigma^2), N(0, sigma^2)) under every relation.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).  The pair is the same under
+            all three (replace_special's is add_remove's, class Notes).
 
         Returns
         -------
         afa.noise_pair.NoiseMixturePair
             One Gaussian component of scale ``sigma`` shifted by ``sensitivity``, against the unshifted one.
+
+        Examples
+        --------
+        >>> import afa
+        >>> pair = afa.Gaussian(2.0).dominating_pair("add_remove")
+        >>> pair.noise, pair.scale, pair.a_shifts, pair.b_shifts
+        ('gaussian', 2.0, (1.0,), (0.0,))
         """
         return NoiseMixturePair("gaussian", self.sigma, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
 
@@ -775,12 +788,25 @@ class Laplace(Mechanism):
         return self.sensitivity / self.scale
 
     def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
-        """(Lap(sensitivity, scale), Lap(0, scale)) under both relations.
+        """(Lap(sensitivity, scale), Lap(0, scale)) under every relation.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).  The pair is the same under
+            all three (replace_special's is add_remove's, class Notes).
 
         Returns
         -------
         afa.noise_pair.NoiseMixturePair
             One Laplace component of scale ``scale`` shifted by ``sensitivity``, against the unshifted one.
+
+        Examples
+        --------
+        >>> import afa
+        >>> pair = afa.Laplace(scale=2.0, sensitivity=0.5).dominating_pair("substitution")
+        >>> pair.noise, pair.scale, pair.a_shifts, pair.b_shifts
+        ('laplace', 2.0, (0.5,), (0.0,))
         """
         return NoiseMixturePair("laplace", self.scale, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
 
@@ -1114,9 +1140,24 @@ class RandomizedResponse(Mechanism):
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q) = ((p, 1-p), (1-p, p)) over the two outputs (the same under both relations).
 
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}
+            The neighbouring relation, one of :attr:`relations` (not checked here: :meth:`privacy_losses` and
+            the accountant refuse "replace_special" for this mechanism).  The pair is the same under both.
+
         Returns
         -------
         afa.pairs.FinitePair
+            Log-PMFs over the outputs (true bit, flipped bit).
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.RandomizedResponse(0.9).dominating_pair("substitution")
+        >>> np.exp(pair.log_p).round(4).tolist(), np.exp(pair.log_q).round(4).tolist()
+        ([0.9, 0.1], [0.1, 0.9])
         """
         return FinitePair(_log([self.p, 1 - self.p]), _log([1 - self.p, self.p]))
 
@@ -1180,6 +1221,12 @@ class KaryRandomizedResponse(Mechanism):
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q) over the outputs that matter (true value, one other value, the rest).
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here): "substitution" gives the
+            substitution pair, the other two the replace-special pair (class Notes).
 
         Returns
         -------
@@ -1375,10 +1422,23 @@ class PermuteAndFlip(Mechanism):
     def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
         """(Lap(epsilon, 1), Lap(0, 1)): the Laplace pair with sensitivity / scale = epsilon, under every relation.
 
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).  The pair is the same under
+            all three.
+
         Returns
         -------
         afa.noise_pair.NoiseMixturePair
             One Laplace component of scale 1 shifted by ``epsilon``, against the unshifted one.
+
+        Examples
+        --------
+        >>> import afa
+        >>> pair = afa.PermuteAndFlip(epsilon=0.5).dominating_pair("replace_special")
+        >>> pair.noise, pair.scale, pair.a_shifts, pair.b_shifts
+        ('laplace', 1.0, (0.5,), (0.0,))
         """
         return NoiseMixturePair("laplace", 1.0, (self.epsilon,), (0.0,), (0.0,), (0.0,))
 
@@ -1469,6 +1529,12 @@ class ExponentialMechanism(Mechanism):
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """The connect-the-dots pair of the bounded-range profile H (class Notes), the same under every relation.
 
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).  The pair is the same under
+            all three.
+
         Returns
         -------
         afa.pairs.FinitePair
@@ -1552,11 +1618,17 @@ class DiscreteLaplace(Mechanism):
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q) on the cells {x <= 0}, 1..shift-1, {x >= shift}, on each of which the loss is constant.
 
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).  The pair is the same under
+            all three (replace_special's is add_remove's, class Notes).
+
         Returns
         -------
         afa.pairs.FinitePair
             P is DLap(a) on those cells and Q its mirror image (DLap(a) shifted by ``sensitivity``);
-            the same under both relations.
+            the same under every relation.
 
         Examples
         --------
@@ -1665,6 +1737,12 @@ class DiscreteGaussian(Mechanism):
     def to_dict(self) -> dict:
         """As :meth:`afa.Mechanism.to_dict`, without ``truncation`` when it is None (TOML has no null).
 
+        Returns
+        -------
+        dict
+            ``{"type": "discrete_gaussian", "sigma": ..., "sensitivity": ..., "truncation": ...}``, the last key
+            only for truncated noise; :meth:`afa.Mechanism.from_dict` inverts it.
+
         Examples
         --------
         >>> import afa
@@ -1711,10 +1789,16 @@ class DiscreteGaussian(Mechanism):
         The two extra outputs hold each side's dropped tails where the other has none (a pessimistic change:
         the tails' contribution to every hockey-stick divergence, subsampled or not, can only grow).
 
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).  The pair is the same under
+            all three (replace_special's is add_remove's, class Notes).
+
         Returns
         -------
         afa.pairs.FinitePair
-            The same under both relations.  With ``truncation`` = tau: P = N_Z^tau(sensitivity, sigma^2) and
+            The same under every relation.  With ``truncation`` = tau: P = N_Z^tau(sensitivity, sigma^2) and
             Q = N_Z^tau(0, sigma^2) on the outputs -tau..tau + sensitivity, no extra outputs.
 
         Examples
@@ -1737,12 +1821,6 @@ class DiscreteGaussian(Mechanism):
         x = np.arange(-tau, tau + shift + 1, dtype=float)
         # Either side's mass outside the support: its tails beyond tau and beyond tau + shift.
         log_dropped = np.logaddexp(logsumexp(log_weight[tau + 1:]), logsumexp(log_weight[tau + shift + 1:])) - log_norm
-        Returns
-        -------
-        dict
-            ``{"type": "discrete_gaussian", "sigma": ..., "sensitivity": ..., "truncation": ...}``, the last key
-            only for truncated noise; :meth:`afa.Mechanism.from_dict` inverts it.
-
         log_q = np.concatenate((-x ** 2 / (2 * self.sigma ** 2) - log_norm, [-np.inf, log_dropped]))
         log_p = np.concatenate((-(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, [log_dropped, -np.inf]))
         return FinitePair(log_p, log_q)
@@ -1811,8 +1889,23 @@ class DiscreteMechanism(Mechanism):
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q) as given, under every relation.
 
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).  The pair is the same under
+            all three: the caller vouches that it dominates under the relation the accountant uses.
+
         Returns
         -------
         afa.pairs.FinitePair
+            The log-PMFs of ``p_pmf`` and ``q_pmf`` (-inf where a probability is 0).
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.DiscreteMechanism(p_pmf=[0.5, 0.5], q_pmf=[0.25, 0.75]).dominating_pair("add_remove")
+        >>> np.exp(pair.log_p).round(4).tolist(), np.exp(pair.log_q).round(4).tolist()
+        ([0.5, 0.5], [0.25, 0.75])
         """
         return FinitePair(_log(self.p_pmf), _log(self.q_pmf))
