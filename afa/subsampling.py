@@ -90,8 +90,11 @@ class Subsampled(Mechanism):
       -Delta against +Delta, so a replacement moves the output by up to 2 Delta (as in dp_accounting's
       replace-one relation); at q = 1 the pair is its limit, the Gaussian with sensitivity 2 Delta.
 
-    * "poisson" under replace_special: only at q = 0 (the record is never used) and q = 1 (the base itself);
-      Google DP team 2025, Sec. 4 derives subsampled pairs under add/remove and substitution only.
+    * "poisson" under replace_special, with 0 < q < 1: a Gaussian or Laplace base, with the add/remove pair.
+      The special record contributes f = 0, so when the position is sampled the output is that of the
+      subsample without x, exactly as when x is absent: the pair of x against the special record is the
+      add/remove pair (Google DP team 2025, Sec. 4.1), "remove" for x -> special.  Other bases only at
+      q = 0 (the record is never used) and q = 1 (the base itself).
 
     Other combinations raise ValueError when the losses are asked for, as does, for 0 < q < 1, a base that
     gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`, :class:`afa.MixtureOfGaussians`).
@@ -149,12 +152,15 @@ class Subsampled(Mechanism):
     @property
     def relations(self) -> tuple[str, ...]:
         """The relations of the class Notes: "add_remove" for "subset"; for "poisson" the base's at q = 1, every
-        relation at q = 0, and "add_remove" and "substitution" otherwise (the latter for a Gaussian base only).
+        relation at q = 0, and otherwise "add_remove" and "substitution" (the latter for a Gaussian base only),
+        with "replace_special" for a Gaussian or Laplace base.
 
         Examples
         --------
         >>> import afa
         >>> afa.Gaussian(1.0).poisson_subsampled(0.1).relations
+        ('add_remove', 'substitution', 'replace_special')
+        >>> afa.RandomizedResponse(0.75).poisson_subsampled(0.1).relations
         ('add_remove', 'substitution')
         """
         if self.scheme == "subset":
@@ -163,7 +169,10 @@ class Subsampled(Mechanism):
             return self.base.relations
         if self.sampling_rate == 0:
             return NEIGHBORING_RELATIONS
-        return CLASSICAL_RELATIONS
+        noise = _additive_noise(self.base)
+        if noise is None:
+            return CLASSICAL_RELATIONS
+        return NEIGHBORING_RELATIONS if noise[0] == "gaussian" else ("add_remove", "replace_special")
 
     def _require_relation(self, neighboring: str) -> None:
         """The base class's check, after :meth:`_check`'s messages saying why a relation is not served."""
@@ -180,9 +189,10 @@ class Subsampled(Mechanism):
         if 0 < self.sampling_rate < 1 and neighboring == "substitution" and (noise is None or noise[0] != "gaussian"):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(Google DP team 2025, Sec. 4.2)")
-        if 0 < self.sampling_rate < 1 and neighboring == "replace_special":
-            raise ValueError("Subsampled declares no dominating pair under neighboring='replace_special': Google DP "
-                             "team 2025, Sec. 4 derives subsampled pairs under add_remove and substitution only")
+        if 0 < self.sampling_rate < 1 and neighboring == "replace_special" and noise is None:
+            raise ValueError(f"Subsampled declares no dominating pair under neighboring='replace_special' for a "
+                             f"{type(self.base).__name__} base: Poisson subsampling is served under it for Gaussian "
+                             f"and Laplace bases (the add/remove pair: the special record contributes f = 0)")
 
     @property
     def truncated_mass(self) -> float:

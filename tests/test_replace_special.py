@@ -98,7 +98,6 @@ def test_truncated_poisson_under_replace_special_has_the_add_remove_pair():
 @pytest.mark.parametrize("mechanism", [
     afa.RandomizedResponse(0.7), afa.MixtureOfGaussians((0.0, 1.0), (0.5, 0.5), 1.0),
     afa.DataDependentGaussian(1.0, 1.5, 1.0), afa.ProposeTestRelease(1.0, 1e-6),
-    afa.Gaussian(1.0).poisson_subsampled(0.1), afa.Laplace(1.0).poisson_subsampled(0.1),
     afa.KaryRandomizedResponse(3, 0.6).poisson_subsampled(0.2), afa.Gaussian(1.0, 2.0).subset_subsampled(0.1)],
     ids=repr)
 def test_refusals_name_mechanism_and_relation(mechanism):
@@ -114,8 +113,19 @@ def test_refusals_name_mechanism_and_relation(mechanism):
         mechanism.loss_tails("replace_special")
 
 
+@pytest.mark.parametrize("base", [afa.Gaussian(1.0), afa.Laplace(0.5, sensitivity=2.0)], ids=repr)
+def test_poisson_subsampled_additive_noise_under_replace_special_is_the_add_remove_pair(base):
+    """The special record contributes f = 0: when its position is sampled the output is the subsample's without
+    x, exactly as when x is absent, so x against the special record has the add/remove pair, in both directions."""
+    mechanism = base.poisson_subsampled(0.1)
+    assert mechanism.dominating_pair("replace_special") == mechanism.dominating_pair("add_remove")
+    special = afa.Accountant("replace_special").compose(mechanism, times=20)
+    add_remove = afa.Accountant("add_remove").compose(mechanism, times=20)
+    assert special.delta_result([0.2, 1.0]).value.tolist() == add_remove.delta_result([0.2, 1.0]).value.tolist()
+
+
 def test_subsampling_at_the_ends_and_relations():
-    # q = 1 is the base, q = 0 never uses the record: both served; 0 < q < 1 is not (module docstring).
+    # q = 1 is the base, q = 0 never uses the record: both served; 0 < q < 1 only with additive noise.
     assert afa.Accountant("replace_special").compose(afa.Gaussian(1.0).poisson_subsampled(1.0)).delta(0.5) == \
         afa.Accountant("replace_special").compose(afa.Gaussian(1.0)).delta(0.5)
     assert afa.Gaussian(1.0).poisson_subsampled(0.0).relations == afa.mechanisms.NEIGHBORING_RELATIONS
