@@ -151,8 +151,9 @@ def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto", directi
         forward = check.choice("direction", direction, accountant.directions)
         names = (forward, accountant.directions[1 - accountant.directions.index(forward)])
     profile = _GridProfile(accountant, method, names)
-    floors = tuple(float(max(accountant.inf_mass.values())) if name is None else float(accountant.inf_mass[name])
-                   for name in names)
+    forward_floor, reverse_floor = (float(max(accountant.inf_mass.values())) if name is None
+                                    else float(accountant.inf_mass[name]) for name in names)
+    floors = (forward_floor, reverse_floor)
     flat = alphas.ravel()
     epsilons = profile.grid(points, floors)
     bounds = profile.bounds(epsilons)
