@@ -782,12 +782,14 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
         ]),
         "## Flags\n\n" + flags.markdown(),
     ]
-    fuzz = [FUZZ_RESULTS.read_text().strip()] if FUZZ_RESULTS.exists() else []
+    fuzz = [path.read_text().strip() for path in (FUZZ_RESULTS, TRADEOFF_RESULTS) if path.exists()]
     return "\n\n".join(head + [section.markdown() for section in sections] + fuzz) + "\n"
 
 
 #: The soundness fuzz's latest counts (``benchmarks/fuzz.py --markdown``), kept in RESULTS.md when it is rewritten.
 FUZZ_RESULTS = Path(__file__).resolve().parent / "fuzz_results.md"
+#: The trade-off curve timings (``benchmarks/bench_tradeoff.py``), kept in RESULTS.md the same way.
+TRADEOFF_RESULTS = Path(__file__).resolve().parent / "tradeoff_results.md"
 
 
 def main() -> None:
