@@ -32,6 +32,8 @@ from . import exact
 from .accountant import Accountant
 from .budget import Budget, BudgetExceededError
 from .mechanisms import MAX_MU, NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .progress import Progress
+from .progress import progress as progress_bar
 from .results import AccuracyError
 from .subsampling import MAX_SUBSAMPLED_SHIFT
 
@@ -148,7 +150,7 @@ def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: fl
 def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_rate: float | None = None, *,
                     sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
                     rtol: float = 1e-3, budget: Budget | None = None,
-                    sampling_probability: float | None = None) -> Calibration:
+                    sampling_probability: float | None = None, progress: bool | None = None) -> Calibration:
     """The smallest sigma (to ``rtol``) whose upper epsilon(delta) after ``steps`` uses is <= ``target_epsilon``.
 
     The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_rate``
@@ -178,6 +180,9 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_ra
         The whole search runs under it (default ``Budget(seconds=CALIBRATION_SECONDS)``, 120 s).
     sampling_probability : float, optional
         Deprecated name of ``sampling_rate`` (warns; it goes in the next version).
+    progress : bool, optional
+        Show the search's progress on stderr (:mod:`afa.progress`: tqdm if installed, else a line): by
+        default (None) only when stderr is a terminal; True always, False never.
 
     Returns
     -------
@@ -240,13 +245,14 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_ra
         return f"no sigma up to {sigma:g} meets target_epsilon={target_epsilon:g} at delta={delta:g}"
 
     return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=False,
-                      domain=(math.log(smallest), math.inf), out_of_range=out_of_range, budget=budget)
+                      domain=(math.log(smallest), math.inf), out_of_range=out_of_range, budget=budget,
+                      progress=progress, what="sigma")
 
 
 def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_rate: float | None = None, *,
                     sensitivity: float = 1.0, neighboring: str = "add_remove", method: str | None = None,
                     rtol: float = 1e-3, budget: Budget | None = None,
-                    sampling_probability: float | None = None) -> Calibration:
+                    sampling_probability: float | None = None, progress: bool | None = None) -> Calibration:
     """The most steps (an integer, to ``rtol``) of Gaussian(sigma) whose upper epsilon(delta) is <= ``target_epsilon``.
 
     The mechanism is Gaussian(sigma, sensitivity), Poisson-subsampled with ``sampling_rate`` if
@@ -263,7 +269,7 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
         subsampled Gaussian's range when subsampled).
     sampling_rate : float, optional
         Poisson sampling rate of each step, in (0, 1]; None (default) for no subsampling.
-    sensitivity, neighboring, method, rtol, budget, sampling_probability
+    sensitivity, neighboring, method, rtol, budget, sampling_probability, progress
         As for :func:`calibrate_sigma`.
 
     Returns
@@ -312,7 +318,8 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
         return build(sigma, min(max(1, int(steps)), check.MAX_COUNT), interval)
 
     result = _calibrate(accountant, target_epsilon, delta, min(max(start, 0.0), top), rtol, method, increasing=True,
-                        domain=(0.0, top), out_of_range=out_of_range, budget=budget)
+                        domain=(0.0, top), out_of_range=out_of_range, budget=budget, progress=progress,
+                        what="steps")
     if result.value < 1:
         raise ValueError(f"even one step of Gaussian(sigma={sigma:g}) exceeds target_epsilon={target_epsilon:g}")
     # The search ran on the integer counts (piecewise constant in x), so Brent's root is a jump: the safe and
@@ -322,7 +329,8 @@ def calibrate_steps(target_epsilon: float, delta: float, sigma: float, sampling_
 
 def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,
                             sensitivity: float = 1.0, neighboring: str = "add_remove", method: str = "pld",
-                            rtol: float = 1e-3, budget: Budget | None = None) -> Calibration:
+                            rtol: float = 1e-3, budget: Budget | None = None,
+                            progress: bool | None = None) -> Calibration:
     """The largest Poisson rate q <= 1 (to ``rtol``) at which ``steps`` uses of Gaussian(sigma) meet the target.
 
     That is, whose upper epsilon(delta) is <= ``target_epsilon``; see :func:`calibrate_sigma`.
@@ -337,7 +345,7 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, s
         Noise standard deviation, > 0, within the subsampled Gaussian's range (sensitivity / sigma <= 1000).
     steps : int
         Number of uses, an integer in [1, 2**53].
-    sensitivity, neighboring, rtol, budget
+    sensitivity, neighboring, rtol, budget, progress
         As for :func:`calibrate_sigma`.
     method : str, default "pld"
         The accountant method that certifies the answer.
@@ -394,7 +402,8 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, sigma: float, s
         return f"no sampling rate q in [{floor:.4g}, 1] isolates target_epsilon={target_epsilon:g} (at q={q:.4g})"
 
     return _calibrate(accountant, target_epsilon, delta, math.log(start), rtol, method, increasing=True,
-                      domain=(math.log(floor), 0.0), out_of_range=out_of_range, budget=budget)
+                      domain=(math.log(floor), 0.0), out_of_range=out_of_range, budget=budget,
+                      progress=progress, what="sampling rate")
 
 
 def _common(target_epsilon, delta, sampling_rate, sensitivity, neighboring, method, rtol, budget):
@@ -426,7 +435,8 @@ def _common(target_epsilon, delta, sampling_rate, sensitivity, neighboring, meth
 
 def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float, delta: float, start: float,
                rtol: float, method: str, increasing: bool, domain: tuple[float, float],
-               out_of_range: Callable[[str, float], str], budget: Budget) -> Calibration:
+               out_of_range: Callable[[str, float], str], budget: Budget, progress: bool | None = None,
+               what: str = "parameter") -> Calibration:
     """Search with the fast analytic estimate, then certify both ends with ``method``, over x = log(parameter).
 
     Brent's method on log delta(target_epsilon) - log delta (the 'auto' estimate) gives the crossing;
@@ -435,12 +445,14 @@ def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float,
     the rejected one rtol before it is checked to have ``method``'s *lower* delta above delta.
     ``increasing``: whether delta grows with the parameter (steps, q) or falls (sigma).  The search stays
     in ``domain`` (of x); ``out_of_range(side, parameter)`` words the error when the crossing lies beyond
-    its "low" or "high" end.  Each (x, method, side) is evaluated once.
+    its "low" or "high" end.  Each (x, method, side) is evaluated once.  ``progress`` (as for
+    :func:`calibrate_sigma`) counts the evaluations on a bar described by ``what``.
     """
     deadline = time.monotonic() + budget.seconds
     try:
-        with budgets.limits(budget):
-            return _search(accountant, target_epsilon, delta, start, rtol, method, increasing, domain, out_of_range)
+        with budgets.limits(budget), progress_bar(description=f"calibrating {what}", enabled=progress) as bar:
+            return _search(accountant, target_epsilon, delta, start, rtol, method, increasing, domain, out_of_range,
+                           bar)
     except BudgetExceededError as error:
         if time.monotonic() < deadline:  # a query's own budget ran out: the accountant's message says so
             raise
@@ -448,7 +460,8 @@ def _calibrate(accountant: Callable[[float], Accountant], target_epsilon: float,
                                   f"{error}; raise it with budget=afa.Budget(seconds=...)") from None
 
 
-def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, domain, out_of_range) -> Calibration:
+def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, domain, out_of_range,
+            bar: Progress) -> Calibration:
     """The body of :func:`_calibrate`, run under its budget."""
     log_delta = math.log(delta)
     known: dict[tuple[float, str, str], float] = {}
@@ -460,6 +473,7 @@ def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, 
         # default grid.
         interval = SEARCH_INTERVAL if use == "auto" else None
         result = accountant(math.exp(x), interval).delta_result(target_epsilon, method=use)
+        bar.update()
         certified[0] = certified[0] and (result.certified or result.method == "exact")
         value = getattr(result, side)
         known[x, use, side] = _clip(math.log(value) - log_delta if value > 0 else -math.inf)
@@ -471,6 +485,7 @@ def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, 
     toward_safety = -rtol / 4 if increasing else rtol / 4
     safe = root + toward_safety
     certified[0] = True  # only the certifying evaluations count from here
+    bar.describe(f"certifying with method={method!r}")
     for _ in range(MAX_GROWTH):
         if gap(safe, method, "upper") <= 0:
             break

@@ -400,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     >>> from afa import cli
     >>> args = cli.build_parser().parse_args(["delta", "--epsilon", "1", "--mechanism", "gaussian", "--sigma", "10"])
     >>> args.query, args.epsilon, args.mechanism, args.sigma, args.method
-    ('delta', 1.0, 'gaussian', 10, 'auto')
+    ('delta', [1.0], 'gaussian', 10, 'auto')
     """
     formatter = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="afa", formatter_class=formatter, epilog=_EPILOG,
@@ -411,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 ("delta", "--epsilon", "the tight delta(EPSILON)")):
         command = commands.add_parser(query, help=text, description=f"Compute {text}.", epilog=_EPILOG,
                                       formatter_class=formatter)
-        command.add_argument(target, type=_real, required=True, help=f"the given {target[2:]}")
+        command.add_argument(target, type=_real, required=True, nargs="+", metavar=target[2:].upper(),
+                             help=f"the given {target[2:]}; several values print a table (one row each)")
         source = command.add_argument_group("composition (one of --mechanism or --spec)")
         exclusive = source.add_mutually_exclusive_group(required=True)
         names = [_cli_name(key) for key in FLAG_MECHANISMS]
@@ -518,39 +519,65 @@ def _accountant(args) -> Accountant:
         raise _UsageError(str(error)) from None
 
 
-def _query(args, accountant: Accountant) -> Result:
+def _query(args, accountant: Accountant) -> list[Result]:
+    """One result per given value (``--delta`` or ``--epsilon``, in the order given)."""
     given = "delta" if args.query == "epsilon" else "epsilon"
     try:
         if args.query == "epsilon":
-            return accountant.epsilon_result(args.delta, method=args.method)
-        return accountant.delta_result(args.epsilon, method=args.method)
+            return [accountant.epsilon_result(value, method=args.method) for value in args.delta]
+        if len(args.epsilon) == 1:
+            return [accountant.delta_result(args.epsilon[0], method=args.method)]
+        many = accountant.delta_result(args.epsilon, method=args.method)  # one pass over the engine's nodes
+        return [Result(value, lower, upper, error, many.method, many.certified)
+                for value, lower, upper, error in zip(many.value, many.lower, many.upper, many.error)]
     except (ValueError, TypeError, OverflowError, AccuracyError) as error:
         raise _UsageError(_rename(str(error), {given: "--" + given})) from None
 
 
+def _record(args, accountant: Accountant, value: float, result: Result) -> dict:
+    """The JSON object of one answer."""
+    given = "delta" if args.query == "epsilon" else "epsilon"
+    return {
+        "query": args.query,
+        "reported": _json_number(result.upper),
+        "value": _json_number(result.value),
+        "lower": _json_number(result.lower),
+        "upper": _json_number(result.upper),
+        "error": _json_number(result.error),
+        "method": result.method,
+        "certified": bool(result.certified),
+        given: _json_number(value),
+        "neighboring": accountant.neighboring,
+    }
+
+
 def _report(args, accountant: Accountant, result: Result, comparison: dict[str, float] | None = None) -> str:
     given = "delta" if args.query == "epsilon" else "epsilon"
-    value = float(getattr(args, given))
+    value = float(getattr(args, given)[0])
     if args.json:
         extra = {} if comparison is None else {"compare": {k: _json_number(v) for k, v in comparison.items()}}
-        return json.dumps({**extra,
-            "query": args.query,
-            "reported": _json_number(result.upper),
-            "value": _json_number(result.value),
-            "lower": _json_number(result.lower),
-            "upper": _json_number(result.upper),
-            "error": _json_number(result.error),
-            "method": result.method,
-            "certified": bool(result.certified),
-            given: _json_number(value),
-            "neighboring": accountant.neighboring,
-        })
+        return json.dumps({**extra, **_record(args, accountant, value, result)})
     line = (f"{args.query} = {result.upper:.10g} for {given} = {value:.10g} "
             f"(method: {result.method}, estimate {result.value:.10g}, "
             f"bounds [{result.lower:.10g}, {result.upper:.10g}])")
     if comparison is not None:
         line += "".join(f"\n  {COMPARISONS[key]}: {args.query} = {number:.10g}" for key, number in comparison.items())
     return line
+
+
+def _table(args, accountant: Accountant, results: list[Result]) -> str:
+    """Several answers: a JSON list of :func:`_record` objects, or a text table with one row per given value
+    (the upper bound is the number to report, as in the one-line output)."""
+    given = "delta" if args.query == "epsilon" else "epsilon"
+    values = [float(value) for value in getattr(args, given)]
+    if args.json:
+        return json.dumps([_record(args, accountant, value, result) for value, result in zip(values, results)])
+    header = [given, f"{args.query} (upper)", "estimate", "lower", "method", "certified"]
+    rows = [[f"{value:.10g}", f"{result.upper:.10g}", f"{result.value:.10g}", f"{result.lower:.10g}",
+             result.method, str(bool(result.certified))] for value, result in zip(values, results)]
+    widths = [max(len(row[column]) for row in [header] + rows) for column in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in [header] + rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -585,13 +612,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.query == "sweep":
             return _sweep(args)
+        several = len(getattr(args, "delta" if args.query == "epsilon" else "epsilon")) > 1
+        if several and args.compare:
+            raise _UsageError("--compare takes one --delta or --epsilon value")
         accountant = _accountant(args)
-        result = _query(args, accountant)
+        results = _query(args, accountant)
         comparison = _comparison(args, accountant) if args.compare else None
     except _UsageError as error:
         print(f"afa: error: {_one_line(error)}", file=sys.stderr)
         return 2
-    print(_report(args, accountant, result, comparison))
+    print(_table(args, accountant, results) if several else _report(args, accountant, results[0], comparison))
     return 0
 
 
@@ -601,14 +631,16 @@ def _comparison(args, accountant: Accountant) -> dict[str, float]:
     rdp_accountant = rdp.RdpAccountant.from_accountant(accountant)
     mu = clt.gdp_mu(accountant)
     if args.query == "epsilon":
-        clt_epsilon = smallest_epsilon(lambda eps: float(clt.clt_delta(accountant, eps)), args.delta, scale=1.0)
-        return {"rdp_improved": rdp_accountant.epsilon(args.delta, "improved"),
-                "rdp_standard": rdp_accountant.epsilon(args.delta, "standard"),
-                "clt": clt_epsilon, "gdp": exact.gaussian_epsilon(args.delta, mu) if mu > 0 else 0.0}
-    return {"rdp_improved": rdp_accountant.delta(args.epsilon, "improved"),
-            "rdp_standard": rdp_accountant.delta(args.epsilon, "standard"),
-            "clt": float(clt.clt_delta(accountant, args.epsilon)),
-            "gdp": float(exact.gaussian_delta(args.epsilon, mu)) if mu > 0 else 0.0}
+        delta = args.delta[0]
+        clt_epsilon = smallest_epsilon(lambda eps: float(clt.clt_delta(accountant, eps)), delta, scale=1.0)
+        return {"rdp_improved": rdp_accountant.epsilon(delta, "improved"),
+                "rdp_standard": rdp_accountant.epsilon(delta, "standard"),
+                "clt": clt_epsilon, "gdp": exact.gaussian_epsilon(delta, mu) if mu > 0 else 0.0}
+    epsilon = args.epsilon[0]
+    return {"rdp_improved": rdp_accountant.delta(epsilon, "improved"),
+            "rdp_standard": rdp_accountant.delta(epsilon, "standard"),
+            "clt": float(clt.clt_delta(accountant, epsilon)),
+            "gdp": float(exact.gaussian_delta(epsilon, mu)) if mu > 0 else 0.0}
 
 
 def _sweep(args) -> int:

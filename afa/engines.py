@@ -50,6 +50,7 @@ from .pld import (
     greedy_hull_optimistic,
     largest_interval,
 )
+from .progress import progress
 from .quadrature import LevyInversion
 from .results import AccuracyError, Result, UnsupportedCompositionError
 
@@ -811,8 +812,8 @@ class PLDEngine(Engine):
     ROUNDING_SLACK = 1000.0
     #: Composed PLDs (and per-term builds) kept for later queries, the most recent first.
     CACHED = 4
-    #: Rounds of refinement of a delta query (each at the saddle point of the largest eps still unresolved).
-    DELTA_ROUNDS = 3
+    #: Seconds a composition of PLDs runs before its progress bar appears (on a terminal only).
+    BAR_DELAY = 2.0
     #: Grid points a merged Gaussian's PLD may take before it is split into equal uses (2^c of them).
     GAUSSIAN_POINTS = 2 ** 22
 
@@ -882,10 +883,15 @@ class PLDEngine(Engine):
         if key not in self._built:
             rounding = self.ROUNDING_SLACK * tail_mass / 4
             composed = None
-            for base, count in self.bases(build, tail_mass):
-                budget.check("composing the PLDs of the terms")
-                single = base.self_compose(count, tail_mass / 4, rounding, tilt=tilt)
-                composed = single if composed is None else composed.compose(single, tail_mass / 4, rounding, tilt=tilt)
+            bases = self.bases(build, tail_mass)
+            # a bar on a terminal once a build has taken BAR_DELAY seconds (afa.progress)
+            with progress(total=len(bases), description="composing PLDs", delay=self.BAR_DELAY) as bar:
+                for base, count in bases:
+                    budget.check("composing the PLDs of the terms")
+                    single = base.self_compose(count, tail_mass / 4, rounding, tilt=tilt)
+                    composed = (single if composed is None
+                                else composed.compose(single, tail_mass / 4, rounding, tilt=tilt))
+                    bar.update()
             _remember(self._built, key, composed, self.CACHED)
         self._built.move_to_end(key)
         return self._built[key]
@@ -916,7 +922,8 @@ class PLDEngine(Engine):
         (the tolerance plus both PLDs' slack at its eps) / DELTA_TAIL (truncation or rounding would then
         matter), once more at PLDOptions.tail_fraction times the smallest lower bound among those (the smallest
         upper bound if that is 0; at least PLDOptions.smallest_tail), composed at the saddle point of the
-        largest such eps; up to DELTA_ROUNDS rounds.  Each bound is certified, so the best of each side is kept.
+        largest such eps; up to PLDOptions.delta_rounds rounds.  Each bound is certified, so the best of each side
+        is kept.
 
         Returns
         -------
@@ -927,7 +934,7 @@ class PLDEngine(Engine):
         pessimistic, optimistic = self.bounds(self.FIRST_TAIL)
         upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
         error_budget = self.FIRST_TAIL + pessimistic.slack(epsilons) + optimistic.slack(epsilons)
-        for _ in range(self.DELTA_ROUNDS):
+        for _ in range(settings.current().pld.delta_rounds):
             unresolved = np.flatnonzero(upper < error_budget / self.DELTA_TAIL)
             if unresolved.size == 0:
                 break

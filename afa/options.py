@@ -140,6 +140,11 @@ class PLDOptions(_Validated):
     max_grid_points : int
         Most points of one PLD's grid (default 2**26, at least 1024); more is refused
         (:class:`afa.pld.PLDTooLargeError`).
+    delta_rounds : int
+        Rounds in which a delta(eps) query rebuilds the PLDs, truncated deeper, for the eps whose delta is
+        too small for the first build to resolve relative to it (default 3, at least 0).  With 0 every
+        delta comes from the first build: certified still, with an *absolute* error of about 1e-12 plus
+        the discretization's (what a trade-off curve needs, see :func:`afa.tradeoff.tradeoff_curve`).
 
     Raises
     ------
@@ -152,16 +157,18 @@ class PLDOptions(_Validated):
     --------
     >>> import afa
     >>> afa.PLDOptions(tail_fraction=1e-6)
-    PLDOptions(tail_fraction=1e-06, smallest_tail=1e-305, max_grid_points=67108864)
+    PLDOptions(tail_fraction=1e-06, smallest_tail=1e-305, max_grid_points=67108864, delta_rounds=3)
     """
 
     tail_fraction: float = 1e-7
     smallest_tail: float = 1e-305
     max_grid_points: int = 2 ** 26
+    delta_rounds: int = 3
 
     _CHECKS = {"tail_fraction": lambda o, n, v: _check_real(o, n, v, 0.0, 1e-2),
                "smallest_tail": lambda o, n, v: _check_real(o, n, v, 0.0, 1e-12),
-               "max_grid_points": lambda o, n, v: _check_int(o, n, v, 1024)}
+               "max_grid_points": lambda o, n, v: _check_int(o, n, v, 1024),
+               "delta_rounds": lambda o, n, v: _check_int(o, n, v, 0)}
 
 
 @dataclass(frozen=True)

@@ -782,12 +782,15 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
         ]),
         "## Flags\n\n" + flags.markdown(),
     ]
-    fuzz = [FUZZ_RESULTS.read_text().strip()] if FUZZ_RESULTS.exists() else []
-    return "\n\n".join(head + [section.markdown() for section in sections] + fuzz) + "\n"
+    kept = [path.read_text().strip() for path in KEPT_RESULTS if path.exists()]
+    return "\n\n".join(head + [section.markdown() for section in sections] + kept) + "\n"
 
 
-#: The soundness fuzz's latest counts (``benchmarks/fuzz.py --markdown``), kept in RESULTS.md when it is rewritten.
-FUZZ_RESULTS = Path(__file__).resolve().parent / "fuzz_results.md"
+#: Sections measured by other scripts, kept in RESULTS.md (in this order) when it is rewritten: the soundness
+#: fuzz's latest counts (``benchmarks/fuzz.py --markdown``), the sweep timings (``benchmarks/sweep.py``) and the
+#: trade-off curve timings (``benchmarks/bench_tradeoff.py``).
+KEPT_RESULTS = [Path(__file__).resolve().parent / name
+                for name in ("fuzz_results.md", "sweep_results.md", "tradeoff_results.md")]
 
 
 def main() -> None:
