@@ -1413,7 +1413,7 @@ def _check_resolution(engine, delta: float, error: float, floor: bool = False) -
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
             f"(absolute error {size} {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}{best}). "
-            "For smaller delta use method='contour' (relative accuracy; closed-form and subsampled "
-            "mechanisms, not MixtureOfGaussians), method='exact' (Gaussian and finite-output "
+            "For smaller delta use method='contour' (relative accuracy; closed-form mechanisms and "
+            "noise-mixture pairs), method='exact' (Gaussian and finite-output "
             "mechanisms only), or the certified brackets of method='pld' or 'certified' (which also "
             "cover subsampled compositions whose CF decays too slowly for the quadrature).")

@@ -92,7 +92,8 @@ class Subsampled(Mechanism):
       replace-one relation); at q = 1 the pair is its limit, the Gaussian with sensitivity 2 Delta.
 
     Other combinations raise ValueError when the losses are asked for, as does, for 0 < q < 1, a base that
-    gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`, :class:`afa.MixtureOfGaussians`).
+    gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`) or declares a noise-mixture pair of
+    several components (:class:`afa.MixtureOfGaussians`).
 
     Examples
     --------
