@@ -782,12 +782,14 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
         ]),
         "## Flags\n\n" + flags.markdown(),
     ]
-    fuzz = [FUZZ_RESULTS.read_text().strip()] if FUZZ_RESULTS.exists() else []
-    return "\n\n".join(head + [section.markdown() for section in sections] + fuzz) + "\n"
+    kept = [path.read_text().strip() for path in (FUZZ_RESULTS, TARGETED_RESULTS) if path.exists()]
+    return "\n\n".join(head + [section.markdown() for section in sections] + kept) + "\n"
 
 
 #: The soundness fuzz's latest counts (``benchmarks/fuzz.py --markdown``), kept in RESULTS.md when it is rewritten.
 FUZZ_RESULTS = Path(__file__).resolve().parent / "fuzz_results.md"
+#: Timings of targeted scripts (bench_gaussian_closed_form.py, bench_mixture_of_gaussians.py), kept likewise.
+TARGETED_RESULTS = Path(__file__).resolve().parent / "targeted_results.md"
 
 
 def main() -> None:
