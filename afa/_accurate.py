@@ -29,7 +29,7 @@ STIRLERR_SMALL = np.array([
 ])
 
 
-def two_sum(x: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
+def two_sum(x: NDArray | float, y: NDArray | float) -> tuple[NDArray | float, NDArray | float]:
     """s, e with s + e = x + y exactly."""
     s = x + y
     v = s - x

@@ -25,6 +25,10 @@ MAX_LOSS = 1e300
 
 def real_number(name: str, value) -> float:
     """Return ``value`` as a finite float, or raise naming ``name``."""
+    if type(value) is float:  # the common case, without the abstract-class checks below
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
+        return value
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
     try:

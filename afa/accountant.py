@@ -37,6 +37,8 @@ from .engines import (
     ExactEngine,
     PLDEngine,
     QuadratureEngine,
+    gaussian_delta_with_error,
+    gaussian_epsilon_bracket,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
 from .options import Options
@@ -61,6 +63,10 @@ INTERVAL_RANGE = (1e-12, largest_interval())
 COARSE_FACTOR = 64.0
 #: Top-level keys of a spec (:meth:`Accountant.to_dict`).
 SPEC_KEYS = ("neighboring", "mechanisms", "value_discretization_interval", "budget", "options")
+#: The methods a composition of Gaussians alone answers from its closed form without building engines.
+CLOSED_FORM_METHODS = ("auto", "exact")
+# The default settings, built once (both are frozen): a fresh accountant need not validate them again.
+_DEFAULT_BUDGET, _DEFAULT_OPTIONS = Budget(), Options()
 
 
 class Accountant:
@@ -148,9 +154,9 @@ class Accountant:
         if options is not None and not isinstance(options, Options):
             raise TypeError(f"options must be an afa.Options, got {type(options).__name__}")
         #: Time and memory limits of each query.
-        self.budget = Budget() if budget is None else budget
+        self.budget = _DEFAULT_BUDGET if budget is None else budget
         #: The engines' settings and the policy of method='auto' (active while a query runs).
-        self.options = Options() if options is None else options
+        self.options = _DEFAULT_OPTIONS if options is None else options
         #: Grid step of the loss for method='pld' (None: chosen per composition, see _pld_interval).
         self.value_discretization_interval = value_discretization_interval
         self._counts: dict[Mechanism, int] = {}
@@ -478,6 +484,15 @@ class Accountant:
         """Whether some direction's composed loss is +infinity with probability 1 (a mechanism with no finite
         loss): then delta = 1 at every eps, whatever the other uses."""
         return any(self._composed(index).log_finite_mass == -math.inf for index in self._distinct_directions())
+
+    def _closed_form_mu(self, method: str) -> float | None:
+        """mu = sqrt(sum_i k_i mu_i^2) when every composed mechanism's pair is a pure Gaussian pair
+        (:func:`afa.pairs.gaussian_mu`, read at compose time), no mass is truncated and ``method`` is one of
+        CLOSED_FORM_METHODS (the closed form is what "exact" computes and what "auto" chooses first); else None."""
+        if method not in CLOSED_FORM_METHODS or not self._counts or len(self._gaussian_mu) != len(self._counts):
+            return None
+        mu = math.sqrt(sum(count * self._gaussian_mu[mechanism] ** 2 for mechanism, count in self._counts.items()))
+        return mu if mu > 0 and self._truncated_mass() == 0 else None
 
     def _exact_available(self) -> bool:
         return self._certain_reveal() or self._single_use() is not None or all(
@@ -888,12 +903,22 @@ class Accountant:
         else:  # one direction: its engine, or the only one when both directions coincide
             index = self.directions.index(check.choice("direction", direction, self.directions))
             chosen = slice(index, index + 1) if index < len(self._distinct_directions()) else slice(0, 1)
-        run = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]],
-                                  lambda answer: max(float(np.max(errors / np.maximum(values, 1e-300)))
-                                                     for values, errors in answer))
+        mu = self._closed_form_mu(method)
+        if mu is not None:  # Gaussians alone: their closed form, without engines or auto's bookkeeping
+            began = time.monotonic()
+            with budgets.limits(self.budget):  # the time budget still holds
+                value, error = gaussian_delta_with_error(epsilons, mu)
+                budgets.check("evaluating the composed Gaussian's closed form")
+            run = _Answer("exact", None, (Attempt("exact", "answered", "", time.monotonic() - began),),
+                          ExactEngine.certified)
+            values, errors = value[None, :], error[None, :]
+        else:
+            run = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]],
+                            lambda answer: max(float(np.max(errors / np.maximum(values, 1e-300)))
+                                               for values, errors in answer))
+            values = np.array([value for value, _ in run.answer])
+            errors = np.array([error for _, error in run.answer])
         name = run.name
-        values = np.array([value for value, _ in run.answer])
-        errors = np.array([error for _, error in run.answer])
         if not (np.all(np.isfinite(values)) and np.all(errors >= 0)):
             raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
                                 "please report it with the composition")
@@ -975,6 +1000,15 @@ class Accountant:
             raise
 
     def _unmarked_epsilon_result(self, delta: float, method: str) -> Result:
+        mu = self._closed_form_mu(method)
+        if mu is not None:  # Gaussians alone: Newton on their closed form, its bracket verified on it
+            began = time.monotonic()
+            with budgets.limits(self.budget):  # the time budget still holds (the bracket's search checks it)
+                value, lower, upper = gaussian_epsilon_bracket(delta, mu)
+                budgets.check("solving the composed Gaussian's closed form for eps")
+            attempts = (Attempt("exact", "answered", "", time.monotonic() - began),)
+            return Result(value, lower, upper, (upper - lower) / 2, "exact", certified=ExactEngine.certified,
+                          attempts=attempts)
         run = self._run(method, lambda engines: _solve_directions(engines, delta),
                                     lambda answer: max((upper - lower) / max(value, 1e-300)
                                                        for value, lower, upper in answer), delta)

@@ -268,7 +268,7 @@ def markov_delta(accountant: Accountant, epsilons) -> np.ndarray:
     Raises
     ------
     NotImplementedError
-        It needs the MGF: a composition with MixtureOfGaussians.
+        It needs the MGF: a composition with a log-CF known on the real line only.
 
     Examples
     --------
@@ -347,7 +347,7 @@ def third_absolute_moments(mechanism: Mechanism, neighboring: str = "add_remove"
     Raises
     ------
     afa.AccuracyError
-        MixtureOfGaussians: its real-line CF stops short of T.
+        A log-CF known on the real line only that stops short of T.
 
     Examples
     --------

@@ -544,8 +544,9 @@ class ContourInversion(_SaddlePointContour):
     def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         if not loss.analytic:
             raise UnsupportedCompositionError(
-                "the contour method needs log-CFs that continue to complex arguments (closed forms, subsampled "
-                "mechanisms), not a real-line-only numeric CF such as MixtureOfGaussians; use method='quadrature'")
+                "the contour method needs log-CFs that continue to complex arguments (closed forms, noise-mixture "
+                "pairs such as subsampled mechanisms), not a numeric CF known on the real line only; "
+                "use method='quadrature'")
         if not loss.continuous:
             raise UnsupportedCompositionError("the composition has no continuous part; use method='exact'")
         if loss.log_atomic_mass > math.log(RTOL) - 30:

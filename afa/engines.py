@@ -273,6 +273,63 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
     return brentq(gap, low, high, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=400)
 
 
+def gaussian_delta_with_error(epsilons: np.ndarray, mu: float) -> tuple[np.ndarray, np.ndarray]:
+    """delta(eps) of the composed Gaussian loss N(mu^2/2, mu^2) and a bound on its error.
+
+    Parameters
+    ----------
+    epsilons : ndarray
+        Finite real numbers, any shape.
+    mu : float
+        The composed Gaussians' parameter sqrt(sum_i k_i mu_i^2) > 0.
+
+    Returns
+    -------
+    value, error : ndarray
+        The closed form (Sommer, Meiser & Mohammadi 2019, Thm 5; :func:`afa.exact.gaussian_log_delta`) and
+        ``value`` times its relative error EXACT_RTOL plus the rounding of exponentiating its logarithm;
+        ``epsilons``' shape.
+    """
+    log_value = np.asarray(exact.gaussian_log_delta(np.asarray(epsilons, dtype=float), mu))
+    value = np.exp(log_value)
+    finite = np.isfinite(log_value)
+    rtol = EXACT_RTOL + UNIT_ROUNDOFF * (34 + 4 * np.abs(np.where(finite, log_value, 0.0)))
+    return value, np.where(finite, value * rtol, 0.0)
+
+
+def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, float]:
+    """(estimate, lower, upper) of eps(delta) for the composed Gaussian loss N(mu^2/2, mu^2).
+
+    Parameters
+    ----------
+    delta : float
+        A number in (0, 1).
+    mu : float
+        The composed Gaussians' parameter > 0.
+
+    Returns
+    -------
+    tuple of float
+        The estimate, Newton's root of the closed form (:func:`afa.exact.gaussian_epsilon`), and bounds
+        verified on the closed form (:func:`afa.discrete.verified_epsilon_bounds`): delta plus its relative
+        error EXACT_RTOL is <= ``delta`` at ``upper``, delta minus it is > ``delta`` at ``lower`` (or
+        ``lower`` is 0).
+    """
+    estimate = exact.gaussian_epsilon(delta, mu)
+
+    def evaluate(eps: float) -> tuple[float, float, float]:
+        log_value = float(exact.gaussian_log_delta(eps, mu))
+        value = math.exp(log_value)
+        # -d delta / d eps = e^eps Phi(-mu/2 - eps/mu) <= Phi(mu/2 - eps/mu) <= 1 (its log's two huge terms can
+        # round to a positive sum when mu is near 1e150)
+        slope = math.exp(min(eps + float(log_ndtr(-mu / 2 - eps / mu)), 0.0))
+        error = value * (EXACT_RTOL + UNIT_ROUNDOFF * (34 + 4 * abs(log_value))) if value > 0 else 0.0
+        return value, error, slope
+
+    lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
+    return estimate, min(lower, estimate), max(upper, estimate)
+
+
 class ExactEngine(Engine):
     """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms,
     with error bounds.
@@ -354,6 +411,8 @@ class ExactEngine(Engine):
         epsilons = np.asarray(epsilons, dtype=float)
         if self.mu == 0:
             return self.composition.delta(epsilons)
+        if self._pure:
+            return gaussian_delta_with_error(epsilons, self.mu)
         value, lower, upper = self._mixture_bounds(epsilons)
         return value, np.maximum(upper - value, value - lower)
 
@@ -409,27 +468,26 @@ class ExactEngine(Engine):
             return self.composition.epsilon_bounds(delta)
         if delta < self.inf_mass * (1 - 1e-12):
             return math.inf, math.inf, math.inf
-        pure = self._full_atoms.size == 1 and self._full_atoms.losses[0] == 0 and self.inf_mass == 0
-        if pure:
-            estimate = exact.gaussian_epsilon(delta, self.mu)
-        else:
-            atoms = self._full_atoms
-            estimate = smallest_epsilon(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
-                np.array([eps]), atoms.losses, atoms.log_masses, self.mu))[0]), delta, self.epsilon_scale)
+        if self._pure:
+            return gaussian_epsilon_bracket(delta, self.mu)
+        atoms = self._full_atoms
+        estimate = smallest_epsilon(lambda eps: self.inf_mass + float(np.exp(exact.mixture_log_delta(
+            np.array([eps]), atoms.losses, atoms.log_masses, self.mu))[0]), delta, self.epsilon_scale)
         if math.isinf(estimate):
             return math.inf, 0.0, math.inf
 
         def evaluate(eps: float) -> tuple[float, float, float]:
-            if pure:  # the composed Gaussian alone: its closed form and its relative error, no mixture
-                log_value = float(exact.gaussian_log_delta(eps, self.mu))
-                value = math.exp(log_value)
-                slope = math.exp(eps + float(log_ndtr(-self.mu / 2 - eps / self.mu)))
-                return value, value * (EXACT_RTOL + UNIT_ROUNDOFF * (34 + 4 * abs(log_value))), slope
             value, lower, upper = (float(x[0]) for x in self._mixture_bounds(np.array([eps])))
             return value, max(upper - value, value - lower), self._mixture_slope(eps)
 
         lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
         return estimate, min(lower, estimate), max(upper, estimate)
+
+    @property
+    def _pure(self) -> bool:
+        """Whether the direction is the composed Gaussian alone (no discrete part): its closed form applies."""
+        atoms = self._full_atoms
+        return atoms.size == 1 and atoms.losses[0] == 0 and self.inf_mass == 0
 
     @property
     def epsilon_scale(self) -> float:
@@ -1362,7 +1420,7 @@ def _check_resolution(engine, delta: float, error: float, floor: bool = False) -
         raise AccuracyError(
             f"delta={delta:.3g} is below what method={engine.method!r} resolves for this composition "
             f"(absolute error {size} {error:.1e}; reliable for delta >= {RESOLUTION_FACTOR * error:.1e}{best}). "
-            "For smaller delta use method='contour' (relative accuracy; closed-form and subsampled "
-            "mechanisms, not MixtureOfGaussians), method='exact' (Gaussian and finite-output "
+            "For smaller delta use method='contour' (relative accuracy; closed-form mechanisms and "
+            "noise-mixture pairs), method='exact' (Gaussian and finite-output "
             "mechanisms only), or the certified brackets of method='pld' or 'certified' (which also "
             "cover subsampled compositions whose CF decays too slowly for the quadrature).")

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
 from scipy.special import erfcx, log_ndtr, logsumexp, ndtri
 
 from . import _validation as check
@@ -60,6 +59,13 @@ _BLOCK = 1 << 18
 _LOG_POINT_MASS = math.log(1e-17)
 _MIXTURE_CUT = 60.0
 _LOG_DROPPED_RTOL = math.log(1e-17)
+# Newton's method for ε(δ) stops when a step is below this relative size (quadratic convergence leaves the
+# root a few ulps away), or after this many steps (a bisection halves the bracket at each).
+_NEWTON_RTOL = 1e-15
+# Up to this many values, log δ(ε) is evaluated one by one in Python floats (each a few microseconds;
+# the array steps cost some hundreds of microseconds whatever the size).
+_SCALAR_LOOP = 16
+_NEWTON_STEPS = 2_200
 
 
 
@@ -167,6 +173,53 @@ def _gaussian_log_delta_parts(eps: NDArray, mu: float) -> tuple[NDArray, NDArray
     return hi, lo
 
 
+def _log_or_minus_inf(x: float) -> float:
+    return math.log(x) if x > 0.0 else -math.inf
+
+
+def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
+    """log δ(ε) of N(μ²/2, μ²) for one finite ε and μ > 0: :func:`_gaussian_log_delta_parts` in Python floats.
+
+    The same branches and the same double-double steps, with Python's float arithmetic and scalar special
+    functions instead of array operations (a few microseconds instead of a few hundred); the two
+    cancellation-free quadratures, needed only where the closed form's difference cancels, are the array ones.
+    """
+    q = eps / mu
+    if abs(q) < 1e290 and mu < 1e290:
+        p, p_err = two_prod(q, mu)
+        q_err = ((eps - p) - p_err) / mu
+        s, s_err = two_sum(0.5 * mu, -q)
+        a, c = two_sum(s, s_err - q_err)
+    else:
+        a, c = 0.5 * mu - q, 0.0
+    if a < 0:
+        if not a > -1e150:
+            return -math.inf
+        sq, sq_err = two_prod(a, a)
+        x = -a
+        rx = float(erfcx(_SQRT_HALF * x))
+        diff = rx - float(erfcx(_SQRT_HALF * (x + mu)))
+        if _MAX_AMPLIFICATION * diff < rx:
+            diff = float(_lower_tail_quadrature(np.array([x]), mu)[0]) / _SQRT_HALF_PI
+        return float(-0.5 * sq + ((-0.5 * sq_err - a * c) - LOG_SQRT_2PI + _log_or_minus_inf(_SQRT_HALF_PI * diff)))
+    b = (a - mu) + c
+    log_phi_a = float(log_ndtr(a))
+    if b <= 0:  # log(e^ε Φ(b)) = log(φ(a) R(−b))
+        log_second = -0.5 * a * a - a * c - LOG_SQRT_2PI + math.log(_SQRT_HALF_PI * float(erfcx(-_SQRT_HALF * b)))
+        size = 0.5 * a * a + 1.0
+    else:
+        log_second = eps + float(log_ndtr(b))
+        size = abs(eps)
+    z = min(log_second - log_phi_a, 0.0)
+    size += abs(log_second) + abs(log_phi_a)
+    one_minus = -math.expm1(z)
+    if size * math.exp(z) > _MAX_AMPLIFICATION * one_minus:
+        value = _log_or_minus_inf(float(_upper_quadrature(np.array([a]), mu)[0]))
+    else:
+        value = log_phi_a + math.log(one_minus)
+    return min(value, 0.0)
+
+
 def gaussian_mu(
     sigmas: ArrayLike,
     counts: ArrayLike | None = None,
@@ -272,7 +325,13 @@ def gaussian_log_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.floa
     -499514.86
     """
     mu = check.positive("mu", mu)
+    if type(epsilon) is float and math.isfinite(epsilon):  # one Python float: no array to build
+        return _gaussian_log_delta_scalar(epsilon, mu)
     eps, scalar = _epsilon_array(epsilon)
+    if scalar:
+        return _gaussian_log_delta_scalar(float(eps), mu)
+    if eps.size <= _SCALAR_LOOP:  # a few values: cheaper one by one than through the array steps
+        return np.array([_gaussian_log_delta_scalar(e, mu) for e in eps.ravel().tolist()]).reshape(eps.shape)
     hi, lo = _gaussian_log_delta_parts(eps, mu)
     return _result(hi + lo, scalar)
 
@@ -329,8 +388,9 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     Returns
     -------
     float
-        The root of log δ(ε) = log(delta) (Sommer, Meiser & Mohammadi 2019, Theorem 5), found by Brent's
-        method to a relative tolerance of 1e-14; 0.0 if δ(0) <= delta.
+        The root of log δ(ε) = log(delta) (Sommer, Meiser & Mohammadi 2019, Theorem 5), found by Newton's
+        method on log δ safeguarded by bisection, to a few ulps of ε beyond the error of the closed form
+        itself; 0.0 if δ(0) <= delta.
 
     Raises
     ------
@@ -338,6 +398,12 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
         ``delta`` outside (0, 1), ``mu`` not > 0, or ``mu`` so large that ε(δ) exceeds the float range.
     TypeError
         An argument that is not a real number.
+
+    Notes
+    -----
+    d log δ / dε = −e^ε Φ(−μ/2 − ε/μ) / δ(ε) (the derivative of Theorem 5's formula; the φ terms cancel).
+    The search starts at the upper bound ε with Φ(μ/2 − ε/μ) = ``delta`` (δ(ε) <= Φ(μ/2 − ε/μ)) and keeps
+    a bracket [lower, upper] of the root: a Newton step leaving it is replaced by the bracket's midpoint.
 
     Examples
     --------
@@ -348,20 +414,33 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     mu = check.positive("mu", mu)
     target = math.log(delta)
-
-    def excess(e: float) -> float:
-        hi, lo = _gaussian_log_delta_parts(np.array([e]), mu)
-        return float(hi[0] + lo[0]) - target
-
-    if excess(0.0) <= 0.0:
+    if _gaussian_log_delta_scalar(0.0, mu) <= target:
         return 0.0
     # δ(ε) <= Φ(a): the ε at which Φ(a) = delta is an upper bound.
     upper = max(mu * (0.5 * mu - float(ndtri(delta))), mu)
-    while excess(upper) > 0.0:
+    while _gaussian_log_delta_scalar(upper, mu) > target:
         upper *= 2.0
     if not math.isfinite(upper):
         raise ValueError(f"mu = {mu!r} is too large: ε(δ = {delta!r}) exceeds the float range")
-    return float(brentq(excess, 0.0, upper, xtol=1e-300, rtol=1e-14, maxiter=500))
+    lower, x = 0.0, upper
+    for _ in range(_NEWTON_STEPS):
+        log_delta = _gaussian_log_delta_scalar(x, mu)
+        excess = log_delta - target
+        if excess == 0.0:
+            return x
+        if excess > 0.0:
+            lower = x
+        else:
+            upper = x
+        log_slope = x + float(log_ndtr(-0.5 * mu - x / mu)) - log_delta  # log(−d log δ / dε)
+        step = excess / math.exp(max(min(log_slope, 700.0), -700.0))
+        after = x + step
+        if not lower < after < upper:  # off the bracket (or not a number): bisect
+            after = lower + 0.5 * (upper - lower)
+        if abs(after - x) <= _NEWTON_RTOL * abs(after) or not lower < after < upper:
+            return after if lower <= after <= upper else x
+        x = after
+    return x
 
 
 # --------------------------------------------------------------------------

@@ -30,17 +30,16 @@ from typing import ClassVar
 
 import numpy as np
 import sympy
-from scipy.special import logsumexp, roots_legendre
+from scipy.special import logsumexp
 from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
 from . import pairs
-from ._accurate import log_characteristic, normalize, weighted_cumulants
-from .loss_tails import GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
+from .loss_tails import GaussianTails, LaplaceTails, LossTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair, PairMixture
 from .privacy_loss import PrivacyLoss, Template, expm1x, t
-from .results import AccuracyError, UnsupportedCompositionError
+from .results import UnsupportedCompositionError
 
 #: The neighbouring relations: adding or removing a record, substituting one, and replacing one by a special
 #: record bottom (Google DP team 2025, Sec. 3.6).  A mechanism serves those in its :attr:`Mechanism.relations`.
@@ -974,16 +973,18 @@ class MixtureOfGaussians(Mechanism):
 
     Notes
     -----
-    The sensitivity is ``sensitivities[i]`` with probability ``probabilities[i]``;
-    the dominating pair is P = sum_i p_i N(c_i, 1), Q = N(0, 1) with
-    c_i = sensitivities[i] / sigma.  The pair is asymmetric, so the two
-    directions differ.  Their log-CFs have no closed form: they are computed
-    by Gauss-Legendre quadrature over the output, log M(s) with
-    M(s) = E_Q[exp(s l(o))], s = 1 + it (direction P) and s = -it (direction Q),
-    l(o) = log sum_i p_i exp(c_i o - c_i^2 / 2).  These log-CFs are known on the real line only, so
-    the contour method and :func:`afa.rdp.renyi_divergence` do not serve this mechanism.  It gives its
-    privacy losses directly and does not implement :meth:`dominating_pair` (so a subsampled version is
-    refused with a ValueError).
+    The sensitivity is ``sensitivities[i]`` with probability ``probabilities[i]``; the dominating pair
+    (:meth:`dominating_pair`, Google DP team 2025, Sec. 3.3) is P = sum_i p_i N(Delta_i, sigma^2) against
+    Q = N(0, sigma^2), Delta_i = ``sensitivities[i]``, the same under both relations.  The pair is
+    asymmetric, so its two directions differ: L = log(P/Q)(o), o ~ P (the *remove* direction under
+    add/remove) and L' = log(Q/P)(o), o ~ Q (the *add* direction, the swapped pair's).  It is a noise-mixture
+    pair, so the engines derive what they need from it as for a Poisson-subsampled Gaussian: the
+    moment-generating function M(s) = E_P[e^{sL}] = int P^{1+s} Q^{-s} do by quadrature over the output, for
+    complex s too (:class:`afa.noise_pair.PairMGF`; so the contour method gives relative accuracy at any
+    delta, and :func:`afa.rdp.renyi_divergence` applies), and the loss tails for the discretized PLD.  A
+    single component of positive probability is a Gaussian mechanism (its closed form answers).  Poisson or
+    subset subsampling of a mixture of several components is not implemented (a ValueError when its losses
+    are asked for).
 
     Examples
     --------
@@ -1014,82 +1015,34 @@ class MixtureOfGaussians(Mechanism):
         check.assign(self, sigma=sigma, sensitivities=tuple(map(float, sensitivities)),
              probabilities=tuple(map(float, probabilities)))
 
-    def _components(self) -> tuple[np.ndarray, np.ndarray]:
-        """(c_i, log p_i) of the components with positive probability, c_i = sensitivities[i] / sigma."""
-        shifts = np.asarray(self.sensitivities) / self.sigma
-        log_p = np.log(np.asarray(self.probabilities))
+    def dominating_pair(self, neighboring: str) -> NoiseMixturePair:
+        """(sum_i p_i N(Delta_i, sigma^2), N(0, sigma^2)) under both relations (Google DP team 2025, Sec. 3.3).
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}
+            The neighbouring relation (the pair is the same under both).
+
+        Returns
+        -------
+        afa.noise_pair.NoiseMixturePair
+            Gaussian noise of scale ``sigma``: side A the components of positive probability, shifted by
+            their sensitivities, with their probabilities normalised to sum to one (they are given to 1e-9);
+            side B the unshifted noise.  Its swap is the other direction's pair.
+
+        Examples
+        --------
+        >>> import afa
+        >>> pair = afa.MixtureOfGaussians((0.0, 1.0), (0.5, 0.5), sigma=2.0).dominating_pair("add_remove")
+        >>> pair.scale, pair.a_shifts, pair.b_shifts
+        (2.0, (0.0, 1.0), (0.0,))
+        """
+        shifts = np.asarray(self.sensitivities)
+        log_p = _log(self.probabilities)
         keep = log_p > -np.inf
-        return shifts[keep], log_p[keep]
-
-    def _losses(self, neighboring):
-        integral = _OutputQuadrature(*self._components())
-        label = f"log_phi_MoG_sigma{self.sigma:g}"
-        return tuple(PrivacyLoss.numeric(f"{label}_{side}", functools.partial(integral.log_phi, side=side),
-                                         integral.cumulants(side))
-                     for side in ("P", "Q"))
-
-    def _tails(self, neighboring):
-        shifts, log_p = self._components()  # (P, Q) in units of sigma; the weights sum to 1 only to 1e-9
-        pair = NoiseMixturePair("gaussian", 1.0, tuple(shifts), tuple(log_p - logsumexp(log_p)), (0.0,), (0.0,))
-        return NoisePairTails(pair), NoisePairTails(pair.swapped())
-
-
-class _OutputQuadrature:
-    """log E[exp(i t L)] of a Gaussian-mixture pair by quadrature over the output o.
-
-    Q = N(0, 1), P = sum_i p_i N(c_i, 1) and l(o) = log(p/q)(o) =
-    log sum_i p_i e^{c_i o - c_i^2/2}.  Side "P" is L = l(o), o ~ P; side "Q"
-    is L' = -l(o), o ~ Q.  Composite Gauss-Legendre over o, with panels narrow
-    enough to resolve the phase t l(o) (|l'(o)| <= max c_i) and a range
-    covering every component's mass to e^{-14^2/2}; the sum over nodes is
-    formed as log1p(sum w (e^{itL} - 1)), accurate near t = 0.
-    """
-
-    ORDER = 20
-    REACH = 14.0
-    MAX_PANELS = 2_000
-
-    def __init__(self, shifts: np.ndarray, log_weights: np.ndarray):
-        self.shifts, self.log_weights = shifts, log_weights
-        self.low = min(0.0, shifts.min()) - self.REACH
-        self.high = max(0.0, shifts.max()) + self.REACH
-        self.slope = max(shifts.max(), 1e-300)
-
-    def _nodes(self, frequency: float, side: str) -> tuple[np.ndarray, np.ndarray]:
-        """Loss values and log-weights (log density of the side's distribution + log GL weight)."""
-        width = min(1.0, 1.0 / (frequency * self.slope + 1e-300))
-        panels = int(math.ceil((self.high - self.low) / width))
-        if panels > self.MAX_PANELS:
-            raise AccuracyError(
-                f"the mixture-of-Gaussians CF at t = {frequency:.3g} needs {panels} quadrature panels "
-                f"(limit {self.MAX_PANELS}): its privacy loss decays too slowly in t for the real-line "
-                "inversion (a component with sensitivity 0 piles the loss up near log p_0)")
-        x, w = roots_legendre(self.ORDER)
-        edges = np.linspace(self.low, self.high, panels + 1)
-        half = np.diff(edges)[:, None] / 2
-        o = (edges[:-1, None] + half * (x + 1)).ravel()
-        log_ratio = logsumexp(self.log_weights + self.shifts * o[:, None] - self.shifts ** 2 / 2, axis=1)
-        log_q = -o ** 2 / 2 - 0.5 * math.log(2 * math.pi) + np.log((half * w).ravel())
-        return (log_ratio, log_q + log_ratio) if side == "P" else (-log_ratio, log_q)
-
-    def log_phi(self, nodes: np.ndarray, side: str) -> np.ndarray:
-        nodes = np.asarray(nodes, dtype=float)
-        flat = nodes.ravel()
-        out = np.empty(flat.shape, dtype=complex)
-        order = np.argsort(np.abs(flat))
-        start = 0
-        while start < order.size:
-            # A block of nodes of similar |t|; its largest |t| sets the panel width.
-            end = min(order.size, start + 256)
-            losses, log_weights = self._nodes(float(abs(flat[order[end - 1]])), side)
-            block = order[start:min(end, start + max(1, 4_000_000 // losses.size))]
-            log_total, weights = normalize(log_weights)
-            out[block] = log_characteristic(flat[block], [losses], [weights], [log_total])[:, 0]
-            start += block.size
-        return out.reshape(nodes.shape)
-
-    def cumulants(self, side: str) -> tuple[float, float]:
-        return weighted_cumulants(*self._nodes(0.0, side))
+        log_p = log_p[keep] - logsumexp(log_p[keep])
+        return NoiseMixturePair("gaussian", self.sigma, tuple(shifts[keep].tolist()), tuple(log_p.tolist()),
+                                (0.0,), (0.0,))
 
 
 # ---------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from . import budget
 from ._accurate import weighted_cumulants
@@ -55,7 +54,7 @@ class NoiseMixturePair:
             shifts, log_weights = getattr(self, f"{side}_shifts"), getattr(self, f"{side}_log_weights")
             if len(shifts) != len(log_weights) or not shifts:
                 raise ValueError(f"{side}_shifts and {side}_log_weights must be non-empty and of equal length")
-            if abs(logsumexp(log_weights)) > 1e-12:
+            if not abs(_log_total(log_weights)) <= 1e-12:  # (NaN weights fail too)
                 raise ValueError(f"the weights of side {side.upper()} must sum to one")
 
     def without_empty_components(self) -> NoiseMixturePair:
@@ -275,6 +274,14 @@ class PairMGF:
         o, log_w = self._panels(low, high, 0.0)
         loss, log_density = self._loss_and_log_integrand(o, 0.0)
         return weighted_cumulants(loss, log_w + log_density)
+
+
+def _log_total(log_weights: tuple[float, ...]) -> float:
+    """log sum_i e^{log_weights[i]} of a few log-weights, in Python floats (NaN if one is NaN)."""
+    top = max(log_weights)
+    if not math.isfinite(top):
+        return top if math.isnan(top) or top > 0 else -math.inf
+    return top + math.log(math.fsum(math.exp(w - top) for w in log_weights))
 
 
 def _power_of_two(frequency: float) -> float:

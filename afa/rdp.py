@@ -92,7 +92,8 @@ def renyi_divergence(mechanism: Mechanism, alpha: float, neighboring: str = "add
     Raises
     ------
     NotImplementedError
-        A mechanism whose log-CF is known on the real line only (:class:`afa.MixtureOfGaussians`).
+        A mechanism whose log-CF is known on the real line only (one that gives a numeric log-CF directly
+        instead of declaring a dominating pair).
     ValueError
         ``alpha`` out of range or an unknown ``neighboring``.
     TypeError
@@ -154,7 +155,7 @@ def log_mgf(loss: PrivacyLoss, s: float) -> float:
     Raises
     ------
     NotImplementedError
-        A log-CF known on the real line only (MixtureOfGaussians).
+        A log-CF known on the real line only.
     afa.AccuracyError
         A subsampled loss whose MGF at s is beyond the reach of the output quadrature.
 
@@ -195,8 +196,8 @@ def _numeric_log_mgf(loss: PrivacyLoss, s: float) -> float:
     """
     if not loss.continues_to_complex:
         raise NotImplementedError("renyi_divergence needs a closed-form, finite or subsampled-noise privacy loss; "
-                                  "this mechanism's log-CF is computed numerically on the real line only "
-                                  "(e.g. MixtureOfGaussians), so its MGF is not available")
+                                  "this mechanism's log-CF is computed numerically on the real line only, "
+                                  "so its MGF is not available")
     value = complex(batched_log_phi(np.array([-1j * s]), [loss])[0, 0])
     if not (math.isfinite(value.real) and abs(value.imag) <= _REAL_TOLERANCE):
         raise AccuracyError(f"the moment-generating function at s = {s:.6g} is beyond the reach of the output "

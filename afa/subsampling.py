@@ -97,7 +97,8 @@ class Subsampled(Mechanism):
       q = 0 (the record is never used) and q = 1 (the base itself).
 
     Other combinations raise ValueError when the losses are asked for, as does, for 0 < q < 1, a base that
-    gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`, :class:`afa.MixtureOfGaussians`).
+    gives its losses without declaring a pair (e.g. :class:`afa.ApproxDP`) or declares a noise-mixture pair of
+    several components (:class:`afa.MixtureOfGaussians`).
 
     Examples
     --------

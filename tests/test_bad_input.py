@@ -230,7 +230,7 @@ def test_sampling_rate_errors(scheme, q):
     (lambda: accountant(afa.Gaussian(1e-6).poisson_subsampled(0.5)), ["sigma"]),
     (lambda: accountant(afa.Gaussian(1.0).subset_subsampled(0.1), neighboring="substitution"), ["add_remove"]),
     (lambda: accountant(afa.Laplace(1.0).poisson_subsampled(0.1), neighboring="substitution"), ["Gaussian"]),
-    (lambda: accountant(afa.MixtureOfGaussians([1.0], [1.0], 1.0).poisson_subsampled(0.1)), ["MixtureOfGaussians"]),
+    (lambda: accountant(afa.MixtureOfGaussians([1.0, 2.0], [0.5, 0.5], 1.0).poisson_subsampled(0.1)), ["MixtureOfGaussians"]),
 ], ids=["nested", "base string", "scheme bogus", "scheme None", "gaussian shift", "laplace shift",
         "shift at compose", "subset substitution", "laplace substitution", "unsupported base"])
 def test_subsampling_errors(call, names):

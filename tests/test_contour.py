@@ -6,6 +6,7 @@ Zhu, Dong & Wang 2022, Exp 2).  The contour engine shares nothing with either bu
 mechanisms' log-CF templates.
 """
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 import afa
 from afa import exact
+from afa.privacy_loss import PrivacyLoss
 
 # (sigma, count) with mu = sqrt(count) / sigma from 0.01 to 1000 and counts up to 10^12.
 GAUSSIANS = [(100.0, 1), (10.0, 1), (1.0, 1), (1e6, 10**12), (1.0, 100), (0.01, 100), (1e3, 10**12)]
@@ -62,7 +64,17 @@ def test_contour_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="no continuous part"):
         afa.Accountant().compose(afa.RandomizedResponse(0.7)).delta(1.0, method="contour")
     with pytest.raises(ValueError, match="continue to complex arguments"):
-        afa.Accountant().compose(afa.MixtureOfGaussians([1.0, 2.0], [0.5, 0.5], 1.0)).delta(1.0, method="contour")
+        afa.Accountant().compose(_RealLineOnlyGaussian()).delta(1.0, method="contour")
+
+
+@dataclasses.dataclass(frozen=True)
+class _RealLineOnlyGaussian(afa.Mechanism):
+    """The loss N(1/2, 1) given as a numeric log-CF for real t only (log phi = -(t^2 - i t) / 2)."""
+
+    def _losses(self, neighboring):
+        loss = PrivacyLoss.numeric("log_phi_real_line_only", lambda t: -0.5 * (np.asarray(t) ** 2 - 1j * np.asarray(t)),
+                                   (0.5, 1.0))
+        return loss, loss
 
 
 # -- atoms: the lattice contour (Laplace-type and finite-output compositions) --------------

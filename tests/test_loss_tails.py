@@ -624,5 +624,5 @@ def test_relations_subsampling_does_not_cover_raise():
         afa.Gaussian(1.0).subset_subsampled(0.1).loss_tails("substitution")
     with pytest.raises(ValueError, match="Gaussian base only"):
         afa.Laplace(1.0).poisson_subsampled(0.1).loss_tails("substitution")
-    with pytest.raises(ValueError, match="subsampling is implemented"):
-        afa.MixtureOfGaussians((1.0,), (1.0,), 1.0).poisson_subsampled(0.1).loss_tails()
+    with pytest.raises(ValueError, match="subsampling is implemented"):  # (one component is a Gaussian base)
+        afa.MixtureOfGaussians((1.0, 2.0), (0.5, 0.5), 1.0).poisson_subsampled(0.1).loss_tails()

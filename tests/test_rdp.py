@@ -13,6 +13,7 @@ References (computed here, not by afa):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -20,6 +21,7 @@ import pytest
 
 import afa
 from afa import renyi_divergence
+from afa.privacy_loss import PrivacyLoss
 
 
 def gaussian_pair(alpha, mean1, sd1, mean2, sd2):
@@ -130,9 +132,25 @@ def test_data_dependent_gaussian_edge_of_the_strip():
     assert renyi_divergence(mech, 4 / 3 + 1e-9) == math.inf
 
 
-def test_mixture_of_gaussians_is_not_supported_yet():
+def test_mixture_of_gaussians_through_its_pair():
+    """One component is the Gaussian pair: D_alpha(N(Delta, sigma^2) || N(0, sigma^2)) = alpha Delta^2 / (2 sigma^2)."""
+    assert renyi_divergence(afa.MixtureOfGaussians((0.0, 2.0), (0.0, 1.0), 1.5), 3.0) == pytest.approx(
+        3.0 * 4.0 / (2 * 1.5 ** 2), rel=1e-9)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RealLineOnlyGaussian(afa.Mechanism):
+    """The loss N(1/2, 1) given as a numeric log-CF for real t only."""
+
+    def _losses(self, neighboring):
+        loss = PrivacyLoss.numeric("log_phi_real_line_only", lambda t: -0.5 * (np.asarray(t) ** 2 - 1j * np.asarray(t)),
+                                   (0.5, 1.0))
+        return loss, loss
+
+
+def test_real_line_only_log_phi_is_not_supported():
     with pytest.raises(NotImplementedError, match="closed-form"):
-        renyi_divergence(afa.MixtureOfGaussians((1.0,), (1.0,), 1.0), 2.0)
+        renyi_divergence(_RealLineOnlyGaussian(), 2.0)
 
 
 @pytest.mark.parametrize("alpha", [1.0, 0.0, -1.0, math.nan, math.inf])

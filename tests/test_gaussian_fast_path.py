@@ -1,0 +1,185 @@
+"""The closed-form answers of compositions of Gaussians alone (the accountant's fast path).
+
+Truth: the composed Gaussian's privacy profile (Sommer, Meiser & Mohammadi 2019, Thm 5),
+delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu) with mu = sqrt(sum_i k_i (Delta_i / sigma_i)^2),
+evaluated here in 60-digit mpmath and inverted by mpmath's root finder -- no afa code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import afa
+from afa import exact
+
+DPS = 60
+#: A heterogeneous composition of Gaussians: (sigma, sensitivity, count).
+MIX = ((10.0, 1.0, 100), (3.0, 2.0, 7), (0.7, 0.1, 3))
+
+
+def mp_mu(parts) -> mp.mpf:
+    with mp.workdps(DPS):
+        return mp.sqrt(mp.fsum(k * (mp.mpf(d) / mp.mpf(s)) ** 2 for s, d, k in parts))
+
+
+def mp_delta(eps, mu) -> mp.mpf:
+    """delta(eps) of the composed Gaussian, 60 digits."""
+    with mp.workdps(DPS):
+        e, m = mp.mpf(eps), mp.mpf(mu)
+        return +(mp.ncdf(m / 2 - e / m) - mp.exp(e) * mp.ncdf(-m / 2 - e / m))
+
+
+def mp_epsilon(delta: float, mu) -> mp.mpf:
+    """The eps >= 0 with delta(eps) = delta (0 if delta(0) <= delta): a root of log delta(eps) - log delta."""
+    with mp.workdps(DPS):
+        target = mp.log(mp.mpf(delta))
+        if mp.log(mp_delta(0, mu)) <= target:
+            return mp.mpf(0)
+        mu_ = mp.mpf(mu)
+        guess = mu_ * (mu_ / 2 + mp.sqrt(-2 * target))
+        low, high = mp.mpf(0), guess
+        while mp.log(mp_delta(high, mu)) > target:
+            high *= 2
+        return mp.findroot(lambda e: mp.log(mp_delta(e, mu)) - target, (low, high), solver="anderson")
+
+
+def accountant(parts=MIX, **kwargs) -> afa.Accountant:
+    acc = afa.Accountant(**kwargs)
+    for sigma, sensitivity, count in parts:
+        acc.compose(afa.Gaussian(sigma, sensitivity), count)
+    return acc
+
+
+@pytest.mark.parametrize("delta", [1e-3, 1e-10, 1e-100, 1e-300])
+def test_epsilon_against_mpmath(delta):
+    result = accountant().epsilon_result(delta)
+    truth = float(mp_epsilon(delta, mp_mu(MIX)))
+    assert result.method == "exact" and not result.certified and result.tight
+    assert result.lower <= truth <= result.upper
+    assert result.value == pytest.approx(truth, rel=1e-12)
+    assert result.upper - result.lower <= 1e-11 * truth
+    assert result.error == pytest.approx((result.upper - result.lower) / 2)
+    assert [(a.method, a.outcome) for a in result.attempts] == [("exact", "answered")]
+
+
+@pytest.mark.parametrize("parts", [((1.0, 1.0, 1),), ((50.0, 1.0, 1),), ((0.05, 1.0, 1),), ((5.0, 1.0, 10_000),)])
+@pytest.mark.parametrize("delta", [0.5, 1e-5, 1e-100])
+def test_epsilon_across_mu(parts, delta):
+    result = accountant(parts).epsilon_result(delta)
+    truth = float(mp_epsilon(delta, mp_mu(parts)))
+    assert result.lower <= truth <= result.upper
+    assert result.value == pytest.approx(truth, rel=1e-12, abs=1e-300)
+
+
+def test_epsilon_zero_when_delta_at_zero_is_small_enough():
+    parts = ((100.0, 1.0, 1),)  # delta(0) = 2 Phi(mu/2) - 1 ~ 0.004
+    result = accountant(parts).epsilon_result(0.5)
+    assert float(mp_delta(0, mp_mu(parts))) < 0.5
+    assert result.value == 0.0 and result.lower == 0.0
+
+
+@pytest.mark.parametrize("epsilon", [-2.0, 0.0, 0.5, 3.0, 40.0])
+def test_delta_against_mpmath(epsilon):
+    result = accountant().delta_result(epsilon)
+    truth = float(mp_delta(epsilon, mp_mu(MIX)))
+    assert result.method == "exact"
+    assert result.lower <= truth <= result.upper
+    assert result.value == pytest.approx(truth, rel=1e-13)
+
+
+def test_vectorised_inputs():
+    acc = accountant()
+    mu = mp_mu(MIX)
+    epsilons = np.array([[0.0, 1.0, 2.0], [5.0, 20.0, 60.0]])
+    result = acc.delta_result(epsilons)
+    assert result.value.shape == result.lower.shape == result.upper.shape == epsilons.shape
+    truth = np.array([[float(mp_delta(e, mu)) for e in row] for row in epsilons])
+    np.testing.assert_allclose(result.value, truth, rtol=1e-13)
+    assert np.all((result.lower <= truth) & (truth <= result.upper))
+    np.testing.assert_array_equal(acc.delta(epsilons), result.upper)
+    np.testing.assert_allclose(acc.privacy_profile(epsilons.ravel(), estimate=True), truth.ravel(), rtol=1e-13)
+    many = np.linspace(0.0, 30.0, 101)  # past the one-by-one evaluation: the array closed form
+    many_result = acc.delta_result(many)
+    many_truth = np.array([float(mp_delta(e, mu)) for e in many])
+    np.testing.assert_allclose(many_result.value, many_truth, rtol=1e-13)
+    assert np.all((many_result.lower <= many_truth) & (many_truth <= many_result.upper))
+    levels = np.array([1e-3, 1e-10, 1e-300])
+    eps = acc.epsilon(levels)
+    np.testing.assert_allclose(eps, [float(mp_epsilon(d, mu)) for d in levels], rtol=1e-12)
+
+
+def test_the_same_answers_as_the_exact_engine():
+    """The fast path answers as method='exact' built through the engines (ExactEngine on the pure Gaussian)."""
+    acc = accountant()
+    from afa.composition import ComposedLoss
+    from afa.engines import ExactEngine
+
+    mu = math.sqrt(sum(k * (d / s) ** 2 for s, d, k in MIX))
+    engine = ExactEngine(mu, ComposedLoss({}))
+    for delta in (1e-3, 1e-10, 1e-300):
+        value, lower, upper = engine.epsilon_bracket(delta)
+        result = acc.epsilon_result(delta, method="exact")
+        assert (result.value, result.lower, result.upper) == (value, lower, upper)
+
+
+def test_other_methods_still_answer_themselves():
+    acc = accountant()
+    pld = acc.epsilon_result(1e-5, method="pld")
+    assert pld.method == "pld" and pld.certified
+    truth = float(mp_epsilon(1e-5, mp_mu(MIX)))
+    assert pld.lower <= truth <= pld.upper
+    assert acc.delta_result(1.0, method="contour").method == "contour"
+
+
+@pytest.mark.parametrize("call", [
+    lambda acc: acc.epsilon(0.0), lambda acc: acc.epsilon(1.0), lambda acc: acc.epsilon(float("nan")),
+    lambda acc: acc.epsilon([1e-5, 2.0]), lambda acc: acc.delta(float("inf")), lambda acc: acc.delta([0.0, np.nan]),
+    lambda acc: acc.epsilon(1e-5, method="nope"), lambda acc: acc.delta(1.0, method="nope"),
+    lambda acc: acc.delta_result(1.0, direction="sideways"),
+])
+def test_bad_input_still_rejected(call):
+    with pytest.raises(ValueError):
+        call(accountant())
+
+
+def test_bad_types_still_rejected():
+    with pytest.raises(TypeError):
+        accountant().epsilon("1e-5")
+    with pytest.raises(TypeError):
+        accountant().delta("1")
+
+
+def test_empty_accountant_still_rejected():
+    with pytest.raises(ValueError, match="empty"):
+        afa.Accountant().epsilon(1e-5)
+
+
+def test_not_only_gaussians_takes_the_generic_path():
+    acc = accountant().compose(afa.Laplace(2.0))
+    result = acc.epsilon_result(1e-5)
+    assert result.method == "contour"  # a Laplace term: no closed form for the whole
+    assert result.value > accountant().epsilon_result(1e-5).value  # composing more never lowers eps
+
+
+def test_gaussian_epsilon_newton_matches_mpmath_far_out():
+    """exact.gaussian_epsilon (Newton on the closed form) against mpmath over a wide range of mu and delta."""
+    for mu in (1e-6, 0.02, 1.0, 30.0, 1e4):
+        for delta in (0.3, 1e-5, 1e-50, 1e-300):
+            truth = float(mp_epsilon(delta, mu))
+            assert exact.gaussian_epsilon(delta, mu) == pytest.approx(truth, rel=2e-13, abs=1e-300), (mu, delta)
+
+
+def test_scalar_log_delta_matches_mpmath():
+    """exact.gaussian_log_delta on single numbers (the Python-float evaluation), including where the
+    closed form's difference cancels (tiny mu, eps near the mean) and far tails."""
+    for mu in (1e-7, 0.02, 1.0, 12.0, 1e3):
+        for eps in (-3.0, 0.0, mu * mu / 2, mu, 5.0, 40.0 * mu + mu * mu / 2):
+            truth = mp_delta(eps, mu)
+            with mp.workdps(DPS):
+                log_truth = float(mp.log(truth))
+            value = exact.gaussian_log_delta(float(eps), mu)
+            assert value == pytest.approx(log_truth, rel=1e-14, abs=1e-13), (mu, eps)
