@@ -56,6 +56,16 @@ One query per configuration of a grid or table (docs/sweeps.md), written to CSV 
 
     afa sweep grid.toml -o results.csv [--workers N] [--scheduler tcp://host:8786] [--quiet]
 
+A figure of a composition (afa.plot; needs matplotlib, ``pip install 'afa[plot]'``), with the composition
+options of ``epsilon`` and ``delta``; the format follows the extension::
+
+    afa plot profile --mechanism gaussian --sigma 10 --compositions 100 -o profile.png   # delta(epsilon)
+    afa plot epsilon --spec composition.toml -o epsilon.pdf                             # epsilon(delta)
+    afa plot tradeoff --mechanism gaussian --sigma 1 --compositions 4 -o tradeoff.svg    # f-DP curve
+
+``--quiet`` (epsilon, delta, calibrate, sweep, plot): no progress bar on stderr (afa.progress.silenced);
+for sweep also no summary.
+
 Bad input exits with status 2 and one line ``afa: error: ...`` on stderr.
 
 Spec file format
