@@ -255,3 +255,13 @@ def test_quiet_is_accepted_by_every_command_that_computes():
                  ["plot", "profile", "--mechanism", "gaussian", "--sigma", "1", "-o", "x.png"]):
         assert parser.parse_args(args + ["--quiet"]).quiet is True
         assert parser.parse_args(args).quiet is False
+
+
+def test_plot_is_a_lazy_submodule_and_import_afa_needs_no_matplotlib():
+    import subprocess
+    import sys
+
+    probe = ("import sys, afa; print('matplotlib' in sys.modules, 'plot' in dir(afa)); afa.plot.tradeoff; "
+             "print('afa.plot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True"]
