@@ -42,8 +42,8 @@ __all__ = [
 __version__ = "0.1.0"
 
 #: Submodules reachable as attributes (``afa.clt``, ``afa.tradeoff``, ...), imported on first use.
-_SUBMODULES = ("cli", "clt", "contour", "discrete", "engines", "exact", "interop", "options", "pairs", "pld", "rdp",
-               "sweep", "tradeoff")
+_SUBMODULES = ("cli", "clt", "contour", "discrete", "engines", "exact", "interop", "options", "pairs", "pld", "plot",
+               "rdp", "sweep", "tradeoff")
 #: Functions of :mod:`afa.interop` reachable as ``afa.from_dp_event`` and ``afa.to_dp_event``, imported on first use.
 _INTEROP = ("from_dp_event", "to_dp_event")
 

@@ -56,6 +56,16 @@ One query per configuration of a grid or table (docs/sweeps.md), written to CSV 
 
     afa sweep grid.toml -o results.csv [--workers N] [--scheduler tcp://host:8786] [--quiet]
 
+A figure of a composition (afa.plot; needs matplotlib, ``pip install 'afa[plot]'``), with the composition
+options of ``epsilon`` and ``delta``; the format follows the extension::
+
+    afa plot profile --mechanism gaussian --sigma 10 --compositions 100 -o profile.png   # delta(epsilon)
+    afa plot epsilon --spec composition.toml -o epsilon.pdf                             # epsilon(delta)
+    afa plot tradeoff --mechanism gaussian --sigma 1 --compositions 4 -o tradeoff.svg    # f-DP curve
+
+``--quiet`` (epsilon, delta, calibrate, sweep, plot): no progress bar on stderr (afa.progress.silenced);
+for sweep also no summary.
+
 Bad input exits with status 2 and one line ``afa: error: ...`` on stderr.
 
 Spec file format
@@ -104,6 +114,7 @@ keys, besides ``times`` and the optional ``sampling_rate`` and ``sampling``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -111,6 +122,7 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from . import __version__, clt, exact, rdp
 from .accountant import METHODS, Accountant
@@ -122,6 +134,7 @@ from .mechanisms import (
     Mechanism,
     ProposeTestRelease,
 )
+from .progress import silenced
 from .results import AccuracyError, Result
 from .subsampling import SCHEMES, Subsampled
 
@@ -144,6 +157,12 @@ _RENAMED_FLAGS: dict[type[Mechanism], dict[str, str]] = {
     ApproxDP: {"epsilon": "--dp-epsilon", "delta": "--dp-delta"},
     ProposeTestRelease: {"epsilon": "--ptr-epsilon", "delta": "--ptr-delta"},
 }
+#: What --quiet does, on every subcommand that can show progress (afa.progress.silenced around the work).
+QUIET_HELP = "no progress bar on stderr"
+#: The figures of ``afa plot``: kind -> (afa.plot function, what it shows).
+PLOT_KINDS = {"profile": ("privacy_profile", "delta(epsilon), log delta axis"),
+              "epsilon": ("epsilon_curve", "epsilon(delta), log delta axis"),
+              "tradeoff": ("tradeoff", "the f-DP trade-off curve beta(alpha)")}
 _EPILOG = __doc__[__doc__.index("Spec file format"):] if __doc__ else None  # None under python -OO
 
 
@@ -383,14 +402,40 @@ def _parameter_flags() -> dict[str, tuple[str, str]]:
     return flags
 
 
+def _composition_arguments(command: argparse.ArgumentParser) -> Any:
+    """Add the options that describe a composition (--mechanism and its parameters, or --spec) and how it is
+    queried (--neighboring, --method, --quiet) to ``command``; return the query options' group."""
+    source = command.add_argument_group("composition (one of --mechanism or --spec)")
+    exclusive = source.add_mutually_exclusive_group(required=True)
+    names = [_cli_name(key) for key in FLAG_MECHANISMS]
+    exclusive.add_argument("--mechanism", type=_mechanism_choice, choices=names, metavar="NAME",
+                           help="one mechanism, repeated --compositions times: " + ", ".join(names))
+    exclusive.add_argument("--spec", metavar="FILE", help="a heterogeneous composition (.toml or .json, see below)")
+    source.add_argument("--compositions", type=_number, default=None, metavar="K",
+                        help="how many times --mechanism is used (default 1)")
+    source.add_argument("--sampling-rate", type=_real, default=None, metavar="Q",
+                        help="run --mechanism on a random subsample with rate Q (DP-SGD: Q = batch / data size)")
+    source.add_argument("--sampling", choices=SCHEMES, default=None,
+                        help="subsampling scheme with --sampling-rate (default poisson)")
+    parameters = command.add_argument_group("mechanism parameters (with --mechanism)")
+    for flag, (dest, text) in _parameter_flags().items():
+        parameters.add_argument(flag, dest=dest, type=_number, default=None, metavar=dest.upper(), help=text)
+    options = command.add_argument_group("query options")
+    options.add_argument("--neighboring", choices=NEIGHBORING_RELATIONS, default=None,
+                         help="neighbouring relation (default: the spec file's, else add_remove)")
+    options.add_argument("--method", choices=METHODS, default="auto", help="engine (default auto)")
+    options.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``afa`` command.
 
     Returns
     -------
     argparse.ArgumentParser
-        A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``), ``calibrate`` and
-        ``sweep`` (:mod:`afa.sweep`);
+        A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``), ``calibrate``,
+        ``sweep`` (:mod:`afa.sweep`) and ``plot`` (:mod:`afa.plot`);
         the module docstring lists their options.  Bad input raises an internal usage error (reported by
         :func:`main` as one line with exit status 2) instead of exiting; ``--help`` and ``--version`` exit
         through SystemExit as usual.
@@ -406,32 +451,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="afa", formatter_class=formatter, epilog=_EPILOG,
                      description="Tight (epsilon, delta) of a composition of differentially private mechanisms.")
     parser.add_argument("--version", action="version", version=f"afa {__version__}")
-    commands = parser.add_subparsers(dest="query", required=True, metavar="{epsilon,delta,calibrate,sweep}")
+    commands = parser.add_subparsers(dest="query", required=True,
+                                   metavar="{epsilon,delta,calibrate,sweep,plot}")
     for query, target, text in (("epsilon", "--delta", "the smallest epsilon with delta(epsilon) <= DELTA"),
                                 ("delta", "--epsilon", "the tight delta(EPSILON)")):
         command = commands.add_parser(query, help=text, description=f"Compute {text}.", epilog=_EPILOG,
                                       formatter_class=formatter)
         command.add_argument(target, type=_real, required=True, nargs="+", metavar=target[2:].upper(),
                              help=f"the given {target[2:]}; several values print a table (one row each)")
-        source = command.add_argument_group("composition (one of --mechanism or --spec)")
-        exclusive = source.add_mutually_exclusive_group(required=True)
-        names = [_cli_name(key) for key in FLAG_MECHANISMS]
-        exclusive.add_argument("--mechanism", type=_mechanism_choice, choices=names, metavar="NAME",
-                               help="one mechanism, repeated --compositions times: " + ", ".join(names))
-        exclusive.add_argument("--spec", metavar="FILE", help="a heterogeneous composition (.toml or .json, see below)")
-        source.add_argument("--compositions", type=_number, default=None, metavar="K",
-                            help="how many times --mechanism is used (default 1)")
-        source.add_argument("--sampling-rate", type=_real, default=None, metavar="Q",
-                            help="run --mechanism on a random subsample with rate Q (DP-SGD: Q = batch / data size)")
-        source.add_argument("--sampling", choices=SCHEMES, default=None,
-                            help="subsampling scheme with --sampling-rate (default poisson)")
-        parameters = command.add_argument_group("mechanism parameters (with --mechanism)")
-        for flag, (dest, text) in _parameter_flags().items():
-            parameters.add_argument(flag, dest=dest, type=_number, default=None, metavar=dest.upper(), help=text)
-        options = command.add_argument_group("query options")
-        options.add_argument("--neighboring", choices=NEIGHBORING_RELATIONS, default=None,
-                             help="neighbouring relation (default: the spec file's, else add_remove)")
-        options.add_argument("--method", choices=METHODS, default="auto", help="engine (default auto)")
+        options = _composition_arguments(command)
         options.add_argument("--json", action="store_true", help="print a JSON object instead of a line of text")
         options.add_argument("--compare", action="store_true",
                              help="also print what an RDP accountant (improved and standard conversions), the CLT "
@@ -450,6 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--rtol", type=_real, default=1e-3, help="relative tolerance of sigma (default 1e-3)")
     calibrate.add_argument("--neighboring", choices=NEIGHBORING_RELATIONS, default="add_remove")
     calibrate.add_argument("--json", action="store_true", help="print a JSON object instead of a line of text")
+    calibrate.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     sweep = commands.add_parser("sweep", help="one query per configuration of a grid or table (docs/sweeps.md)",
                                 description="Answer the query of every configuration of SPEC (a .csv table, or a "
                                             ".toml/.json grid or rows; docs/sweeps.md has the row schema), "
@@ -463,7 +492,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="local worker processes (default: every core; 1: serial)")
     sweep.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="run on the Dask scheduler at ADDRESS (tcp://host:8786) instead of local processes")
-    sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary on stderr")
+    sweep.add_argument("--quiet", action="store_true", help=QUIET_HELP + ", and no summary or row problems")
+    plot = commands.add_parser("plot", help="draw a figure of the composition to a file (needs matplotlib)",
+                               description="Draw a figure of the composition (afa.plot) into OUT: "
+                                           + "; ".join(f"{kind}: {text}" for kind, (_, text) in PLOT_KINDS.items())
+                                           + ".  The format follows OUT's extension (.png, .pdf, .svg, ...).",
+                               epilog=_EPILOG, formatter_class=formatter)
+    plot.add_argument("kind", choices=tuple(PLOT_KINDS), metavar="KIND",
+                      help="what to draw: " + ", ".join(PLOT_KINDS))
+    plot.add_argument("-o", "--output", metavar="OUT", required=True, help="the figure's file (.png, .pdf, .svg, ...)")
+    _composition_arguments(plot)
     return parser
 
 
@@ -607,22 +645,59 @@ def main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as exit_:  # --help and --version
             return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        if args.query == "calibrate":
-            print(_calibrate(args))
-            return 0
-        if args.query == "sweep":
-            return _sweep(args)
-        several = len(getattr(args, "delta" if args.query == "epsilon" else "epsilon")) > 1
-        if several and args.compare:
-            raise _UsageError("--compare takes one --delta or --epsilon value")
-        accountant = _accountant(args)
-        results = _query(args, accountant)
-        comparison = _comparison(args, accountant) if args.compare else None
+        with silenced() if args.quiet else contextlib.nullcontext():
+            return _run(args)
     except _UsageError as error:
         print(f"afa: error: {_one_line(error)}", file=sys.stderr)
         return 2
+
+
+def _run(args) -> int:
+    """Answer the parsed command (printing the answer); bad input raises _UsageError."""
+    if args.query == "calibrate":
+        print(_calibrate(args))
+        return 0
+    if args.query == "sweep":
+        return _sweep(args)
+    if args.query == "plot":
+        print(_plot(args))
+        return 0
+    several = len(getattr(args, "delta" if args.query == "epsilon" else "epsilon")) > 1
+    if several and args.compare:
+        raise _UsageError("--compare takes one --delta or --epsilon value")
+    accountant = _accountant(args)
+    results = _query(args, accountant)
+    comparison = _comparison(args, accountant) if args.compare else None
     print(_table(args, accountant, results) if several else _report(args, accountant, results[0], comparison))
     return 0
+
+
+def _plot(args) -> str:
+    """``afa plot``: draw the figure with the Agg backend (no display needed) and save it to --output."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise _UsageError("afa plot needs matplotlib: pip install 'afa[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import plot
+
+    accountant = _accountant(args)
+    function, _ = PLOT_KINDS[args.kind]
+    try:
+        ax = getattr(plot, function)(accountant, method=args.method)
+    except (ValueError, TypeError, OverflowError, AccuracyError) as error:
+        raise _UsageError(_rename(str(error), {})) from None
+    figure = ax.get_figure()
+    try:
+        figure.tight_layout()
+        figure.savefig(args.output, dpi=150)
+    except (ValueError, OSError) as error:  # an unknown extension, a folder that does not exist
+        raise _UsageError(f"-o {args.output}: {_one_line(error)}") from None
+    finally:
+        plt.close(figure)
+    return f"{args.kind} of {accountant!r} -> {args.output}"
 
 
 def _comparison(args, accountant: Accountant) -> dict[str, float]:

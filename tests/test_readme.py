@@ -52,7 +52,14 @@ def test_readme_afa_commands_run(args, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("args", afa_commands(CLI_DOC), ids=" ".join)
-def test_cli_page_commands_run(args, capsys, monkeypatch):
+def test_cli_page_commands_run(args, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)  # the spec file example names a path relative to the repository
+    written = None
+    if args[0] == "plot":  # the figure goes to the test's temporary folder, not into the repository
+        pytest.importorskip("matplotlib")
+        at = args.index("-o") + 1
+        written = tmp_path / Path(args[at]).name
+        args = args[:at] + [str(written)] + args[at + 1:]
     assert main(args) == 0
     assert capsys.readouterr().out.strip()
+    assert written is None or written.stat().st_size > 0
