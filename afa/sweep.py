@@ -447,8 +447,10 @@ def _evaluate(task: Mapping) -> dict:
 
 
 def _evaluate_batch(batch: Sequence[tuple[str, Mapping]]) -> list[tuple[str, dict]]:
-    """The outcomes of a batch of (key, task): the unit of work sent to a process or a Dask worker."""
-    return [(key, _evaluate(task)) for key, task in batch]
+    """The outcomes of a batch of (key, task): the unit of work sent to a process or a Dask worker, run with one
+    BLAS thread (:func:`_one_blas_thread`)."""
+    with _one_blas_thread():
+        return [(key, _evaluate(task)) for key, task in batch]
 
 
 def _failed_batch(batch: Sequence[tuple[str, Mapping]], error: BaseException) -> list[tuple[str, dict]]:
@@ -459,6 +461,19 @@ def _failed_batch(batch: Sequence[tuple[str, Mapping]], error: BaseException) ->
 def _serial(batches: Iterator[list]) -> Iterator[list]:
     for batch in batches:
         yield _evaluate_batch(batch)
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager:
+    """One BLAS thread while a batch runs, through threadpoolctl when it is installed (extra ``afa[sweep]``; else
+    nothing changes).  A sweep already runs one batch per core, so BLAS threads of each query only
+    oversubscribe them (and its matrices are small): on 2 cores, 200 DP-SGD configurations on 2 processes ran
+    1.42x faster than serially with numpy's default threads and 1.53-1.66x with one each (benchmarks/RESULTS.md,
+    section 7).  The previous limits come back after the batch, also on a user's Dask workers."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1)
 
 
 def _processes(batches: Iterator[list], workers: int) -> Iterator[list]:
