@@ -273,6 +273,12 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
     return brentq(gap, low, high, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=400)
 
 
+def _closed_form_rtol(log_value):
+    """The relative error bound of delta = e^log_value from the composed Gaussian's closed form: EXACT_RTOL plus
+    the rounding of exponentiating its logarithm (float or array)."""
+    return EXACT_RTOL + UNIT_ROUNDOFF * (34 + 4 * abs(log_value))
+
+
 def gaussian_delta_with_error(epsilons: np.ndarray, mu: float) -> tuple[np.ndarray, np.ndarray]:
     """delta(eps) of the composed Gaussian loss N(mu^2/2, mu^2) and a bound on its error.
 
@@ -293,8 +299,7 @@ def gaussian_delta_with_error(epsilons: np.ndarray, mu: float) -> tuple[np.ndarr
     log_value = np.asarray(exact.gaussian_log_delta(np.asarray(epsilons, dtype=float), mu))
     value = np.exp(log_value)
     finite = np.isfinite(log_value)
-    rtol = EXACT_RTOL + UNIT_ROUNDOFF * (34 + 4 * np.abs(np.where(finite, log_value, 0.0)))
-    return value, np.where(finite, value * rtol, 0.0)
+    return value, np.where(finite, value * _closed_form_rtol(np.where(finite, log_value, 0.0)), 0.0)
 
 
 def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, float]:
@@ -323,7 +328,7 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
         # -d delta / d eps = e^eps Phi(-mu/2 - eps/mu) <= Phi(mu/2 - eps/mu) <= 1 (its log's two huge terms can
         # round to a positive sum when mu is near 1e150)
         slope = math.exp(min(eps + float(log_ndtr(-mu / 2 - eps / mu)), 0.0))
-        error = value * (EXACT_RTOL + UNIT_ROUNDOFF * (34 + 4 * abs(log_value))) if value > 0 else 0.0
+        error = value * _closed_form_rtol(log_value) if value > 0 else 0.0
         return value, error, slope
 
     lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
