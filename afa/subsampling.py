@@ -26,6 +26,7 @@ again, composed exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -119,7 +120,7 @@ class Subsampled(Mechanism):
             raise TypeError(f"base must be an afa mechanism that is not itself subsampled, got {self.base!r}")
         check.assign(self, sampling_rate=check.in_interval("sampling_rate", self.sampling_rate, 0.0, 1.0))
         check.choice("scheme", self.scheme, SCHEMES)
-        noise = _additive_noise(self.base)
+        noise = self._noise
         if noise is not None and 0 < self.sampling_rate < 1 and not noise[2] / noise[1] <= MAX_SUBSAMPLED_SHIFT:
             kind, scale, shift = noise
             name = "sigma" if kind == "gaussian" else "scale"
@@ -170,7 +171,7 @@ class Subsampled(Mechanism):
             return self.base.relations
         if self.sampling_rate == 0:
             return NEIGHBORING_RELATIONS
-        noise = _additive_noise(self.base)
+        noise = self._noise
         if noise is None:
             return CLASSICAL_RELATIONS
         return NEIGHBORING_RELATIONS if noise[0] == "gaussian" else ("add_remove", "replace_special")
@@ -181,12 +182,17 @@ class Subsampled(Mechanism):
         self._check(neighboring)
         super()._require_relation(neighboring)
 
+    @functools.cached_property
+    def _noise(self) -> tuple[str, float, float] | None:
+        """The base's additive noise (kind, scale, sensitivity), or None (:func:`_additive_noise`), read once."""
+        return _additive_noise(self.base)
+
     def _check(self, neighboring: str) -> None:
         """Raise for a relation the subsampled pair is not derived for."""
         if self.scheme == "subset" and neighboring != "add_remove":
             raise ValueError(f"subset sampling is analysed under neighboring='add_remove' (Zhu, Dong & Wang 2022, "
                              f"Thm 11(2), from the base's replacement pair), not {neighboring!r}")
-        noise = _additive_noise(self.base)
+        noise = self._noise
         if 0 < self.sampling_rate < 1 and neighboring == "substitution" and (noise is None or noise[0] != "gaussian"):
             raise ValueError("Poisson subsampling under substitution is implemented for a Gaussian base only "
                              "(Google DP team 2025, Sec. 4.2)")
@@ -207,7 +213,7 @@ class Subsampled(Mechanism):
         limit, so the pair is continuous in q); otherwise the base under ``neighboring``."""
         if self.scheme == "subset":
             return self.base, "substitution"
-        noise = _additive_noise(self.base)
+        noise = self._noise
         if neighboring == "substitution" and noise is not None and noise[0] == "gaussian":
             return Gaussian(sigma=noise[1], sensitivity=2 * noise[2]), neighboring
         return self.base, neighboring
@@ -245,7 +251,7 @@ class Subsampled(Mechanism):
         if self.sampling_rate == 1:
             mechanism, relation = self._at_full_rate(neighboring)
             return mechanism.dominating_pair(relation)
-        noise = _additive_noise(self.base)
+        noise = self._noise
         if noise is not None:
             return _mixture_pair(noise, self.sampling_rate, neighboring)
         pair = _base_pair(*self._at_full_rate(neighboring))  # neighboring is add_remove here (_check)
@@ -264,7 +270,7 @@ class Subsampled(Mechanism):
         pair = self.dominating_pair(neighboring)
         if not isinstance(pair, NoiseMixturePair):
             return pairs.privacy_losses(pair)
-        kind, scale, shift = _additive_noise(self.base)
+        kind, scale, shift = self._noise
         label = (f"log_phi_{self.scheme}_q{self.sampling_rate:g}_{type(self.base).__name__}"
                  f"_{kind[0]}{scale:g}_d{shift:g}")
         return pairs.privacy_losses(pair, (f"{label}_remove", f"{label}_add"))
@@ -304,7 +310,7 @@ class Subsampled(Mechanism):
         ((0.0, 1.0), (0.0,))
         """
         check.choice("neighboring", neighboring, ("add_remove", "substitution"))
-        noise = _additive_noise(self.base)
+        noise = self._noise
         if noise is None:
             raise ValueError(f"{type(self.base).__name__} is not a continuous additive-noise mechanism")
         return _mixture_pair(noise, self.sampling_rate, neighboring)
