@@ -48,6 +48,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
@@ -58,6 +59,7 @@ from . import options as settings
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import binomial_log_pmf, log_characteristic, normalize
 from .results import AccuracyError, UnsupportedCompositionError
+from .two_factor import TwoFactorSum
 
 
 def _max_atoms() -> int:
@@ -87,6 +89,29 @@ BYTES_PER_PAIR = 48
 
 class CompositionTooLargeError(UnsupportedCompositionError, AccuracyError):
     """The exact discrete composition would exceed the size limits (a refusal: 'auto' moves on)."""
+
+
+class FiniteLoss(Protocol):
+    """What delta(eps) and eps(delta) need of a finite privacy loss (:class:`LossAtoms`, or the
+    :class:`afa.two_factor.TwoFactorSum` of two of them)."""
+
+    @property
+    def size(self) -> int:
+        """Number of atoms (0: no finite mass)."""
+
+    @property
+    def top(self) -> float:
+        """An upper bound on the largest true loss."""
+
+    @property
+    def largest(self) -> float:
+        """The largest computed loss."""
+
+    def evaluate(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value, error bound, -d value / d eps) of the finite part of delta at each eps."""
+
+    def root(self, target: float, floor: float) -> float:
+        """The smallest eps >= floor at which the computed value is <= target."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +199,20 @@ class LossAtoms:
     def normalized(self) -> tuple[float, np.ndarray]:
         """(log of the total mass, masses divided by it)."""
         return normalize(self.log_masses)
+
+    @property
+    def largest(self) -> float:
+        """The largest computed loss (call only with atoms)."""
+        return float(self.losses[-1])
+
+    def evaluate(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value, error, slope) of sum_i w_i (1 - e^{eps - l_i})_+ at each eps (1-d): the value, a bound on
+        its error and -d value / d eps (see :func:`hockey_stick_with_error`)."""
+        return _evaluate(self, epsilons)
+
+    def root(self, target: float, floor: float) -> float:
+        """The smallest eps >= ``floor`` at which the computed value is <= ``target`` (> 0), to a few ulps."""
+        return _value_root(self, target, floor)
 
     def above(self, threshold: float) -> LossAtoms:
         """The atoms whose true loss may exceed ``threshold`` (those with losses + loss_errors > it)."""
@@ -642,14 +681,15 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
     return out[0], out[1], out[2]
 
 
-def hockey_stick_with_error(atoms: LossAtoms, epsilons, inf_mass: float = 0.0,
+def hockey_stick_with_error(atoms: FiniteLoss, epsilons, inf_mass: float = 0.0,
                             inf_mass_error: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(delta(eps), a bound on its error) for each eps: inf_mass + sum_j w_j (1 - e^{eps - l_j})_+.
 
     Parameters
     ----------
-    atoms : LossAtoms
-        The finite part (with its error bounds).
+    atoms : LossAtoms or afa.two_factor.TwoFactorSum
+        The finite part (with its error bounds): anything with ``evaluate(epsilons)`` returning
+        (value, error, slope).
     epsilons : array_like
         Where to evaluate (any shape).
     inf_mass : float
@@ -658,7 +698,7 @@ def hockey_stick_with_error(atoms: LossAtoms, epsilons, inf_mass: float = 0.0,
         A bound on the error of ``inf_mass``; by default BASE_ULPS units of it.
     """
     epsilons = np.asarray(epsilons, dtype=float)
-    value, error, _ = _evaluate(atoms, epsilons.ravel())
+    value, error, _ = atoms.evaluate(epsilons.ravel())
     if inf_mass_error is None:
         inf_mass_error = BASE_ULPS * U * inf_mass
     return (inf_mass + value).reshape(epsilons.shape), (error + inf_mass_error).reshape(epsilons.shape)
@@ -862,7 +902,7 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
     return high
 
 
-def epsilon_bounds_for_delta(pld: LossAtoms, inf_mass: float, delta: float, floor: float = 0.0,
+def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, floor: float = 0.0,
                              inf_mass_error: float | None = None) -> tuple[float, float, float]:
     """(estimate, lower, upper) of the smallest eps >= ``floor`` with delta(eps) <= ``delta``.
 
@@ -878,15 +918,15 @@ def epsilon_bounds_for_delta(pld: LossAtoms, inf_mass: float, delta: float, floo
     ceiling = max(pld.top, floor) if pld.size else floor
 
     def evaluate(x: float) -> tuple[float, float, float]:
-        value, error, slope = _evaluate(pld, np.array([x]))
+        value, error, slope = pld.evaluate(np.array([x]))
         return inf_mass + float(value[0]), float(error[0]) + inf_mass_error, float(slope[0])
 
     if target < 0 or (target == 0 and pld.size == 0):
         estimate = math.inf
     elif target == 0:
-        estimate = max(float(pld.losses[-1]), floor)
+        estimate = max(pld.largest, floor)
     else:
-        estimate = _value_root(pld, target, floor) if pld.size else floor
+        estimate = pld.root(target, floor) if pld.size else floor
     if math.isinf(estimate):
         if delta < inf_mass - inf_mass_error:
             return math.inf, math.inf, math.inf
@@ -986,8 +1026,17 @@ class DiscreteComposition:
     #: Bisections of the threshold between the last two levels when the lower one has too many atoms.
     REFINEMENTS = 10
 
+    #: Compose in two groups (:class:`afa.two_factor.TwoFactorSum`) when each fits the atom limit and the whole
+    #: composition would not, or would have more than this many atoms and each group at most 1/TWO_FACTOR_GAIN
+    #: of that.
+    TWO_FACTOR_ABOVE = 1 << 16
+    TWO_FACTOR_GAIN = 16.0
+    #: Up to this many distinct terms every split into two groups is tried; beyond, a greedy one.
+    EXHAUSTIVE_SPLIT = 10
+
     def __init__(self, terms: list[tuple[LossAtoms, int]], inf_mass: float):
         self.terms = [(atoms, int(count)) for atoms, count in terms]
+        self._two_factors: dict[float, TwoFactorSum | None] = {}
         self.inf_mass = float(inf_mass)
         self.inf_mass_error = BASE_ULPS * U * self.inf_mass
         self.empty = any(atoms.size == 0 for atoms, _ in self.terms)
@@ -1055,6 +1104,9 @@ class DiscreteComposition:
         """(delta, error) at each eps (refuses with CompositionTooLargeError if the atoms above the
         smallest eps are too many)."""
         epsilons = np.asarray(epsilons, dtype=float)
+        split = self.two_factor(LOG_NEGLIGIBLE) if self.full is None else None
+        if split is not None:
+            return hockey_stick_with_error(split, epsilons, self.inf_mass, self.inf_mass_error)
         with pair_allowance(MAX_TOTAL_PAIRS / 2):
             atoms = self.atoms_above(float(np.min(epsilons)) if epsilons.size else math.inf)
         return hockey_stick_with_error(atoms, epsilons, self.inf_mass, self.inf_mass_error)
@@ -1069,6 +1121,10 @@ class DiscreteComposition:
             values, errors = self.delta(epsilons)
             return values + errors
         log_cutoff = max(LOG_NEGLIGIBLE, math.log(target) - PRUNE)
+        split = self.two_factor(log_cutoff) if self.full is None else None
+        if split is not None:
+            values, errors = hockey_stick_with_error(split, epsilons, self.inf_mass, self.inf_mass_error)
+            return values + errors
         with pair_allowance(MAX_TOTAL_PAIRS / 2):
             atoms = self.atoms_above(float(np.min(epsilons)), log_cutoff)
         values, errors = hockey_stick_with_error(atoms, epsilons, self.inf_mass, self.inf_mass_error)
@@ -1089,6 +1145,9 @@ class DiscreteComposition:
 
     def _partial_epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
         log_cutoff = max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE)
+        split = self.two_factor(log_cutoff)
+        if split is not None:
+            return epsilon_bounds_for_delta(split, self.inf_mass, delta, 0.0, self.inf_mass_error)
         try:
             atoms = self.atoms_above(-math.inf, log_cutoff)
         except CompositionTooLargeError:
@@ -1117,6 +1176,67 @@ class DiscreteComposition:
                 raise
             return self._refined_bounds(0.0, above, delta, log_cutoff)
         return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
+
+    def two_factor(self, log_cutoff: float) -> TwoFactorSum | None:
+        """The composition as two groups of terms, each composed in full (atoms lighter than
+        e^``log_cutoff`` dropped), evaluated without forming their pairs; None when the whole
+        composition is small, no split makes both groups much smaller than it
+        (TWO_FACTOR_ABOVE, TWO_FACTOR_GAIN), or a group cannot be composed."""
+        if log_cutoff in self._two_factors:
+            return self._two_factors[log_cutoff]
+        split = None
+        allowed = settings.current().exact.two_factor and len(self.terms) > 1 and not self.empty
+        groups = self._split_terms(log_cutoff) if allowed else None
+        if groups is not None:
+            budget.check("composing two groups of discrete mechanisms")
+            try:
+                with pair_allowance():
+                    factors = [DiscreteComposition._composed(group, log_cutoff) for group in groups]
+                split = TwoFactorSum(*factors)
+            except CompositionTooLargeError:
+                split = None
+        self._two_factors[log_cutoff] = split
+        return split
+
+    @staticmethod
+    def _composed(terms: list[tuple[LossAtoms, int]], log_cutoff: float) -> LossAtoms:
+        result: LossAtoms | None = None
+        for atoms, count in terms:
+            power = atoms.power(count, -math.inf, log_cutoff)
+            result = power if result is None else result.convolve(power, -math.inf, log_cutoff)
+        if result is None:
+            raise ValueError("a group needs at least one term")
+        return result
+
+    def _split_terms(self, log_cutoff: float) -> tuple[list, list] | None:
+        """The two groups of terms with the smallest larger estimated size, if worth splitting."""
+        whole = self.estimated_size(log_cutoff)
+        if whole <= min(self.TWO_FACTOR_ABOVE, _max_atoms()):
+            return None
+        n = len(self.terms)
+        if n <= self.EXHAUSTIVE_SPLIT:
+            candidates = []
+            for mask in range(1, 1 << (n - 1)):
+                first = [term for i, term in enumerate(self.terms) if mask >> i & 1]
+                second = [term for i, term in enumerate(self.terms) if not mask >> i & 1]
+                candidates.append((first, second))
+        else:
+            ranked = sorted(self.terms, key=lambda term: -estimated_atoms([term], log_cutoff))
+            first, second = [], []
+            for term in ranked:
+                smaller = first if estimated_atoms(first, log_cutoff) <= estimated_atoms(second, log_cutoff) else second
+                smaller.append(term)
+            candidates = [(first, second)]
+        best, best_size = None, math.inf
+        for first, second in candidates:
+            size = max(estimated_atoms(first, log_cutoff), estimated_atoms(second, log_cutoff))
+            if size < best_size:
+                best, best_size = (first, second), size
+        # Worth it when the whole composition is beyond the atom limit, or far larger than either group.
+        if best is None or best_size > _max_atoms() or (whole <= _max_atoms()
+                                                        and best_size > whole / self.TWO_FACTOR_GAIN):
+            return None
+        return best
 
     def _bounds_above(self, threshold: float, delta: float, log_cutoff: float) -> tuple[float, float, float] | None:
         """eps(delta) bounds from the atoms above ``threshold`` if the crossing provably lies above it, else None."""

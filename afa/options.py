@@ -29,6 +29,12 @@ def _check_int(owner: str, name: str, value, minimum: int) -> int:
     return int(value)
 
 
+def _check_bool(owner: str, name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}.{name} must be True or False, got {value!r} of type {type(value).__name__}")
+    return bool(value)
+
+
 def _check_real(owner: str, name: str, value, low: float, high: float, *, low_open: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{owner}.{name} must be a number in {'(' if low_open else '['}{low:g}, {high:g}], "
@@ -61,26 +67,32 @@ class ExactOptions(_Validated):
         and ``method="auto"`` moves on.
     max_pairs : int
         Most atom pairs one convolution may form (default 20 000 000, at least 1): its time and memory.
+    two_factor : bool
+        Whether a composition of several discrete mechanisms too large to enumerate may be evaluated as
+        two groups, each composed in full and searched against the other without forming their pairs
+        (:class:`afa.two_factor.TwoFactorSum`; default True).
 
     Raises
     ------
     ValueError
         A setting below its minimum.
     TypeError
-        A setting that is not an integer.
+        A setting that is not an integer (``two_factor``: not a bool).
 
     Examples
     --------
     >>> import afa
     >>> afa.ExactOptions(max_atoms=10_000)
-    ExactOptions(max_atoms=10000, max_pairs=20000000)
+    ExactOptions(max_atoms=10000, max_pairs=20000000, two_factor=True)
     """
 
     max_atoms: int = 2_000_000
     max_pairs: int = 20_000_000
+    two_factor: bool = True
 
     _CHECKS = {"max_atoms": lambda o, n, v: _check_int(o, n, v, 1),
-               "max_pairs": lambda o, n, v: _check_int(o, n, v, 1)}
+               "max_pairs": lambda o, n, v: _check_int(o, n, v, 1),
+               "two_factor": lambda o, n, v: _check_bool(o, n, v)}
 
 
 @dataclass(frozen=True)

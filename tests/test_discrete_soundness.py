@@ -459,7 +459,7 @@ def test_threshold_bisection_answers_when_the_next_level_is_too_large(monkeypatc
     original = DiscreteComposition._refined_bounds
     monkeypatch.setattr(DiscreteComposition, "_refined_bounds",
                         lambda self, *args: refined.append(args) or original(self, *args))
-    active_options(exact=afa.ExactOptions(max_atoms=2000))
+    active_options(exact=afa.ExactOptions(max_atoms=2000, two_factor=False))
     partial = DiscreteComposition(terms, 0.0)
     assert partial.full is None
     _, lower, upper = partial.epsilon_bounds(delta)
@@ -468,29 +468,39 @@ def test_threshold_bisection_answers_when_the_next_level_is_too_large(monkeypatc
     assert upper - lower <= 1e-9 * upper
 
 
+#: Two randomized responses with incommensurate log-ratios (every composed atom distinct): (p, count) each.
+TWO_RR = ((0.8, 400), (0.6, 300))
+
+
+def two_rr_truth(eps) -> mp.mpf:
+    """delta(eps) of TWO_RR under substitution, the binomial double sum in mpmath."""
+    (p1, n1), (p2, n2) = TWO_RR
+    l1, l2 = mp.log(mp.mpf(p1) / (1 - mp.mpf(p1))), mp.log(mp.mpf(p2) / (1 - mp.mpf(p2)))
+    e, total = mp.mpf(eps), mp.mpf(0)
+    for i in range(n1 + 1):
+        w1 = mp.binomial(n1, i) * mp.mpf(p1) ** i * (1 - mp.mpf(p1)) ** (n1 - i)
+        for j in range(n2 + 1):
+            loss = (2 * i - n1) * l1 + (2 * j - n2) * l2
+            if loss > e:
+                w2 = mp.binomial(n2, j) * mp.mpf(p2) ** j * (1 - mp.mpf(p2)) ** (n2 - j)
+                total += w1 * w2 * -mp.expm1(e - loss)
+    return total
+
+
+def two_rr_terms() -> list:
+    return [(afa.RandomizedResponse(p).privacy_losses()[0].atoms, n) for p, n in TWO_RR]
+
+
 def test_pruned_upper_delta_bounds_the_truth_where_delta_refuses(active_options):
     """Whether a second direction stays below the target is asked with a pruned upper bound
     (DiscreteComposition.upper_delta): atoms lighter than target e^-80 count whole.  Against the
     binomial sum in mpmath (two randomized responses, log-ratios incommensurate: every atom distinct),
     the bound is never below the truth and exceeds it by far less than the target, and it answers
-    under an atom limit at which the unpruned delta(eps) refuses."""
-    (p1, n1), (p2, n2) = (0.8, 400), (0.6, 300)
-    l1, l2 = mp.log(mp.mpf(p1) / (1 - mp.mpf(p1))), mp.log(mp.mpf(p2) / (1 - mp.mpf(p2)))
-    terms = [(afa.RandomizedResponse(p).privacy_losses()[0].atoms, n) for p, n in ((p1, n1), (p2, n2))]
-
-    def truth(eps):
-        e, total = mp.mpf(eps), mp.mpf(0)
-        for i in range(n1 + 1):
-            w1 = mp.binomial(n1, i) * mp.mpf(p1) ** i * (1 - mp.mpf(p1)) ** (n1 - i)
-            for j in range(n2 + 1):
-                loss = (2 * i - n1) * l1 + (2 * j - n2) * l2
-                if loss > e:
-                    w2 = mp.binomial(n2, j) * mp.mpf(p2) ** j * (1 - mp.mpf(p2)) ** (n2 - j)
-                    total += w1 * w2 * -mp.expm1(e - loss)
-        return total
-
-    active_options(exact=afa.ExactOptions(max_atoms=1200))
-    composition = DiscreteComposition(terms, 0.0)
+    under an atom limit at which the unpruned delta(eps) refuses (with the two-factor evaluation,
+    which would answer both, switched off)."""
+    truth = two_rr_truth
+    active_options(exact=afa.ExactOptions(max_atoms=1200, two_factor=False))
+    composition = DiscreteComposition(two_rr_terms(), 0.0)
     assert composition.full is None
     for eps, target in ((580.0, 1e-15), (600.0, 1e-25)):
         with pytest.raises(CompositionTooLargeError):
@@ -499,3 +509,24 @@ def test_pruned_upper_delta_bounds_the_truth_where_delta_refuses(active_options)
         exact = truth(eps)
         assert bound >= exact, (eps, bound, mp.nstr(exact, 17))
         assert bound - exact <= 1e-6 * target, (eps, bound, mp.nstr(exact, 17))
+
+
+def test_two_factor_evaluation_contains_the_truth(active_options):
+    """Under an atom limit below the full composition's size, the composition of TWO_RR is evaluated as two
+    groups searched against each other (afa.two_factor.TwoFactorSum): delta(eps) with its error contains the
+    mpmath double sum, the pruned upper bound is above it, and eps(delta)'s bounds contain the eps where the
+    mpmath sum crosses the target."""
+    active_options(exact=afa.ExactOptions(max_atoms=1200))
+    composition = DiscreteComposition(two_rr_terms(), 0.0)
+    assert composition.full is None
+    for eps, target in ((0.0, 1e-3), (200.0, 1e-8), (580.0, 1e-15), (600.0, 1e-25)):
+        value, error = composition.delta(np.array([eps]))
+        assert composition.two_factor(discrete.LOG_NEGLIGIBLE) is not None
+        exact = two_rr_truth(eps)
+        assert abs(value[0] - exact) <= error[0], (eps, value[0], error[0], mp.nstr(exact, 17))
+        assert error[0] <= 1e-9 * exact, (eps, error[0], mp.nstr(exact, 17))
+        assert float(composition.upper_delta(np.array([eps]), target)[0]) >= exact
+    for delta in (1e-3, 1e-10, 1e-20):
+        estimate, lower, upper = composition.epsilon_bounds(delta)
+        assert lower <= estimate <= upper and upper - lower <= 1e-9 * max(upper, 1.0)
+        assert two_rr_truth(lower) > delta >= two_rr_truth(upper), (delta, lower, upper)
