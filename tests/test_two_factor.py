@@ -1,0 +1,94 @@
+"""The two-factor (meet-in-the-middle) evaluation of delta(eps) for a sum of two finite losses.
+
+Against an mpmath double sum over every pair of atoms (30 digits, no afa code): the value lies within its
+stated error, the error is small, the slope is the derivative, and the root is the crossing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from afa.discrete import LossAtoms, epsilon_bounds_for_delta, hockey_stick_with_error
+from afa.two_factor import TwoFactorSum, blocked_suffix_logsumexp
+
+
+def random_atoms(rng, size: int, spread: float) -> LossAtoms:
+    log_masses = rng.normal(0, 6, size)
+    log_masses -= np.logaddexp.reduce(log_masses)
+    return LossAtoms.from_atoms(rng.normal(0, spread, size), log_masses)
+
+
+def mp_delta(first: LossAtoms, second: LossAtoms, eps: float) -> mp.mpf:
+    """sum over pairs with a + b > eps of w v (1 - e^{eps - a - b}), the atoms taken as exact."""
+    with mp.workdps(30):
+        e = mp.mpf(eps)
+        return mp.fsum(mp.exp(mp.mpf(wa) + mp.mpf(wb)) * -mp.expm1(e - mp.mpf(a) - mp.mpf(b))
+                       for a, wa in zip(first.losses, first.log_masses)
+                       for b, wb in zip(second.losses, second.log_masses) if mp.mpf(a) + mp.mpf(b) > e)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_value_within_its_error_of_the_mpmath_double_sum(seed):
+    rng = np.random.default_rng(seed)
+    first = random_atoms(rng, int(rng.integers(1, 12)), 3.0)
+    second = random_atoms(rng, int(rng.integers(1, 1200)), 5.0)  # up to three blocks of the suffix sums
+    split = TwoFactorSum(first, second)
+    epsilons = np.sort(rng.uniform(-8, 20, 4))
+    values, errors, slopes = split.evaluate(epsilons)
+    for eps, value, error in zip(epsilons, values, errors):
+        truth = mp_delta(first, second, eps)
+        assert abs(value - truth) <= error, (eps, value, error, mp.nstr(truth, 20))
+        assert error <= 1e-9 * truth + 1e-300, (eps, error, mp.nstr(truth, 20))
+    # The slope is -d delta / d eps: against a central difference of the double sum away from atoms.
+    eps = float(epsilons[2])
+    h = 1e-7
+    with mp.workdps(30):
+        numeric = -(mp_delta(first, second, eps + h) - mp_delta(first, second, eps - h)) / (2 * h)
+    assert abs(slopes[2] - numeric) <= 1e-5 * abs(numeric) + 1e-300
+
+
+def test_agrees_with_the_enumerated_convolution_and_its_error():
+    rng = np.random.default_rng(20)
+    first, second = random_atoms(rng, 40, 2.0), random_atoms(rng, 300, 2.0)
+    epsilons = np.linspace(-3, 8, 23)
+    enumerated, enumerated_error = hockey_stick_with_error(first.convolve(second), epsilons)
+    values, errors, _ = TwoFactorSum(first, second).evaluate(epsilons)
+    assert np.all(np.abs(values - enumerated) <= errors + enumerated_error)
+
+
+def test_root_and_verified_bounds_bracket_the_mpmath_crossing():
+    rng = np.random.default_rng(3)
+    first, second = random_atoms(rng, 8, 4.0), random_atoms(rng, 700, 6.0)
+    split = TwoFactorSum(first, second)
+    for delta in (1e-2, 1e-6, 1e-12):
+        estimate, lower, upper = epsilon_bounds_for_delta(split, 0.0, delta)
+        assert lower <= estimate <= upper
+        assert upper - lower <= 1e-9 * max(1.0, abs(upper))
+        assert mp_delta(first, second, upper) <= delta
+        assert lower == 0 or mp_delta(first, second, lower) > delta
+
+
+def test_dropped_mass_and_empty_factors_count_in_the_error():
+    rng = np.random.default_rng(4)
+    atoms = random_atoms(rng, 30, 2.0)
+    dropped = LossAtoms(atoms.losses, atoms.log_masses, atoms.loss_errors, atoms.log_mass_error,
+                        log_dropped=math.log(1e-6))
+    _, error, _ = TwoFactorSum(atoms, dropped).evaluate(np.array([50.0]))  # beyond every pair: value 0
+    assert error[0] >= 1e-6
+    empty = LossAtoms(np.empty(0), np.empty(0))
+    value, error, slope = TwoFactorSum(empty, atoms).evaluate(np.array([0.0, 1.0]))
+    assert np.all(value == 0) and np.all(error == 0) and np.all(slope == 0)
+
+
+def test_blocked_suffix_sums_match_math_fsum():
+    rng = np.random.default_rng(5)
+    values = rng.normal(0, 30, 3000)
+    sums, chain = blocked_suffix_logsumexp(values)
+    for k in (0, 1, 511, 512, 513, 2047, 2999):
+        with mp.workdps(30):
+            truth = mp.log(mp.fsum(mp.exp(mp.mpf(v)) for v in values[k:]))
+        assert abs(sums[k] - truth) <= 4 * chain * np.finfo(float).eps * (abs(float(truth)) + 2)
