@@ -950,6 +950,9 @@ def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
 LOG_NEGLIGIBLE = -800.0
 #: An eps(delta) query may also drop atoms lighter than delta e^-PRUNE (in all, far below delta's rounding).
 PRUNE = 80.0
+#: The first cutoff of a delta(eps) query answered in two factors (lowered while the dropped mass is not
+#: negligible next to the answer).
+FIRST_DELTA_CUTOFF = -200.0
 #: A composition whose estimated size (:meth:`DiscreteComposition.estimated_size`) exceeds the atom limit
 #: (ExactOptions.max_atoms) by this factor is refused before it is composed.
 ESTIMATE_SLACK = 16.0
@@ -1104,12 +1107,30 @@ class DiscreteComposition:
         """(delta, error) at each eps (refuses with CompositionTooLargeError if the atoms above the
         smallest eps are too many)."""
         epsilons = np.asarray(epsilons, dtype=float)
-        split = self.two_factor(LOG_NEGLIGIBLE) if self.full is None else None
-        if split is not None:
-            return hockey_stick_with_error(split, epsilons, self.inf_mass, self.inf_mass_error)
+        if self.full is None and epsilons.size:
+            answer = self._two_factor_delta(epsilons)
+            if answer is not None:
+                return answer
         with pair_allowance(MAX_TOTAL_PAIRS / 2):
             atoms = self.atoms_above(float(np.min(epsilons)) if epsilons.size else math.inf)
         return hockey_stick_with_error(atoms, epsilons, self.inf_mass, self.inf_mass_error)
+
+    def _two_factor_delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(delta, error) from the two-factor evaluation, its cutoff lowered until the mass it drops is
+        negligible next to the smallest value (below e^-PRUNE of it) or the cutoff reaches LOG_NEGLIGIBLE;
+        the last answer when a lower cutoff no longer splits; None when no split serves."""
+        log_cutoff, answer = FIRST_DELTA_CUTOFF, None
+        while True:
+            split = self.two_factor(log_cutoff)
+            if split is None:
+                return answer
+            answer = hockey_stick_with_error(split, epsilons, self.inf_mass, self.inf_mass_error)
+            values = answer[0]
+            smallest = float(np.min(values))
+            if log_cutoff <= LOG_NEGLIGIBLE or (smallest > 0 and split.log_dropped <= math.log(smallest) - PRUNE):
+                return answer
+            wanted = math.log(smallest) - PRUNE if smallest > 0 else LOG_NEGLIGIBLE
+            log_cutoff = max(LOG_NEGLIGIBLE, min(wanted, log_cutoff - PRUNE / 2))
 
     def upper_delta(self, epsilons: np.ndarray, target: float) -> np.ndarray:
         """An upper bound on delta at each eps (value plus error bound) from the atoms above the smallest eps
