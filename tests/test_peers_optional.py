@@ -22,7 +22,8 @@ DELTA = 1e-5
 
 # (q, sigma, steps, value_discretization_interval): the optimistic side sits about
 # steps * interval / 2 below the truth, the connect-the-dots pessimistic side far closer.
-CASES = [(0.01, 1.0, 100, 1e-4), (0.01, 1.0, 1000, 2e-5), (0.01, 2.0, 1500, 2e-5)]
+CASES = [(0.01, 1.0, 100, 1e-4), pytest.param(0.01, 1.0, 1000, 2e-5, marks=pytest.mark.slow),
+         pytest.param(0.01, 2.0, 1500, 2e-5, marks=pytest.mark.slow)]
 
 
 def afa_epsilon(q: float, sigma: float, steps: int) -> float:
