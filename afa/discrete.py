@@ -1005,6 +1005,25 @@ def estimated_atoms(terms: list[tuple[LossAtoms, int]], log_cutoff: float = -mat
     return product * math.prod(width for _, width in groups)
 
 
+def _compose_terms(terms: list[tuple[LossAtoms, int]], threshold: float, log_cutoff: float,
+                   tops: list[float] | None = None) -> LossAtoms:
+    """The composition of ``terms`` ((atoms, count) pairs), complete above ``threshold``, atoms lighter than
+    e^``log_cutoff`` dropped; ``tops`` are the terms' largest composed losses (count * top each)."""
+    if tops is None:
+        tops = [count * atoms.top for atoms, count in terms]
+    result: LossAtoms | None = None
+    for k, (atoms, count) in enumerate(terms):
+        # This term's power must be complete above threshold - (what all other terms add at most),
+        # the running product above threshold - (what the terms after it add at most).
+        others = _raised(math.fsum(tops[:k] + tops[k + 1:]))
+        later = _raised(math.fsum(tops[k + 1:]))
+        power = atoms.power(count, _rest_threshold(threshold, others), log_cutoff)
+        result = power if result is None else result.convolve(power, _rest_threshold(threshold, later), log_cutoff)
+    if result is None:
+        raise ValueError("a composition needs at least one term")
+    return result
+
+
 class DiscreteComposition:
     """sum_t k_t L_t for finite losses L_t: in full when the enumeration fits, else what a query needs.
 
@@ -1077,18 +1096,7 @@ class DiscreteComposition:
         return estimated_atoms(self.terms, log_cutoff)
 
     def _compose(self, threshold: float, log_cutoff: float, tops: list[float]) -> LossAtoms:
-        result: LossAtoms | None = None
-        for k, (atoms, count) in enumerate(self.terms):
-            # This term's power must be complete above threshold - (what all other terms add at most),
-            # the running product above threshold - (what the terms after it add at most).
-            others = _raised(math.fsum(tops[:k] + tops[k + 1:]))
-            later = _raised(math.fsum(tops[k + 1:]))
-            power = atoms.power(count, _rest_threshold(threshold, others), log_cutoff)
-            result = power if result is None else result.convolve(power, _rest_threshold(threshold, later),
-                                                                  log_cutoff)
-        if result is None:
-            raise ValueError("a composition needs at least one term")
-        return result
+        return _compose_terms(self.terms, threshold, log_cutoff, tops)
 
     def atoms_above(self, threshold: float, log_cutoff: float = LOG_NEGLIGIBLE) -> LossAtoms:
         """Atoms complete above ``threshold`` (the full composition when it fits), lighter ones than
@@ -1212,22 +1220,12 @@ class DiscreteComposition:
             budget.check("composing two groups of discrete mechanisms")
             try:
                 with pair_allowance():
-                    factors = [DiscreteComposition._composed(group, log_cutoff) for group in groups]
+                    factors = [_compose_terms(group, -math.inf, log_cutoff) for group in groups]
                 split = TwoFactorSum(*factors)
             except CompositionTooLargeError:
                 split = None
         self._two_factors[log_cutoff] = split
         return split
-
-    @staticmethod
-    def _composed(terms: list[tuple[LossAtoms, int]], log_cutoff: float) -> LossAtoms:
-        result: LossAtoms | None = None
-        for atoms, count in terms:
-            power = atoms.power(count, -math.inf, log_cutoff)
-            result = power if result is None else result.convolve(power, -math.inf, log_cutoff)
-        if result is None:
-            raise ValueError("a group needs at least one term")
-        return result
 
     def _split_terms(self, log_cutoff: float) -> tuple[list, list] | None:
         """The two groups of terms with the smallest larger estimated size, if worth splitting."""
