@@ -52,8 +52,8 @@ class ComposedLoss:
     @functools.cached_property
     def cumulants(self) -> tuple[float, float]:
         """(mean, variance) of the normalised finite composed loss: cumulants add."""
-        mean = sum(count * loss.cumulants[0] for loss, count in self.terms.items())
-        variance = sum(count * loss.cumulants[1] for loss, count in self.terms.items())
+        mean = sum(count * loss.cumulants[0] for loss, count in self.evaluation_terms.items())
+        variance = sum(count * loss.cumulants[1] for loss, count in self.evaluation_terms.items())
         return mean, variance
 
     @functools.cached_property

@@ -154,7 +154,7 @@ class PairMGF:
 
     def __init__(self, pair: NoiseMixturePair):
         self.pair = pair
-        self.nodes, self.weights = np.polynomial.legendre.leggauss(self.ORDER)
+        self.nodes, self.weights = gauss_legendre(self.ORDER)
         self._rules_for: float | None = None
         self._rules: dict = {}
 
@@ -274,6 +274,14 @@ class PairMGF:
         o, log_w = self._panels(low, high, 0.0)
         loss, log_density = self._loss_and_log_integrand(o, 0.0)
         return weighted_cumulants(loss, log_w + log_density)
+
+
+@functools.lru_cache(maxsize=8)
+def gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Gauss-Legendre nodes and weights of ``order`` on [-1, 1] (computed once per order; read-only)."""
+    nodes, weights = np.polynomial.legendre.leggauss(order)
+    nodes.flags.writeable = weights.flags.writeable = False
+    return nodes, weights
 
 
 def _log_total(log_weights: tuple[float, ...]) -> float:
@@ -423,6 +431,13 @@ class BucketedPairMGF:
         self.buckets = [(indices, PairMGFBatch(tuple(members[k] for k in indices)))
                         for indices in np.split(order, starts[1:])]
 
+    def cumulants(self) -> np.ndarray:
+        """Every member's (mean, variance) of its loss: shape (members, 2) (:meth:`PairMGFBatch.cumulants`)."""
+        out = np.empty((self.size, 2))
+        for indices, batch in self.buckets:
+            out[indices] = batch.cumulants()
+        return out
+
     def log_phi(self, t: np.ndarray) -> np.ndarray:
         """Every member's log-CF at ``t`` (:meth:`PairMGFBatch.log_phi`): shape t.shape + (members,)."""
         t = np.asarray(t)
@@ -478,7 +493,7 @@ class PairMGFBatch:
         self.largest_shift = np.max(np.abs(every), axis=1)
         #: A bound on |dL/dx| of each member (PairMGF's loss_slope, in noise scales).
         self.loss_slopes = np.ptp(every, axis=1) if self.noise == "gaussian" else np.full(len(members), 2.0)
-        self.nodes, self.weights = np.polynomial.legendre.leggauss(self.ORDER)
+        self.nodes, self.weights = gauss_legendre(self.ORDER)
         self._rules: dict[float, dict] = {}
 
     def _log_ratios(self, x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -615,6 +630,20 @@ class PairMGFBatch:
             return
         rows, loss, scaled, top = rule
         out[np.ix_(where, rows)] = top + np.log(batched_fourier_sums(frequencies, loss, scaled, self.CHUNK))
+
+    def cumulants(self) -> np.ndarray:
+        """Every member's mean and variance of L under A (as :meth:`PairMGF.cumulants`, on the shared rule at
+        Re s = 0): shape (members, 2)."""
+        rows = self._within_reach(0.0)
+        if rows.size < len(self.members):
+            raise AccuracyError("a noise pair's output range exceeds the quadrature's reach")
+        x, log_w = self._panels(self._window(0.0, rows), 0.0, rows)
+        loss, log_density = self._loss_and_log_integrand(x, 0.0, rows)
+        log_density += log_w
+        weights = np.exp(log_density - np.max(log_density, axis=1, keepdims=True))
+        weights /= np.sum(weights, axis=1, keepdims=True)
+        mean = np.sum(weights * loss, axis=1)
+        return np.stack((mean, np.sum(weights * (loss - mean[:, None]) ** 2, axis=1)), axis=1)
 
     def log_phi(self, t: np.ndarray) -> np.ndarray:
         """Every member's log-CF log M_m(it) at real or complex ``t``: shape t.shape + (members,) (the

@@ -1,0 +1,94 @@
+"""Heterogeneous subsampled compositions: n distinct Poisson-subsampled Gaussians x 10 steps, eps(1e-5).
+
+The composition of issue 22 (point 5): sigma uniform in [1.5, 3], q uniform in [0.005, 0.02] (numpy seed 0),
+each mechanism used 10 times, add/remove, delta = 1e-5; n = 100 and 1000.  One row per n and afa tree: the
+median wall time of the first eps(delta) on a fresh accountant with afa's per-mechanism caches cleared (the
+time includes composing the n mechanisms), after one warm-up query in the same process, with the eps, its
+[lower, upper] and the method auto chose.  Each measurement runs in its own child process, with the trees
+(this one, and ``--before PATH``, a checkout of an earlier commit, e.g. ``git worktree add --detach PATH
+d43f8cc``) alternating, so that both see the same machine load; the ratio column is before / after.
+
+Run: PYTHONPATH=. python benchmarks/bench_heterogeneous.py [--before PATH] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+import afa, afa.mechanisms
+
+def clear():
+    for name in ("_cached_losses", "_cached_tails"):
+        cached = getattr(afa.mechanisms.Mechanism, name, None)
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+
+def first_query(n):
+    rng = np.random.default_rng(0)
+    accountant = afa.Accountant()
+    for sigma, q in zip(rng.uniform(1.5, 3.0, n), rng.uniform(0.005, 0.02, n)):
+        accountant.compose(afa.Gaussian(sigma=sigma).poisson_subsampled(q), times=10)
+    return accountant.epsilon_result(1e-5)
+
+first_query(3)  # warm-up: imports, compiled templates
+clear()
+n = int(sys.argv[1])
+start = time.perf_counter()
+try:
+    result = first_query(n)
+    row = {"eps": result.value, "lower": result.lower, "upper": result.upper, "method": result.method}
+except Exception as error:  # a refusal is reported, not raised
+    row = {"error": f"{type(error).__name__}: {error}"[:200]}
+row["seconds"] = time.perf_counter() - start
+print(json.dumps(row))
+"""
+
+
+def measure(tree: Path, n: int) -> dict:
+    environment = dict(os.environ, PYTHONPATH=str(tree))
+    output = subprocess.run([sys.executable, "-c", CHILD, str(n)], env=environment, capture_output=True,
+                            text=True, check=True, cwd=tree)
+    return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="a checkout of the afa tree to compare against")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
+    arguments = parser.parse_args()
+    here = Path(__file__).resolve().parent.parent
+    trees = ([("before", arguments.before.resolve())] if arguments.before else []) + [("after", here)]
+    lines = ["| n distinct x 10 steps | tree | median s (first eps) | runs (s) | eps | [lower, upper] | method | "
+             "before / after |", "|---|---|---|---|---|---|---|---|"]
+    for n in arguments.sizes:
+        runs: dict[str, list[dict]] = {name: [] for name, _ in trees}
+        for _ in range(arguments.repeats):
+            for name, tree in trees:
+                runs[name].append(measure(tree, n))
+                print(f"n={n} {name}: {runs[name][-1]}", file=sys.stderr, flush=True)
+        medians = {name: statistics.median(r["seconds"] for r in rows) for name, rows in runs.items()}
+        for name, _ in trees:
+            last = runs[name][-1]
+            ratio = f"{medians['before'] / medians['after']:.1f}x" if "before" in medians and name == "after" else ""
+            if "error" in last:
+                answer = f"refused: {last['error']}", "", ""
+            else:
+                answer = (f"{last['eps']:.12f}", f"[{last['lower']:.12f}, {last['upper']:.12f}]", last["method"])
+            times = ", ".join(f"{r['seconds']:.2f}" for r in runs[name])
+            lines.append(f"| {n} | {name} | {medians[name]:.2f} | {times} | {answer[0]} | {answer[1]} | {answer[2]} | "
+                         f"{ratio} |")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
