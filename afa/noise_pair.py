@@ -506,8 +506,8 @@ class PairMGFBatch:
             else:
                 kappa = np.sign(c) * np.clip(2 * x - c, -np.abs(c), np.abs(c))
             terms = log_weights[rows][:, :, None] + kappa
-            if terms.shape[1] == 2:
-                sides.append(np.logaddexp(terms[:, 0], terms[:, 1]))
+            if terms.shape[1] == 2 and np.all(np.isfinite(log_weights)):
+                sides.append(_logaddexp(terms[:, 0], terms[:, 1]))
             else:
                 sides.append(np.logaddexp.reduce(terms, axis=1) if terms.shape[1] > 1 else terms[:, 0])
         return sides[0], sides[1]
@@ -596,6 +596,8 @@ class PairMGFBatch:
                 if "window" not in rules:
                     rules["window"] = self._window(c, rows)
                 x, log_w = self._panels(rules["window"], frequency, rows)
+                budget.reserve(16.0 * rows.size * x.size * max(self.a_shifts.shape[1], self.b_shifts.shape[1]),
+                               "the output rule of a batch of subsampled mechanisms")
                 loss, magnitude = self._loss_and_log_integrand(x, c, rows)
                 magnitude += log_w
                 top = np.max(magnitude, axis=1)
@@ -666,6 +668,47 @@ class PairMGFBatch:
         return counts[index].reshape(powers.shape)
 
 
+def _batched_gridded_sums(first: float, step: float, span: int, values: np.ndarray,
+                          weights: np.ndarray) -> np.ndarray:
+    """:func:`_gridded_sums` of every row of ``values`` / ``weights`` at once: shape (rows, span).
+
+    The same Gaussian gridding, kernel, grid size and phases for each row (so the same rounding); the rows'
+    grids are spread by one bincount and transformed by one FFT along the last axis.
+    """
+    band = 2 * span
+    size = 1 << max(6, math.ceil(math.log2(GRID_OVERSAMPLING * band)))
+    tau = math.pi * GRID_SPREAD / (size * math.sqrt(size * (size - band)))
+    spacing = 2 * math.pi / size
+    rows = values.shape[0]
+    theta = step * values
+    nearest = np.floor(theta / spacing)
+    offsets = np.arange(1 - GRID_SPREAD, GRID_SPREAD + 1)
+    distance = (theta - spacing * nearest)[:, :, None] - spacing * offsets
+    spread = ((weights * np.exp(1j * first * values))[:, :, None] * np.exp(-distance * distance / (4 * tau))).ravel()
+    cells = (np.mod(nearest.astype(np.intp)[:, :, None] + offsets, size)
+             + size * np.arange(rows)[:, None, None]).ravel()
+    grid = np.bincount(cells, spread.real, rows * size) + 1j * np.bincount(cells, spread.imag, rows * size)
+    k = np.arange(span)
+    return math.sqrt(math.pi / tau) * np.exp(k * k * tau) * np.fft.ifft(grid.reshape(rows, size), axis=1)[:, :span]
+
+
+def _logaddexp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(e^a + e^b) = max + log1p(e^-|a - b|) for finite arrays (numpy's logaddexp, in fewer passes)."""
+    gap = np.abs(a - b)
+    np.negative(gap, out=gap)
+    np.exp(gap, out=gap)
+    np.log1p(gap, out=gap)
+    return gap + np.maximum(a, b)
+
+
+def _unit_phases(phases: np.ndarray) -> np.ndarray:
+    """e^{i phases} for real ``phases``: cos + i sin, the same numbers as numpy's complex exp, formed faster."""
+    out = np.empty(phases.shape, dtype=complex)
+    np.cos(phases, out=out.real)
+    np.sin(phases, out=out.imag)
+    return out
+
+
 def batched_fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray,
                          chunk: int = 1 << 21) -> np.ndarray:
     """:func:`fourier_sums` of several rows at once: out[n, m] = sum_j weights[m, j] e^{i f_n values[m, j]}.
@@ -683,14 +726,19 @@ def batched_fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: n
         moving = np.flatnonzero(~zero)
         per_chunk = max(1, chunk // max(values.size, 1))
         for start in range(0, moving.size, per_chunk):
+            budget.check("evaluating subsampled mechanisms' MGFs")
             block = moving[start:start + per_chunk]
-            out[block] = np.einsum("nmj,mj->nm", np.exp(1j * frequencies[block, None, None] * values), weights)
+            out[block] = np.einsum("nmj,mj->nm", _unit_phases(frequencies[block, None, None] * values), weights)
         return out
     first, step, multiples = lattice
     span = int(multiples.max()) + 1
     if span >= GRIDDED_SPAN:
-        for m in range(rows):
-            out[:, m] = _gridded_sums(first, step, span, values[m], weights[m])[multiples]
+        per_row = max(1, chunk // max(2 * GRID_SPREAD * width_j, 1))
+        for start in range(0, rows, per_row):
+            budget.check("evaluating subsampled mechanisms' MGFs")
+            sums = _batched_gridded_sums(first, step, span, values[start:start + per_row],
+                                         weights[start:start + per_row])
+            out[:, start:start + per_row] = sums[:, multiples].T
         return out
     width = math.isqrt(span)
     height = -(-span // width)
@@ -698,9 +746,10 @@ def batched_fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: n
     right_f = step * np.arange(width)
     per_row = max(1, chunk // max((height + width) * width_j, 1))
     for start in range(0, rows, per_row):
+        budget.check("evaluating subsampled mechanisms' MGFs")
         v, w = values[start:start + per_row, None, :], weights[start:start + per_row, None, :]
-        left = np.exp(1j * left_f[None, :, None] * v) * w
-        right = np.exp(1j * right_f[None, :, None] * v)
+        left = _unit_phases(left_f[None, :, None] * v) * w
+        right = _unit_phases(right_f[None, :, None] * v)
         products = np.matmul(left, right.transpose(0, 2, 1))
         out[:, start:start + per_row] = products.reshape(products.shape[0], -1)[:, multiples].T
     return out
