@@ -474,7 +474,7 @@ class PairMGFBatch:
     #: Most complex exponentials formed at once (members x output nodes x frequencies), to bound memory.
     CHUNK = 1 << 21
     #: Real parts whose output rules are kept (a contour sum, its check and nearby eps alternate few lines).
-    CACHED_LINES = 4
+    CACHED_LINES = 2
 
     def __init__(self, members: tuple[NoiseMixturePair, ...]):
         members = tuple(members)

@@ -319,7 +319,7 @@ class PrivacyLoss:
         return float(value[0]), float(value[1])
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _batched_loss(terms: tuple[tuple[PrivacyLoss, int], ...]) -> PrivacyLoss:
     declared = [loss.family for loss, _ in terms if loss.family is not None and not loss.atoms.size
                 and not loss.inf_mass]

@@ -8,12 +8,14 @@ time includes composing the n mechanisms), after one warm-up query in the same p
 (this one, and ``--before PATH``, a checkout of an earlier commit, e.g. ``git worktree add --detach PATH
 d43f8cc``) alternating, so that both see the same machine load; the ratio column is before / after.
 
-Run: PYTHONPATH=. python benchmarks/bench_heterogeneous.py [--before PATH] [--repeats 5]
+Run: PYTHONPATH=. python benchmarks/bench_heterogeneous.py [--before PATH] [--repeats 5] [--output PATH]
+(``--output benchmarks/heterogeneous_results.md`` writes the section that run_all.py keeps in RESULTS.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -65,6 +67,8 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="a checkout of the afa tree to compare against")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--output", type=Path, help="write the table as a RESULTS.md section to this file")
+    parser.add_argument("--note", default="", help="a sentence on the machine's state, for the section")
     arguments = parser.parse_args()
     here = Path(__file__).resolve().parent.parent
     trees = ([("before", arguments.before.resolve())] if arguments.before else []) + [("after", here)]
@@ -88,6 +92,25 @@ def main() -> None:
             lines.append(f"| {n} | {name} | {medians[name]:.2f} | {times} | {answer[0]} | {answer[1]} | {answer[2]} | "
                          f"{ratio} |")
     print("\n".join(lines))
+    if arguments.output:
+        labels = {name: revision(tree) for name, tree in trees}
+        head = ("## 11. Heterogeneous subsampled compositions (benchmarks/bench_heterogeneous.py)\n\n"
+                "ε(δ = 1e-5) of n distinct Poisson-subsampled Gaussians (σ uniform in [1.5, 3], q in [0.005, 0.02], "
+                "numpy seed 0), 10 steps each, add/remove, `method='auto'`: the first query on a fresh accountant "
+                "with afa's per-mechanism caches cleared (composing the n mechanisms included), each run in its own "
+                f"process, the trees alternating (median of {arguments.repeats}).  Trees: "
+                + ", ".join(f"{name} = {label}" for name, label in labels.items())
+                + f".  {datetime.date.today().isoformat()}, 2 cores. {arguments.note}\n\n")
+        arguments.output.write_text(head + "\n".join(lines) + "\n")
+
+
+def revision(tree: Path) -> str:
+    """The tree's commit (short hash), or its path when it is not a git checkout."""
+    try:
+        return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return str(tree)
 
 
 if __name__ == "__main__":
