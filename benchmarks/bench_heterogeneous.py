@@ -6,7 +6,8 @@ median wall time of the first eps(delta) on a fresh accountant with afa's per-me
 time includes composing the n mechanisms), after one warm-up query in the same process, with the eps, its
 [lower, upper] and the method auto chose.  Each measurement runs in its own child process, with the trees
 (this one, and ``--before PATH``, a checkout of an earlier commit, e.g. ``git worktree add --detach PATH
-d43f8cc``) alternating, so that both see the same machine load; the ratio column is before / after.
+d43f8cc``) alternating, so that both see the same machine load; the ratio column is before / after, of the wall times and of the processes' CPU times
+(``time.process_time``, all threads: less sensitive to a shared machine's load).
 
 Run: PYTHONPATH=. python benchmarks/bench_heterogeneous.py [--before PATH] [--repeats 5] [--output PATH]
 (``--output benchmarks/heterogeneous_results.md`` writes the section that run_all.py keeps in RESULTS.md).
@@ -36,7 +37,8 @@ def clear():
 
 def first_query(n):
     rng = np.random.default_rng(0)
-    accountant = afa.Accountant()
+    seconds = float(sys.argv[2])
+    accountant = afa.Accountant(budget=afa.Budget(seconds=seconds)) if seconds > 0 else afa.Accountant()
     for sigma, q in zip(rng.uniform(1.5, 3.0, n), rng.uniform(0.005, 0.02, n)):
         accountant.compose(afa.Gaussian(sigma=sigma).poisson_subsampled(q), times=10)
     return accountant.epsilon_result(1e-5)
@@ -44,20 +46,20 @@ def first_query(n):
 first_query(3)  # warm-up: imports, compiled templates
 clear()
 n = int(sys.argv[1])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 try:
     result = first_query(n)
     row = {"eps": result.value, "lower": result.lower, "upper": result.upper, "method": result.method}
 except Exception as error:  # a refusal is reported, not raised
     row = {"error": f"{type(error).__name__}: {error}"[:200]}
-row["seconds"] = time.perf_counter() - start
+row["seconds"], row["cpu"] = time.perf_counter() - start, time.process_time() - cpu
 print(json.dumps(row))
 """
 
 
-def measure(tree: Path, n: int) -> dict:
+def measure(tree: Path, n: int, budget: float) -> dict:
     environment = dict(os.environ, PYTHONPATH=str(tree))
-    output = subprocess.run([sys.executable, "-c", CHILD, str(n)], env=environment, capture_output=True,
+    output = subprocess.run([sys.executable, "-c", CHILD, str(n), str(budget)], env=environment, capture_output=True,
                             text=True, check=True, cwd=tree)
     return json.loads(output.stdout.strip().splitlines()[-1])
 
@@ -69,28 +71,32 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--output", type=Path, help="write the table as a RESULTS.md section to this file")
     parser.add_argument("--note", default="", help="a sentence on the machine's state, for the section")
+    parser.add_argument("--budget", type=float, default=0.0,
+                        help="each query's time budget in seconds (default: afa's own, afa.Budget())")
     arguments = parser.parse_args()
     here = Path(__file__).resolve().parent.parent
     trees = ([("before", arguments.before.resolve())] if arguments.before else []) + [("after", here)]
-    lines = ["| n distinct x 10 steps | tree | median s (first eps) | runs (s) | eps | [lower, upper] | method | "
-             "before / after |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| n distinct x 10 steps | tree | median wall s (first eps) | runs (s) | median CPU s | eps | "
+             "[lower, upper] | method | before / after (wall, CPU) |", "|---|---|---|---|---|---|---|---|---|"]
     for n in arguments.sizes:
         runs: dict[str, list[dict]] = {name: [] for name, _ in trees}
         for _ in range(arguments.repeats):
             for name, tree in trees:
-                runs[name].append(measure(tree, n))
+                runs[name].append(measure(tree, n, arguments.budget))
                 print(f"n={n} {name}: {runs[name][-1]}", file=sys.stderr, flush=True)
         medians = {name: statistics.median(r["seconds"] for r in rows) for name, rows in runs.items()}
+        cpus = {name: statistics.median(r["cpu"] for r in rows) for name, rows in runs.items()}
         for name, _ in trees:
             last = runs[name][-1]
-            ratio = f"{medians['before'] / medians['after']:.1f}x" if "before" in medians and name == "after" else ""
+            ratio = (f"{medians['before'] / medians['after']:.1f}x, {cpus['before'] / cpus['after']:.1f}x"
+                     if "before" in medians and name == "after" else "")
             if "error" in last:
                 answer = f"refused: {last['error']}", "", ""
             else:
                 answer = (f"{last['eps']:.12f}", f"[{last['lower']:.12f}, {last['upper']:.12f}]", last["method"])
             times = ", ".join(f"{r['seconds']:.2f}" for r in runs[name])
-            lines.append(f"| {n} | {name} | {medians[name]:.2f} | {times} | {answer[0]} | {answer[1]} | {answer[2]} | "
-                         f"{ratio} |")
+            lines.append(f"| {n} | {name} | {medians[name]:.2f} | {times} | {cpus[name]:.2f} | {answer[0]} | "
+                         f"{answer[1]} | {answer[2]} | {ratio} |")
     print("\n".join(lines))
     if arguments.output:
         labels = {name: revision(tree) for name, tree in trees}
@@ -100,6 +106,7 @@ def main() -> None:
                 "with afa's per-mechanism caches cleared (composing the n mechanisms included), each run in its own "
                 f"process, the trees alternating (median of {arguments.repeats}).  Trees: "
                 + ", ".join(f"{name} = {label}" for name, label in labels.items())
+                + (f"; time budget {arguments.budget:g} s" if arguments.budget > 0 else "; afa's default budget")
                 + f".  {datetime.date.today().isoformat()}, 2 cores. {arguments.note}\n\n")
         arguments.output.write_text(head + "\n".join(lines) + "\n")
 
