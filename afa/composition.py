@@ -5,7 +5,9 @@ Thm 10), so characteristic functions multiply (Prop. 13) and log-CFs add:
 log phi = sum_i k_i log phi_i.  The finite parts compose as sub-probability
 measures and the masses at +infinity as 1 - prod_i (1 - m_i)^{k_i}
 (App. D.2, Prop. 38).  Everything here costs O(number of distinct losses),
-whatever the counts.
+whatever the counts; numeric terms of one declared family (e.g. subsampled
+Gaussians that differ in sigma and q) are evaluated as one batch
+(:attr:`ComposedLoss.evaluation_terms`).
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ class ComposedLoss:
     @functools.cached_property
     def cumulants(self) -> tuple[float, float]:
         """(mean, variance) of the normalised finite composed loss: cumulants add."""
-        mean = sum(count * loss.cumulants[0] for loss, count in self.terms.items())
-        variance = sum(count * loss.cumulants[1] for loss, count in self.terms.items())
+        mean = sum(count * loss.cumulants[0] for loss, count in self.evaluation_terms.items())
+        variance = sum(count * loss.cumulants[1] for loss, count in self.evaluation_terms.items())
         return mean, variance
 
     @functools.cached_property
@@ -64,6 +66,26 @@ class ComposedLoss:
         return np.array([float(count) for count in self.terms.values()])
 
     @functools.cached_property
+    def evaluation_terms(self) -> dict[PrivacyLoss, int]:
+        """The terms as they are evaluated: numeric terms declaring a common family (:attr:`PrivacyLoss.family`,
+        e.g. the subsampled Gaussians of one direction) merged into one loss (:meth:`PrivacyLoss.batched`) of
+        count 1, whose log-CF sum_m k_m log phi_m comes from one vectorised call and whose error is the
+        members' k_m-weighted sum; the other terms as they are.  The same composition, term for term."""
+        groups: dict = {}
+        terms: dict[PrivacyLoss, int] = {}
+        for loss, count in self.terms.items():
+            if loss.family is not None and loss.atoms.size == 0 and loss.inf_mass == 0:
+                groups.setdefault(loss.family[0], []).append((loss, count))
+            else:
+                terms[loss] = count
+        for members in groups.values():
+            if len(members) == 1:
+                terms[members[0][0]] = members[0][1]
+            else:
+                terms[PrivacyLoss.batched(tuple(members))] = 1
+        return terms
+
+    @functools.cached_property
     def _evaluation_plan(self) -> tuple[list[PrivacyLoss], np.ndarray]:
         """Terms and counts to evaluate: members of a family linear in its parameters merge into one.
 
@@ -72,7 +94,7 @@ class ComposedLoss:
         """
         merged: dict[Template, tuple[list, list]] = {}
         losses, counts = [], []
-        for loss, count in self.terms.items():
+        for loss, count in self.evaluation_terms.items():
             family, values = loss.batch
             if isinstance(family, Template) and family.linear and loss.atoms.size == 0 and loss.inf_mass == 0:
                 weights, rows = merged.setdefault(family, ([], []))
@@ -100,7 +122,7 @@ class ComposedLoss:
     def evaluation_cost(self, nodes: np.ndarray) -> np.ndarray:
         """Terms summed by the numeric log-CFs (output quadratures) to evaluate each real node (0 for closed forms)."""
         total = np.zeros(np.shape(nodes))
-        for loss in self.terms:
+        for loss in self.evaluation_terms:
             if loss.evaluation_cost is not None:
                 total += loss.evaluation_cost(nodes)
         return total

@@ -557,7 +557,8 @@ class ContourInversion(_SaddlePointContour):
         self._parts = _mgf_parts(loss)
         self._prunes = bool(self._parts[2])
         finite = {term for term, _ in self._parts[2]}
-        self._unshifted = ComposedLoss({term: count for term, count in loss.terms.items() if term not in finite})
+        self._unshifted = ComposedLoss({term: count for term, count in loss.evaluation_terms.items()
+                                        if term not in finite})
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) = log phi(-is) of the composed finite part (complex s); the finite terms by
@@ -693,7 +694,7 @@ def _mgf_parts(loss: ComposedLoss):
     continuous part, count)], [(finite term, count)] fewest atoms first, [(numeric atomless term, count)]).
     """
     closed, mixed, finite, numeric = {}, [], [], []
-    for term, count in loss.terms.items():
+    for term, count in loss.evaluation_terms.items():
         if term.atoms.size == 0:
             if term.log_phi_rtol > 0:
                 numeric.append((term, count))

@@ -154,7 +154,7 @@ class PairMGF:
 
     def __init__(self, pair: NoiseMixturePair):
         self.pair = pair
-        self.nodes, self.weights = np.polynomial.legendre.leggauss(self.ORDER)
+        self.nodes, self.weights = gauss_legendre(self.ORDER)
         self._rules_for: float | None = None
         self._rules: dict = {}
 
@@ -276,6 +276,14 @@ class PairMGF:
         return weighted_cumulants(loss, log_w + log_density)
 
 
+@functools.lru_cache(maxsize=8)
+def gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Gauss-Legendre nodes and weights of ``order`` on [-1, 1] (computed once per order; read-only)."""
+    nodes, weights = np.polynomial.legendre.leggauss(order)
+    nodes.flags.writeable = weights.flags.writeable = False
+    return nodes, weights
+
+
 def _log_total(log_weights: tuple[float, ...]) -> float:
     """log sum_i e^{log_weights[i]} of a few log-weights, in Python floats (NaN if one is NaN)."""
     top = max(log_weights)
@@ -375,3 +383,373 @@ def _lattice(frequencies: np.ndarray) -> tuple[float, float, np.ndarray] | None:
     if np.max(np.abs(first + step * multiples - frequencies)) > 8 * np.finfo(float).eps * max(abs(first), abs(last)):
         return None
     return first, step, multiples.astype(np.intp)
+
+
+@dataclass(frozen=True)
+class PairFamily:
+    """Noise-mixture pairs whose MGFs are evaluated together: one noise, and the same number of components
+    on each side.
+
+    Measured in noise scales, x = o / scale, such pairs differ only in their shifts c / scale and their
+    weights (all Poisson-subsampled Gaussians of one direction: sigma and q), so :class:`PairMGFBatch` lays
+    one output rule for all of them and evaluates every member's MGF in one array operation.
+    """
+
+    noise: str
+    a_components: int
+    b_components: int
+
+    @classmethod
+    def of(cls, pair: NoiseMixturePair) -> PairFamily:
+        """The family of ``pair``."""
+        return cls(pair.noise, len(pair.a_shifts), len(pair.b_shifts))
+
+    def batch(self, members: tuple[NoiseMixturePair, ...]) -> BucketedPairMGF:
+        """The batched MGF of ``members`` (pairs of this family)."""
+        return BucketedPairMGF(members)
+
+
+class BucketedPairMGF:
+    """The MGFs of pairs of one :class:`PairFamily`, in :class:`PairMGFBatch` buckets of similar loss variation.
+
+    A shared rule's panels follow the member whose loss varies most (the phase limit), so members are sorted
+    by the total variation of their loss over the output range at Re s = 0 and cut into buckets whose
+    variations are within a factor RATIO: each member's sum then uses at most about RATIO times its own nodes.
+    """
+
+    RATIO = 1.25
+
+    def __init__(self, members: tuple[NoiseMixturePair, ...]):
+        members = tuple(members)
+        variation = PairMGFBatch(members).loss_variations()
+        order = np.argsort(variation, kind="stable")
+        starts = [0]
+        for position in range(1, order.size):
+            if variation[order[position]] > self.RATIO * variation[order[starts[-1]]]:
+                starts.append(position)
+        self.size = len(members)
+        self.buckets = [(indices, PairMGFBatch(tuple(members[k] for k in indices)))
+                        for indices in np.split(order, starts[1:])]
+
+    def cumulants(self) -> np.ndarray:
+        """Every member's (mean, variance) of its loss: shape (members, 2) (:meth:`PairMGFBatch.cumulants`)."""
+        out = np.empty((self.size, 2))
+        for indices, batch in self.buckets:
+            out[indices] = batch.cumulants()
+        return out
+
+    def log_phi(self, t: np.ndarray) -> np.ndarray:
+        """Every member's log-CF at ``t`` (:meth:`PairMGFBatch.log_phi`): shape t.shape + (members,)."""
+        t = np.asarray(t)
+        out = np.empty(t.shape + (self.size,), dtype=complex)
+        for indices, batch in self.buckets:
+            out[..., indices] = batch.log_phi(t)
+        return out
+
+    def evaluation_cost(self, t: np.ndarray) -> np.ndarray:
+        """Output nodes summed, over all members, by one evaluation of :meth:`log_phi` at each real ``t``."""
+        return sum((batch.evaluation_cost(t) for _, batch in self.buckets), np.zeros(np.shape(t)))
+
+
+class PairMGFBatch:
+    """log M_m(s) of several noise-mixture pairs of one :class:`PairFamily`, on one output rule.
+
+    Each member's MGF is the integral of :class:`PairMGF`, written in the output measured in noise scales,
+    x = o / scale: M(s) = int mu_1(x) (A/mu)(x)^{1+s} (B/mu)(x)^{-s} dx with mu_1 the unit noise density.
+    For a batch of s of one real part c the members share one composite Gauss-Legendre rule in x that
+    meets every member's requirements of :class:`PairMGF` at once: it covers the union of their windows
+    (where a member's real log-integrand is within e^-DROP of its own peak), its panels are at most 2 noise
+    scales wide with edges at every member's kinks (Laplace), and the phase Im(s) L_m changes by at most PHASE
+    radians across each panel for every member (the panels follow the largest of the members' loss variations).
+    So each member's sum is a Gauss-Legendre rule at least as fine and as wide as its own, and carries the
+    relative error of :class:`PairMGF` (a few ulps times the sum's cancellation, relative to M_m(c)).  The
+    members' sums over the shared nodes are formed as arrays of shape (members, output nodes).
+    """
+
+    ORDER = PairMGF.ORDER
+    DROP = PairMGF.DROP
+    BLOCK = PairMGF.BLOCK
+    PHASE = PairMGF.PHASE
+    MAX_REACH = PairMGF.MAX_REACH
+    #: Most complex exponentials formed at once (members x output nodes x frequencies), to bound memory.
+    CHUNK = 1 << 21
+    #: Real parts whose output rules are kept (a contour sum, its check and nearby eps alternate few lines).
+    CACHED_LINES = 2
+
+    def __init__(self, members: tuple[NoiseMixturePair, ...]):
+        members = tuple(members)
+        if not members:
+            raise ValueError("a PairMGFBatch needs at least one member")
+        family = PairFamily.of(members[0])
+        if any(PairFamily.of(pair) != family for pair in members):
+            raise ValueError(f"the members of a PairMGFBatch must share one PairFamily, the first's {family}")
+        self.members, self.noise = members, family.noise
+        scales = np.array([pair.scale for pair in members])
+        self.a_shifts = np.array([pair.a_shifts for pair in members]) / scales[:, None]
+        self.b_shifts = np.array([pair.b_shifts for pair in members]) / scales[:, None]
+        self.a_log_weights = np.array([pair.a_log_weights for pair in members], dtype=float)
+        self.b_log_weights = np.array([pair.b_log_weights for pair in members], dtype=float)
+        every = np.concatenate((self.a_shifts, self.b_shifts), axis=1)
+        self.largest_shift = np.max(np.abs(every), axis=1)
+        #: A bound on |dL/dx| of each member (PairMGF's loss_slope, in noise scales).
+        self.loss_slopes = np.ptp(every, axis=1) if self.noise == "gaussian" else np.full(len(members), 2.0)
+        self.nodes, self.weights = gauss_legendre(self.ORDER)
+        self._rules: dict[float, dict] = {}
+
+    def _log_ratios(self, x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log A/mu, log B/mu) of the members ``rows`` at the outputs ``x`` (noise scales): (rows, x) each."""
+        sides = []
+        for shifts, log_weights in ((self.a_shifts, self.a_log_weights), (self.b_shifts, self.b_log_weights)):
+            c = shifts[rows][:, :, None]
+            if self.noise == "gaussian":
+                kappa = c * (2 * x - c) / 2
+            else:
+                kappa = np.sign(c) * np.clip(2 * x - c, -np.abs(c), np.abs(c))
+            terms = log_weights[rows][:, :, None] + kappa
+            if terms.shape[1] == 2 and np.all(np.isfinite(log_weights)):
+                sides.append(_logaddexp(terms[:, 0], terms[:, 1]))
+            else:
+                sides.append(np.logaddexp.reduce(terms, axis=1) if terms.shape[1] > 1 else terms[:, 0])
+        return sides[0], sides[1]
+
+    def _log_mu(self, x: np.ndarray) -> np.ndarray:
+        if self.noise == "gaussian":
+            return -0.5 * x * x - 0.5 * math.log(2 * math.pi)
+        return -np.abs(x) - math.log(2.0)
+
+    def _loss_and_log_integrand(self, x: np.ndarray, c: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        log_a, log_b = self._log_ratios(x, rows)
+        loss = log_a - log_b
+        return loss, self._log_mu(x) + log_a + c * loss
+
+    def loss_variations(self) -> np.ndarray:
+        """Each member's total variation of its loss over the shared output range at Re s = 0 (on a grid of
+        1/8 noise scale): what sets its panels at large |Im s|."""
+        rows = self._within_reach(0.0)
+        low, high = self.output_range(0.0, rows)
+        grid = np.linspace(low, high, int(math.ceil(8 * (high - low))) + 1)
+        variation = np.full(len(self.members), np.inf)
+        variation[rows] = np.sum(np.abs(np.diff(self._loss_and_log_integrand(grid, 0.0, rows)[0], axis=1)), axis=1)
+        return variation
+
+    def _within_reach(self, c: float) -> np.ndarray:
+        """The members whose output range at real part ``c`` is within MAX_REACH noise scales (as PairMGF)."""
+        return np.flatnonzero((2 + 2 * abs(c)) * self.largest_shift + 60 <= self.MAX_REACH)
+
+    def output_range(self, c: float, rows: np.ndarray) -> tuple[float, float]:
+        """[low, high] (noise scales) outside which every member's integrand at real part ``c`` is below e^-DROP
+        of its own peak, on one grid of half a noise scale reaching the farthest member's (2 + 2|c|) shifts
+        + 60 scales."""
+        reach = float(np.max((2 + 2 * abs(c)) * self.largest_shift[rows])) + 60
+        grid = np.linspace(-reach, reach, int(4 * reach) + 2)
+        values = self._loss_and_log_integrand(grid, c, rows)[1]
+        keep = values > np.max(values, axis=1, keepdims=True) - self.DROP
+        first = np.argmax(keep, axis=1)
+        last = grid.size - 1 - np.argmax(keep[:, ::-1], axis=1)
+        if np.any(first == 0) or np.any(last == grid.size - 1):
+            raise AccuracyError(f"the MGF integrand of a {self.noise} noise-mixture pair at Re s = {c:.6g} does "
+                                f"not decay within {reach:.3g} noise scales; please report it")
+        return float(grid[np.min(first) - 1]), float(grid[np.max(last) + 1])
+
+    def _panels(self, window: list, frequency: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """GL nodes and log-weights on the ``window`` of :meth:`_window` meeting every member's panel limits
+        (:meth:`PairMGF._panels`): the phase limit follows, in each cell of a grid of 1/8 scale, the largest
+        change of the members' losses, so that no member's phase changes by more than PHASE across a panel."""
+        low, high, grid, variation = window
+        pieces_of_edges = [np.linspace(low, high, int(math.ceil((high - low) / 2)) + 1)]
+        if self.noise == "laplace":
+            kinks = np.concatenate((self.a_shifts[rows].ravel(), self.b_shifts[rows].ravel()))
+            pieces_of_edges.append(kinks[(kinks > low) & (kinks < high)])
+        if frequency * float(np.max(self.loss_slopes[rows])) * (high - low) > self.PHASE:
+            if variation is None:
+                loss = self._loss_and_log_integrand(grid, 0.0, rows)[0]
+                variation = np.concatenate(([0.0], np.cumsum(np.max(np.abs(np.diff(loss, axis=1)), axis=0))))
+                window[3] = variation
+            pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
+            if pieces > 1:
+                pieces_of_edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
+        edges = np.unique(np.concatenate(pieces_of_edges))
+        half = np.diff(edges)[:, None] / 2
+        x = (edges[:-1, None] + half * (self.nodes + 1)).ravel()
+        return x, np.log((half * self.weights).ravel())
+
+    def _window(self, c: float, rows: np.ndarray) -> list:
+        """[low, high, grid, variation]: :meth:`output_range` at ``c``, a grid of 1/8 scale on it and (filled in
+        by :meth:`_panels` when a phase limit first needs it) the cumulative largest change of the members'
+        losses along the grid; kept with the line's rules."""
+        low, high = self.output_range(c, rows)
+        return [low, high, np.linspace(low, high, int(math.ceil(8 * (high - low))) + 1), None]
+
+    def _rule(self, c: float, frequency: float):
+        """(members evaluated, L, weights relative to each member's largest, log of the largest) of the shared
+        rule for real part ``c`` and |Im s| up to ``frequency`` (a power of two); None if no member is within
+        reach.  The rules of the latest CACHED_LINES real parts are kept."""
+        rules = self._rules.pop(c, {})
+        self._rules[c] = rules
+        while len(self._rules) > self.CACHED_LINES:
+            del self._rules[next(iter(self._rules))]
+        if frequency not in rules:
+            rows = self._within_reach(c)
+            if rows.size == 0:
+                rules[frequency] = None
+            else:
+                if "window" not in rules:
+                    rules["window"] = self._window(c, rows)
+                x, log_w = self._panels(rules["window"], frequency, rows)
+                budget.reserve(16.0 * rows.size * x.size * max(self.a_shifts.shape[1], self.b_shifts.shape[1]),
+                               "the output rule of a batch of subsampled mechanisms")
+                loss, magnitude = self._loss_and_log_integrand(x, c, rows)
+                magnitude += log_w
+                top = np.max(magnitude, axis=1)
+                rules[frequency] = (rows, loss, np.exp(magnitude - top[:, None]), top)
+        return rules[frequency]
+
+    def log_mgf(self, s: np.ndarray) -> np.ndarray:
+        """log M_m(s) of every member at complex ``s`` (any shape): shape s.shape + (members,); NaN for a member
+        whose range at Re s is beyond MAX_REACH.  Nodes are grouped as in :meth:`PairMGF.log_mgf`."""
+        s = np.asarray(s, dtype=complex)
+        flat = s.ravel()
+        out = np.full((flat.size, len(self.members)), np.nan, dtype=complex)
+        real_parts, group_of = np.unique(flat.real, return_inverse=True)
+        for group, c in enumerate(real_parts):
+            members = np.flatnonzero(group_of == group)
+            lattice = _lattice(flat[members].imag) if members.size >= GRIDDED_SPAN else None
+            if lattice is not None and lattice[2].max() + 1 >= GRIDDED_SPAN:
+                budget.check("evaluating subsampled mechanisms' MGFs")
+                self._log_sum(float(c), flat[members].imag, out, members)
+                continue
+            members = members[np.argsort(np.abs(flat[members].imag))]
+            for start in range(0, members.size, self.BLOCK):
+                budget.check("evaluating subsampled mechanisms' MGFs")
+                block = members[start:start + self.BLOCK]
+                self._log_sum(float(c), flat[block].imag, out, block)
+        return out.reshape(s.shape + (len(self.members),))
+
+    def _log_sum(self, c: float, frequencies: np.ndarray, out: np.ndarray, where: np.ndarray) -> None:
+        """out[where, m] = log sum_j w_mj A_mj e^{(c + iu) L_mj} at u = ``frequencies`` for the members in reach."""
+        rule = self._rule(c, _power_of_two(float(np.max(np.abs(frequencies)))))
+        if rule is None:
+            return
+        rows, loss, scaled, top = rule
+        out[np.ix_(where, rows)] = top + np.log(batched_fourier_sums(frequencies, loss, scaled, self.CHUNK))
+
+    def cumulants(self) -> np.ndarray:
+        """Every member's mean and variance of L under A (as :meth:`PairMGF.cumulants`, on the shared rule at
+        Re s = 0): shape (members, 2)."""
+        rows = self._within_reach(0.0)
+        if rows.size < len(self.members):
+            raise AccuracyError("a noise pair's output range exceeds the quadrature's reach")
+        x, log_w = self._panels(self._window(0.0, rows), 0.0, rows)
+        loss, log_density = self._loss_and_log_integrand(x, 0.0, rows)
+        log_density += log_w
+        weights = np.exp(log_density - np.max(log_density, axis=1, keepdims=True))
+        weights /= np.sum(weights, axis=1, keepdims=True)
+        mean = np.sum(weights * loss, axis=1)
+        return np.stack((mean, np.sum(weights * (loss - mean[:, None]) ** 2, axis=1)), axis=1)
+
+    def log_phi(self, t: np.ndarray) -> np.ndarray:
+        """Every member's log-CF log M_m(it) at real or complex ``t``: shape t.shape + (members,) (the
+        :class:`afa.privacy_loss.PrivacyLoss` batch interface; t = -is gives the MGF at s)."""
+        return self.log_mgf(1j * np.asarray(t))
+
+    def evaluation_cost(self, t: np.ndarray) -> np.ndarray:
+        """Output nodes summed, over all members, by one evaluation of :meth:`log_phi` at each real ``t``."""
+        return self._cost(0.0, t)
+
+    def _cost(self, c: float, frequencies: np.ndarray) -> np.ndarray:
+        """Output nodes summed, over all members, by one evaluation at each |u| in ``frequencies``."""
+        rows = self._within_reach(c)
+        if rows.size == 0:
+            return np.zeros(np.shape(frequencies))
+        window = self._window(c, rows)
+        powers = np.vectorize(_power_of_two, otypes=[float])(np.abs(np.asarray(frequencies, dtype=float)))
+        unique, index = np.unique(powers, return_inverse=True)
+        counts = np.array([self._panels(window, float(f), rows)[0].size for f in unique], dtype=float) * rows.size
+        return counts[index].reshape(powers.shape)
+
+
+def _batched_gridded_sums(first: float, step: float, span: int, values: np.ndarray,
+                          weights: np.ndarray) -> np.ndarray:
+    """:func:`_gridded_sums` of every row of ``values`` / ``weights`` at once: shape (rows, span).
+
+    The same Gaussian gridding, kernel, grid size and phases for each row (so the same rounding); the rows'
+    grids are spread by one bincount and transformed by one FFT along the last axis.
+    """
+    band = 2 * span
+    size = 1 << max(6, math.ceil(math.log2(GRID_OVERSAMPLING * band)))
+    tau = math.pi * GRID_SPREAD / (size * math.sqrt(size * (size - band)))
+    spacing = 2 * math.pi / size
+    rows = values.shape[0]
+    theta = step * values
+    nearest = np.floor(theta / spacing)
+    offsets = np.arange(1 - GRID_SPREAD, GRID_SPREAD + 1)
+    distance = (theta - spacing * nearest)[:, :, None] - spacing * offsets
+    spread = ((weights * np.exp(1j * first * values))[:, :, None] * np.exp(-distance * distance / (4 * tau))).ravel()
+    cells = (np.mod(nearest.astype(np.intp)[:, :, None] + offsets, size)
+             + size * np.arange(rows)[:, None, None]).ravel()
+    grid = np.bincount(cells, spread.real, rows * size) + 1j * np.bincount(cells, spread.imag, rows * size)
+    k = np.arange(span)
+    return math.sqrt(math.pi / tau) * np.exp(k * k * tau) * np.fft.ifft(grid.reshape(rows, size), axis=1)[:, :span]
+
+
+def _logaddexp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(e^a + e^b) = max + log1p(e^-|a - b|) for finite arrays (numpy's logaddexp, in fewer passes)."""
+    gap = np.abs(a - b)
+    np.negative(gap, out=gap)
+    np.exp(gap, out=gap)
+    np.log1p(gap, out=gap)
+    return gap + np.maximum(a, b)
+
+
+def _unit_phases(phases: np.ndarray) -> np.ndarray:
+    """e^{i phases} for real ``phases``: cos + i sin, the same numbers as numpy's complex exp, formed faster."""
+    out = np.empty(phases.shape, dtype=complex)
+    np.cos(phases, out=out.real)
+    np.sin(phases, out=out.imag)
+    return out
+
+
+def batched_fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray,
+                         chunk: int = 1 << 21) -> np.ndarray:
+    """:func:`fourier_sums` of several rows at once: out[n, m] = sum_j weights[m, j] e^{i f_n values[m, j]}.
+
+    The same three paths (direct products, the factored lattice product, the non-uniform FFT) with the same
+    phases, vectorised over the rows; at most about ``chunk`` complex exponentials are formed at once.
+    """
+    frequencies = np.asarray(frequencies, dtype=float)
+    rows, width_j = values.shape
+    out = np.empty((frequencies.size, rows), dtype=complex)
+    lattice = _lattice(frequencies) if frequencies.size >= 64 else None
+    if lattice is None:
+        zero = frequencies == 0
+        out[zero] = np.sum(weights, axis=1)  # e^0 = 1
+        moving = np.flatnonzero(~zero)
+        per_chunk = max(1, chunk // max(values.size, 1))
+        for start in range(0, moving.size, per_chunk):
+            budget.check("evaluating subsampled mechanisms' MGFs")
+            block = moving[start:start + per_chunk]
+            out[block] = np.einsum("nmj,mj->nm", _unit_phases(frequencies[block, None, None] * values), weights)
+        return out
+    first, step, multiples = lattice
+    span = int(multiples.max()) + 1
+    if span >= GRIDDED_SPAN:
+        per_row = max(1, chunk // max(2 * GRID_SPREAD * width_j, 1))
+        for start in range(0, rows, per_row):
+            budget.check("evaluating subsampled mechanisms' MGFs")
+            sums = _batched_gridded_sums(first, step, span, values[start:start + per_row],
+                                         weights[start:start + per_row])
+            out[:, start:start + per_row] = sums[:, multiples].T
+        return out
+    width = math.isqrt(span)
+    height = -(-span // width)
+    left_f = first + step * width * np.arange(height)
+    right_f = step * np.arange(width)
+    per_row = max(1, chunk // max((height + width) * width_j, 1))
+    for start in range(0, rows, per_row):
+        budget.check("evaluating subsampled mechanisms' MGFs")
+        v, w = values[start:start + per_row, None, :], weights[start:start + per_row, None, :]
+        left = _unit_phases(left_f[None, :, None] * v) * w
+        right = _unit_phases(right_f[None, :, None] * v)
+        products = np.matmul(left, right.transpose(0, 2, 1))
+        out[:, start:start + per_row] = products.reshape(products.shape[0], -1)[:, multiples].T
+    return out

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._accurate import complex_log1p
 from .loss_tails import AtomTails, LossTails, MixtureTails, NoisePairTails
-from .noise_pair import NoiseMixturePair, PairMGF
+from .noise_pair import NoiseMixturePair, PairFamily, PairMGF
 from .privacy_loss import PrivacyLoss, batched_log_phi
 
 __all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "PairMixture", "atom_tails", "finite_losses",
@@ -353,13 +353,14 @@ def _mixture_losses(pair: NoiseMixturePair, names: tuple[str, str] | None) -> tu
         names = (f"log_phi_{pair.noise}_mixture_{digest}_forward", f"log_phi_{pair.noise}_mixture_{digest}_backward")
     integral = PairMGF(pair)
     forward = PrivacyLoss.numeric(names[0], lambda t: integral.log_mgf(1j * np.asarray(t)),
-                                  integral.cumulants(), continues=True, noise_pair=pair,
-                                  cost=lambda t: integral.evaluation_cost(0.0, t))
+                                  integral.cumulants, continues=True, noise_pair=pair,
+                                  cost=lambda t: integral.evaluation_cost(0.0, t), family=(PairFamily.of(pair), pair))
     if _is_own_swap(pair):
         return forward, forward
     backward = PrivacyLoss.numeric(names[1], lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
-                                   PairMGF(pair.swapped()).cumulants(), continues=True,
-                                   noise_pair=pair.swapped(), cost=lambda t: integral.evaluation_cost(-1.0, t))
+                                   lambda: PairMGF(pair.swapped()).cumulants(), continues=True,
+                                   noise_pair=pair.swapped(), cost=lambda t: integral.evaluation_cost(-1.0, t),
+                                   family=(PairFamily.of(pair.swapped()), pair.swapped()))
     return forward, backward
 
 

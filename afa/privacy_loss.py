@@ -143,17 +143,26 @@ class PrivacyLoss:
                  cumulants: tuple[float, float] | Callable[[], tuple[float, float]],
                  evaluator: Callable[[np.ndarray], np.ndarray] | None = None, continues: bool | None = None,
                  noise_pair=None, cost: Callable[[np.ndarray], np.ndarray] | None = None,
-                 laplace_shift: float | None = None, loss_bound: float | None = None):
+                 laplace_shift: float | None = None, loss_bound: float | None = None,
+                 family: tuple | None = None, rtol: float | None = None):
         self._atoms = atoms
         self._inf_mass = float(inf_mass)
         self._continuous = bool(continuous)
         self._log_phi = log_phi
+        #: The name of a numeric log-CF's symbol ``name(t)``, made when :attr:`log_phi` is first read.
+        self._symbol_name: str | None = None
         self._cumulants = cumulants
         self._evaluator = evaluator
         self.batch = batch
         #: Whether the log-CF takes complex arguments (closed forms do), and its relative error there.
         self.continues_to_complex: bool = batch[0] != NUMERIC if continues is None else bool(continues)
         self.log_phi_rtol: float = NUMERIC_RTOL if batch[0] == NUMERIC and self.continues_to_complex else 0.0
+        if rtol is not None:
+            self.log_phi_rtol = float(rtol)
+        #: (family, member) for a numeric loss that can be evaluated together with the other members of its
+        #: family: ``family.batch(members)`` gives an evaluator of all their log-CFs at once (see
+        #: :meth:`batched`); None otherwise.
+        self.family = family
         #: The :class:`afa.noise_pair.NoiseMixturePair` a numeric loss comes from, if any.
         self.noise_pair = noise_pair
         #: For numeric log-CFs: the work (terms summed) of one evaluation at each real t; see :meth:`numeric`.
@@ -197,11 +206,14 @@ class PrivacyLoss:
 
     @classmethod
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
-                cumulants: tuple[float, float], *, inf_mass: float = 0.0,
+                cumulants: tuple[float, float] | Callable[[], tuple[float, float]], *, inf_mass: float = 0.0,
                 continues: bool = False, noise_pair=None,
                 cost: Callable[[np.ndarray], np.ndarray] | None = None,
-                loss_bound: float | None = None) -> PrivacyLoss:
+                loss_bound: float | None = None, family: tuple | None = None,
+                rtol: float | None = None) -> PrivacyLoss:
         """A continuous loss whose log-CF is computed numerically; shown as ``name(t)``.
+
+        ``cumulants``: (mean, variance) of the loss, or a function computing them when first needed.
 
         ``continues``: the evaluator also takes complex t - ic (the MGF, for the contour
         method), with a relative error of about NUMERIC_RTOL of M(c) at every node.
@@ -210,10 +222,37 @@ class PrivacyLoss:
         ``cost``: the number of terms the evaluator sums at each real t (it grows with |t| for
         output quadratures); the real-line quadrature budgets its total.
         ``loss_bound``: an upper bound on the loss (:attr:`loss_max`), where no ``noise_pair`` gives one.
+        ``family``: (family, member) declaring that the loss's log-CF at t is that of ``member`` in
+        ``family.batch(members)``, whose ``log_phi(t)`` gives every member's at once (shape t.shape + (members,)),
+        ``evaluation_cost(t)`` their summed cost and ``cumulants()`` their (mean, variance) rows (:meth:`batched`).
+        ``rtol``: the relative error of the MGF, if not NUMERIC_RTOL (a batch's: its members' summed).
         """
-        return cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=sympy.Function(name)(t),
+        loss = cls(atoms=_no_atoms(), inf_mass=inf_mass, continuous=True, log_phi=None,
                    batch=(NUMERIC, None), cumulants=cumulants, evaluator=evaluator, continues=continues,
-                   noise_pair=noise_pair, cost=cost, loss_bound=loss_bound)
+                   noise_pair=noise_pair, cost=cost, loss_bound=loss_bound, family=family, rtol=rtol)
+        loss._symbol_name = name
+        return loss
+
+    @classmethod
+    def batched(cls, terms: tuple[tuple[PrivacyLoss, int], ...]) -> PrivacyLoss:
+        """The loss sum_m k_m L_m of numeric losses L_m declaring one family, evaluated as one batch.
+
+        Its log-CF is sum_m k_m log phi_m, from one call of the family's batch evaluator; its relative MGF
+        error is sum_m k_m (error of L_m) and its cumulants (the batch's ``cumulants()``, one (mean, variance)
+        row per member, when first needed) and loss bound are the members' summed (the cumulants and bounds
+        of a sum of independent losses).  Built once per distinct ``terms`` (cached).
+
+        Parameters
+        ----------
+        terms : tuple of (PrivacyLoss, int)
+            The members and their counts; every member's :attr:`family` has the same family.
+
+        Returns
+        -------
+        PrivacyLoss
+            A numeric loss (no atoms, no mass at +infinity).
+        """
+        return _batched_loss(tuple(terms))
 
     # -- properties -------------------------------------------------------
     @property
@@ -257,6 +296,8 @@ class PrivacyLoss:
     @property
     def log_phi(self) -> sympy.Expr:
         """Symbolic log-CF of the finite part, in :data:`afa.t`."""
+        if self._log_phi is None and self._symbol_name is not None:
+            self._log_phi = sympy.Function(self._symbol_name)(t)
         if self._log_phi is None and self._atoms.size == 0:
             self._log_phi = sympy.S.NegativeInfinity  # all mass at +infinity
         if self._log_phi is None:
@@ -276,6 +317,29 @@ class PrivacyLoss:
         """(mean, variance) of the finite loss, normalised to a probability."""
         value = self._cumulants() if callable(self._cumulants) else self._cumulants
         return float(value[0]), float(value[1])
+
+
+@functools.lru_cache(maxsize=16)
+def _batched_loss(terms: tuple[tuple[PrivacyLoss, int], ...]) -> PrivacyLoss:
+    declared = [loss.family for loss, _ in terms if loss.family is not None and not loss.atoms.size
+                and not loss.inf_mass]
+    if len(declared) < len(terms) or any(entry[0] != declared[0][0] for entry in declared):
+        raise ValueError("PrivacyLoss.batched needs atomless numeric losses of one family")
+    family = declared[0][0]
+    evaluator = family.batch(tuple(entry[1] for entry in declared))
+    counts = np.array([float(count) for _, count in terms])
+
+    def cumulants() -> tuple[float, float]:
+        mean, variance = counts @ np.asarray(evaluator.cumulants(), dtype=float)
+        return float(mean), float(variance)
+
+    bounds = [count * loss.loss_max for loss, count in terms]
+    name = f"log_phi_batch_of_{len(terms)}_{type(family).__name__}_{id(evaluator):x}"
+    return PrivacyLoss.numeric(name, lambda nodes: evaluator.log_phi(np.asarray(nodes)) @ counts, cumulants,
+                               continues=all(loss.continues_to_complex for loss, _ in terms),
+                               cost=evaluator.evaluation_cost,
+                               loss_bound=math.inf if math.inf in bounds else math.fsum(bounds),
+                               rtol=math.fsum(count * loss.log_phi_rtol for loss, count in terms))
 
 
 def _with_finite_mass(normalised_log_phi: sympy.Expr, inf_mass: float) -> sympy.Expr:
