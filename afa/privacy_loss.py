@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -92,14 +93,22 @@ def _expm1x_value(z):
     return expm1_minus_identity(z)
 
 
-@functools.cache
 def expm1x_function() -> type[sympy.Function]:
     """The SymPy function expm1x(x) = e^x - 1 - x (also ``afa.privacy_loss.expm1x``), defined on first use.
 
     Kept symbolic so that templates avoid cancelling first-order terms: it differentiates, evaluates
-    (``evalf``), rewrites to exp and lambdifies (numpy or mpmath) like a built-in function.
+    (``evalf``), rewrites to exp and lambdifies (numpy or mpmath) like a built-in function.  One class for
+    the process, also when threads ask first at once (expressions compare and pickle by it).
     """
+    with _DEFINING:
+        return _define_expm1x()
 
+
+_DEFINING = threading.Lock()
+
+
+@functools.cache
+def _define_expm1x() -> type[sympy.Function]:
     class expm1x(sympy.Function):
         """e^x - 1 - x, kept symbolic so that templates avoid cancelling first-order terms."""
 
