@@ -3,32 +3,40 @@
 Mechanisms contribute the log characteristic function of their privacy loss
 (Zhu, Dong & Wang 2022); an :class:`Accountant` adds them and
 inverts the sum into delta(epsilon) and epsilon(delta).  See README.md.
+
+``import afa`` imports none of afa's modules: each public name (and each submodule) is imported on first
+access (PEP 562), so that the ``afa`` command and scripts that need one corner of the library start fast.
 """
 
-from .accountant import Accountant
-from .mechanisms import (
-    ApproxDP,
-    DataDependentGaussian,
-    DiscreteGaussian,
-    DiscreteLaplace,
-    DiscreteMechanism,
-    ExponentialMechanism,
-    Gaussian,
-    KaryRandomizedResponse,
-    Laplace,
-    Mechanism,
-    MixtureOfGaussians,
-    PermuteAndFlip,
-    ProposeTestRelease,
-    RandomizedResponse,
-)
-from .privacy_loss import t
-from .rdp import renyi_divergence
-from .calibration import Calibration, calibrate_sampling_rate, calibrate_sigma, calibrate_steps, gaussian_sigma
-from .budget import Budget, BudgetExceededError
-from .options import AutoOptions, ContourOptions, ExactOptions, Options, PLDOptions
-from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
-from .subsampling import Subsampled, TruncatedPoissonGaussian
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ below imports each name on first use
+    from .accountant import Accountant
+    from .mechanisms import (
+        ApproxDP,
+        DataDependentGaussian,
+        DiscreteGaussian,
+        DiscreteLaplace,
+        DiscreteMechanism,
+        ExponentialMechanism,
+        Gaussian,
+        KaryRandomizedResponse,
+        Laplace,
+        Mechanism,
+        MixtureOfGaussians,
+        PermuteAndFlip,
+        ProposeTestRelease,
+        RandomizedResponse,
+    )
+    from .privacy_loss import t
+    from .rdp import renyi_divergence
+    from .calibration import Calibration, calibrate_sampling_rate, calibrate_sigma, calibrate_steps, gaussian_sigma
+    from .budget import Budget, BudgetExceededError
+    from .options import AutoOptions, ContourOptions, ExactOptions, Options, PLDOptions
+    from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
+    from .subsampling import Subsampled, TruncatedPoissonGaussian
+    from .interop import from_dp_event as from_dp_event, to_dp_event as to_dp_event  # not in __all__
 
 __all__ = [
     "Accountant", "AccuracyError", "ApproxDP", "Attempt", "AutoOptions", "ContourOptions", "ExactOptions",
@@ -41,22 +49,38 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+#: The public names of each module, imported on a name's first access (``afa.from_dp_event`` and
+#: ``afa.to_dp_event`` are dp_accounting's bridge, :mod:`afa.interop`).
+_EXPORTS = {
+    "accountant": ("Accountant",),
+    "mechanisms": ("ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace", "DiscreteMechanism",
+                   "ExponentialMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism",
+                   "MixtureOfGaussians", "PermuteAndFlip", "ProposeTestRelease", "RandomizedResponse"),
+    "privacy_loss": ("t",),
+    "rdp": ("renyi_divergence",),
+    "calibration": ("Calibration", "calibrate_sampling_rate", "calibrate_sigma", "calibrate_steps", "gaussian_sigma"),
+    "budget": ("Budget", "BudgetExceededError"),
+    "options": ("AutoOptions", "ContourOptions", "ExactOptions", "Options", "PLDOptions"),
+    "results": ("AccuracyError", "Attempt", "Result", "UnsupportedCompositionError", "Validation", "ValidationError"),
+    "subsampling": ("Subsampled", "TruncatedPoissonGaussian"),
+    "interop": ("from_dp_event", "to_dp_event"),
+}
+_HOMES = {name: module for module, names in _EXPORTS.items() for name in names}
 #: Submodules reachable as attributes (``afa.clt``, ``afa.tradeoff``, ...), imported on first use.
-_SUBMODULES = ("cli", "clt", "contour", "discrete", "engines", "exact", "interop", "options", "pairs", "pld", "plot",
-               "rdp", "sweep", "tradeoff")
-#: Functions of :mod:`afa.interop` reachable as ``afa.from_dp_event`` and ``afa.to_dp_event``, imported on first use.
-_INTEROP = ("from_dp_event", "to_dp_event")
+_SUBMODULES = ("accountant", "budget", "calibration", "certified", "cli", "clt", "composition", "contour", "discrete",
+               "engines", "exact", "interop", "loss_tails", "mechanisms", "noise_pair", "options", "pairs", "pld",
+               "plot", "privacy_loss", "progress", "quadrature", "rdp", "results", "subsampling", "sweep", "tradeoff")
 
 
 def __getattr__(name: str):
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
     if name in _SUBMODULES:
-        import importlib
         return importlib.import_module(f".{name}", __name__)
-    if name in _INTEROP:
-        from . import interop
-        return getattr(interop, name)
     raise AttributeError(f"module 'afa' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_SUBMODULES) | set(_INTEROP))
+    return sorted(set(globals()) | set(_HOMES) | set(_SUBMODULES))

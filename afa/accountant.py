@@ -41,13 +41,12 @@ from .engines import (
     gaussian_epsilon_bracket,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
-from .options import Options
+from .options import METHODS, Options
 from .pld import PLDTooLargeError, largest_interval
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse"),
                    "replace_special": ("remove", "add")}
-METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
 #: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.

@@ -122,21 +122,22 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import __version__, clt, exact, rdp
-from .accountant import METHODS, Accountant
-from .calibration import calibrate_sigma
-from .engines import smallest_epsilon
+from . import __version__
 from .mechanisms import (
     NEIGHBORING_RELATIONS,
     ApproxDP,
     Mechanism,
     ProposeTestRelease,
 )
+from .options import METHODS
 from .progress import silenced
 from .results import AccuracyError, Result
 from .subsampling import SCHEMES, Subsampled
+
+if TYPE_CHECKING:
+    from .accountant import Accountant
 
 __all__ = ["MECHANISM_TYPES", "SpecError", "accountant_from_spec", "build_parser", "load_spec", "main"]
 
@@ -365,6 +366,8 @@ def accountant_from_spec(spec: Mapping, neighboring: str | None = None, source: 
         ...
     afa.cli.SpecError: composition.toml: spec needs a non-empty list 'mechanisms' ([[mechanisms]] tables in TOML)
     """
+    from .accountant import Accountant
+
     if neighboring is not None and isinstance(spec, Mapping):
         spec = {**spec, "neighboring": neighboring}
     try:
@@ -506,6 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _accountant_from_flags(args) -> Accountant:
+    from .accountant import Accountant
+
     key = _type_key(args.mechanism)
     cls = MECHANISM_TYPES[key]
     own = {_flag(cls, parameter): parameter for parameter, _ in _parameters(cls)}
@@ -703,6 +708,9 @@ def _plot(args) -> str:
 def _comparison(args, accountant: Accountant) -> dict[str, float]:
     """What the looser accountants say about the same query (Zhu, Dong & Wang 2022, App. F, Sommer, Meiser & Mohammadi
     2019, Thm 4)."""
+    from . import clt, exact, rdp
+    from .engines import smallest_epsilon
+
     rdp_accountant = rdp.RdpAccountant.from_accountant(accountant)
     mu = clt.gdp_mu(accountant)
     if args.query == "epsilon":
@@ -737,6 +745,8 @@ def _sweep(args) -> int:
 
 
 def _calibrate(args) -> str:
+    from .calibration import calibrate_sigma
+
     try:
         result = calibrate_sigma(args.epsilon, args.delta, args.steps, args.sampling_rate,
                                  sensitivity=args.sensitivity, neighboring=args.neighboring, rtol=args.rtol)

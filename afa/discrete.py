@@ -51,13 +51,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
 
 from . import _validation as check
 from . import budget
 from . import options as settings
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import binomial_log_pmf, log_characteristic, normalize
+from ._lazy import special
 from .results import AccuracyError, UnsupportedCompositionError
 from .two_factor import TwoFactorSum
 
@@ -181,7 +181,7 @@ class LossAtoms:
     @property
     def log_mass(self) -> float:
         """Log of the total (finite) mass."""
-        return float(logsumexp(self.log_masses)) if self.size else -np.inf
+        return float(special.logsumexp(self.log_masses)) if self.size else -np.inf
 
     @property
     def top(self) -> float:
@@ -325,7 +325,7 @@ class LossAtoms:
         # Errors: each use's log-masses (j of one atom, count - j of the other: alpha + beta |log w| each, and
         # j |log w_hi| + (count - j) |log w_lo| <= |log pmf| + log C(count, j)), the normalisation, and the
         # binomial law's own rounding.
-        log_choose = float(np.max(gammaln(count + 1.0) - gammaln(j + 1) - gammaln(rest + 1)))
+        log_choose = float(np.max(special.gammaln(count + 1.0) - special.gammaln(j + 1) - special.gammaln(rest + 1)))
         new_alpha = (count * (alpha + total_error) + beta * (log_choose + 2 * count * max(log_total, 0.0))
                      + BINOMIAL_ULPS * U * (math.log(count + 1) + 8)) * PAD
         new_beta = beta + BINOMIAL_ULPS * U
@@ -374,7 +374,7 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
         upper_log_masses = log_masses + (alpha + beta * np.abs(log_masses)) * PAD
         negligible = upper_log_masses < log_cutoff
         if np.any(negligible):
-            lost = float(logsumexp(upper_log_masses[negligible])) + 1e-9
+            lost = float(special.logsumexp(upper_log_masses[negligible])) + 1e-9
             log_dropped = float(np.logaddexp(log_dropped, lost))
             keep = ~negligible
             losses, log_masses, loss_errors = losses[keep], log_masses[keep], loss_errors[keep]
@@ -450,7 +450,7 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
         upper = log_masses + (alpha1 + alpha2 + max(beta1, beta2) * np.abs(log_masses)) * PAD + U * 4
         light = upper < log_cutoff
         if np.any(light):
-            log_dropped = float(np.logaddexp(log_dropped, float(logsumexp(upper[light])) + 1e-9))
+            log_dropped = float(np.logaddexp(log_dropped, float(special.logsumexp(upper[light])) + 1e-9))
             heavy = ~light
             i, j, log_masses = i[heavy], j[heavy], log_masses[heavy]
     if i.size > DISTINCT_SUMS * _max_atoms():
@@ -527,7 +527,7 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
         top = float(atoms.log_masses.max())
         band = np.full(n, -1, dtype=np.int64)
         band[k] = np.floor((top - atoms.log_masses) / BAND).astype(np.int64)
-        dense.append((log_w, top, band, float(logsumexp(atoms.log_masses))))
+        dense.append((log_w, top, band, float(special.logsumexp(atoms.log_masses))))
     out = np.full(size, -np.inf)
     pairs_of_bands, terms = 0, min(first.size, second.size)
     with np.errstate(divide="ignore", under="ignore", over="ignore"):  # exp outside a band is discarded
@@ -545,7 +545,8 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
                 offset2 = dense[1][1] - BAND * b2
                 log_bound = offset1 + offset2 + math.log(terms)  # every output of this pair of bands is below it
                 if log_cutoff > -math.inf and log_bound < log_cutoff - 1:
-                    lost = float(logsumexp(dense[0][0][in1])) + float(logsumexp(dense[1][0][in2])) + 1e-9
+                    lost = (float(special.logsumexp(dense[0][0][in1]))
+                            + float(special.logsumexp(dense[1][0][in2])) + 1e-9)
                     log_dropped = float(np.logaddexp(log_dropped, lost))
                     continue
                 values2 = np.where(in2, np.exp(dense[1][0] - offset2), 0.0)
@@ -669,8 +670,8 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
             log_expm1 = np.where(e > 40, e, np.log(np.expm1(np.minimum(e, 40.0))))
             shift = np.minimum(np.minimum(gap, 0.0) + log_expm1, 0.0)
             near = np.where(gap < e, lw + (alpha + beta * np.abs(lw)) + shift, -np.inf)
-            position = np.exp(logsumexp(near, axis=1))
-            slope = np.exp(logsumexp(np.where(above, lw + gap, -np.inf), axis=1))
+            position = np.exp(special.logsumexp(near, axis=1))
+            slope = np.exp(special.logsumexp(np.where(above, lw + gap, -np.inf), axis=1))
             error = (relative * value + position) * PAD
             # A contribution below the smallest subnormal still counts: never state 0 error above 0.
             error = np.where((size > 0) & (error == 0), 5e-324, error)
@@ -719,7 +720,7 @@ def log_hockey_stick(losses: np.ndarray, log_masses: np.ndarray, epsilons) -> np
         gap = np.minimum(flat[start:start + chunk, None] - losses[None, :], 0.0)
         with np.errstate(divide="ignore"):
             log_terms = log_masses + np.log(-np.expm1(gap))
-        out[start:start + chunk] = logsumexp(log_terms, axis=1)
+        out[start:start + chunk] = special.logsumexp(log_terms, axis=1)
     return out.reshape(epsilons.shape)
 
 
@@ -852,8 +853,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
         if k == atoms.size:
             return 0.0, 0.0
         log_masses, gaps = atoms.log_masses[k:], x - atoms.losses[k:]
-        log_value = logsumexp(log_masses + np.log(-np.expm1(gaps)))
-        return float(np.exp(log_value)), float(np.exp(logsumexp(log_masses + gaps)))
+        log_value = special.logsumexp(log_masses + np.log(-np.expm1(gaps)))
+        return float(np.exp(log_value)), float(np.exp(special.logsumexp(log_masses + gaps)))
 
     if value_at(floor)[0] <= target:
         return floor
@@ -876,8 +877,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
             break
     low: float = float(losses[j - 1]) if j > k0 else floor
     high: float = float(losses[j])
-    tail_log_a = float(logsumexp(log_masses[j:]))
-    tail_log_b = float(logsumexp(log_masses[j:] - losses[j:]))
+    tail_log_a = float(special.logsumexp(log_masses[j:]))
+    tail_log_b = float(special.logsumexp(log_masses[j:] - losses[j:]))
     with np.errstate(divide="ignore"):
         guess = tail_log_a + math.log(-math.expm1(min(math.log(target) - tail_log_a, 0.0))) - tail_log_b
     point = min(max(guess, low), high) if math.isfinite(guess) else high

@@ -18,13 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import mpmath
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import erfcx, log_ndtr, logsumexp, ndtri
 
 from . import _validation as check
 from ._accurate import LOG_SQRT_2PI, binomial_log_pmf, two_prod, two_sum
+from ._lazy import mpmath, special
 from .discrete import log_hockey_stick
 
 __all__ = [
@@ -99,7 +98,7 @@ def _a_double(eps: NDArray, mu: float) -> tuple[NDArray, NDArray]:
 
 def _log_mills(y: NDArray) -> NDArray:
     """log R(y), R(y) = Φ(−y)/φ(y) = sqrt(π/2)·erfcx(y/√2) (y >= 0)."""
-    return np.log(_SQRT_HALF_PI * erfcx(_SQRT_HALF * y))
+    return np.log(_SQRT_HALF_PI * special.erfcx(_SQRT_HALF * y))
 
 
 def _lower_tail_quadrature(x: NDArray, mu: float) -> NDArray:
@@ -140,8 +139,8 @@ def _gaussian_log_delta_parts(eps: NDArray, mu: float) -> tuple[NDArray, NDArray
         sq, sq_err = two_prod(am, am)
         hi[neg] = np.where(moderate, -0.5 * sq, -np.inf)
         x = -a
-        rx = erfcx(_SQRT_HALF * x)
-        diff = rx - erfcx(_SQRT_HALF * (x + mu))
+        rx = special.erfcx(_SQRT_HALF * x)
+        diff = rx - special.erfcx(_SQRT_HALF * (x + mu))
         quad = (_MAX_AMPLIFICATION * diff < rx) & moderate
         diff[quad] = _lower_tail_quadrature(x[quad], mu) / _SQRT_HALF_PI
         lo[neg] = np.where(
@@ -153,13 +152,13 @@ def _gaussian_log_delta_parts(eps: NDArray, mu: float) -> tuple[NDArray, NDArray
         pos = ~neg
         a, c, e = a_hi[pos], a_lo[pos], eps[pos]
         b = (a - mu) + c
-        log_phi_a = log_ndtr(a)
+        log_phi_a = special.log_ndtr(a)
         tail = b <= 0
         # log(e^ε Φ(b)) = log(φ(a) R(−b)) for b <= 0, else ε + log Φ(b)
         log_second = np.where(
             tail,
             -0.5 * a * a - a * c - LOG_SQRT_2PI + _log_mills(np.where(tail, -b, 0.0)),
-            e + log_ndtr(b),
+            e + special.log_ndtr(b),
         )
         z = np.minimum(log_second - log_phi_a, 0.0)
         # magnitude of the terms cancelling in z: its rounding error is ~ulp(size)
@@ -197,18 +196,19 @@ def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
             return -math.inf
         sq, sq_err = two_prod(a, a)
         x = -a
-        rx = float(erfcx(_SQRT_HALF * x))
-        diff = rx - float(erfcx(_SQRT_HALF * (x + mu)))
+        rx = float(special.erfcx(_SQRT_HALF * x))
+        diff = rx - float(special.erfcx(_SQRT_HALF * (x + mu)))
         if _MAX_AMPLIFICATION * diff < rx:
             diff = float(_lower_tail_quadrature(np.array([x]), mu)[0]) / _SQRT_HALF_PI
         return float(-0.5 * sq + ((-0.5 * sq_err - a * c) - LOG_SQRT_2PI + _log_or_minus_inf(_SQRT_HALF_PI * diff)))
     b = (a - mu) + c
-    log_phi_a = float(log_ndtr(a))
+    log_phi_a = float(special.log_ndtr(a))
     if b <= 0:  # log(e^ε Φ(b)) = log(φ(a) R(−b))
-        log_second = -0.5 * a * a - a * c - LOG_SQRT_2PI + math.log(_SQRT_HALF_PI * float(erfcx(-_SQRT_HALF * b)))
+        log_second = (-0.5 * a * a - a * c - LOG_SQRT_2PI
+                      + math.log(_SQRT_HALF_PI * float(special.erfcx(-_SQRT_HALF * b))))
         size = 0.5 * a * a + 1.0
     else:
-        log_second = eps + float(log_ndtr(b))
+        log_second = eps + float(special.log_ndtr(b))
         size = abs(eps)
     z = min(log_second - log_phi_a, 0.0)
     size += abs(log_second) + abs(log_phi_a)
@@ -417,7 +417,7 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     if _gaussian_log_delta_scalar(0.0, mu) <= target:
         return 0.0
     # δ(ε) <= Φ(a): the ε at which Φ(a) = delta is an upper bound.
-    upper = max(mu * (0.5 * mu - float(ndtri(delta))), mu)
+    upper = max(mu * (0.5 * mu - float(special.ndtri(delta))), mu)
     while _gaussian_log_delta_scalar(upper, mu) > target:
         upper *= 2.0
     if not math.isfinite(upper):
@@ -432,7 +432,7 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
             lower = x
         else:
             upper = x
-        log_slope = x + float(log_ndtr(-0.5 * mu - x / mu)) - log_delta  # log(−d log δ / dε)
+        log_slope = x + float(special.log_ndtr(-0.5 * mu - x / mu)) - log_delta  # log(−d log δ / dε)
         step = excess / math.exp(max(min(log_slope, 700.0), -700.0))
         after = x + step
         if not lower < after < upper:  # off the bracket (or not a number): bisect
@@ -473,8 +473,8 @@ def mixture_log_delta(
             gap = flat[start:start + rows, None] - losses[None, :]
             a = mu / 2 - gap / mu
             log_point = np.log(-np.expm1(np.minimum(gap, 0.0)))  # -inf for y >= 0
-            point = log_ndtr(mu - a) <= _LOG_POINT_MASS + log_point
-            bound = log_weights + log_ndtr(a)
+            point = special.log_ndtr(mu - a) <= _LOG_POINT_MASS + log_point
+            bound = log_weights + special.log_ndtr(a)
             top = np.max(np.where(point, log_weights + log_point, bound), axis=1, keepdims=True)
             closed = ~point & (bound >= top - _MIXTURE_CUT)
             left_out = ~point & ~closed
@@ -483,12 +483,12 @@ def mixture_log_delta(
                 rows_c, cols_c = np.nonzero(closed)
                 hi, lo = _gaussian_log_delta_parts(gap[rows_c, cols_c], mu)
                 terms[rows_c, cols_c] = hi + lo + log_weights[cols_c]
-            value = logsumexp(terms, axis=1)
-            dropped = logsumexp(np.where(left_out, bound, -np.inf), axis=1)
+            value = special.logsumexp(terms, axis=1)
+            dropped = special.logsumexp(np.where(left_out, bound, -np.inf), axis=1)
             redo = np.flatnonzero(dropped > value + _LOG_DROPPED_RTOL)
             if redo.size:
                 hi, lo = _gaussian_log_delta_parts(gap[redo], mu)
-                value[redo] = logsumexp(hi + lo + log_weights, axis=1)
+                value[redo] = special.logsumexp(hi + lo + log_weights, axis=1)
             out[start:start + rows] = value
     return out.reshape(eps.shape)
 
@@ -711,14 +711,14 @@ def log_normal_mass(low: NDArray | float, high: NDArray | float) -> tuple[NDArra
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         upper = low > 0  # both ends in the upper half: work with upper tails
         lower = high < 0
-        big = np.where(upper, log_ndtr(-low), log_ndtr(high))
-        small = np.where(upper, log_ndtr(-high), log_ndtr(low))
+        big = np.where(upper, special.log_ndtr(-low), special.log_ndtr(high))
+        small = np.where(upper, special.log_ndtr(-high), special.log_ndtr(low))
         d = np.minimum(small - big, 0.0)
         ratio = np.exp(d)
         one_minus = -np.expm1(d) + 0.0
         tail_value = big + np.log(one_minus)
         tail_cond = np.where(ratio > 0, (1.0 + np.abs(big) + np.abs(small)) * ratio / one_minus, 0.0)
-        left, right = log_ndtr(low), log_ndtr(-high)
+        left, right = special.log_ndtr(low), special.log_ndtr(-high)
         outside = np.logaddexp(left, right)  # log(Φ(low) + Φ(−high)) < 0 when low < 0 < high
         mid_value = np.log(-np.expm1(outside))
         weight = np.exp(outside)

@@ -37,10 +37,10 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import log_ndtr, logsumexp
 
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp
+from ._lazy import special
 from .discrete import LossAtoms
 from .discrete import hockey_stick_with_error as atoms_hockey_stick
 from .exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
@@ -182,7 +182,7 @@ class GaussianTails(LossTails):
 
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         scaled = _epsilons(epsilons) / self.mu
-        return log_ndtr(self.mu / 2 - scaled), log_ndtr(-self.mu / 2 - scaled)
+        return special.log_ndtr(self.mu / 2 - scaled), special.log_ndtr(-self.mu / 2 - scaled)
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) from the closed form in log space (:func:`afa.exact.gaussian_delta`, Sommer, Meiser & Mohammadi
@@ -411,7 +411,7 @@ def _log_half_line_mass(pair: NoiseMixturePair, shifts, log_weights, edges: np.n
     for shift, log_weight in zip(shifts, log_weights):
         y = (edges - shift) / pair.scale
         y = -y if upper else y
-        tail = log_ndtr(-np.abs(y)) if pair.noise == "gaussian" else -np.abs(y) - math.log(2.0)
+        tail = special.log_ndtr(-np.abs(y)) if pair.noise == "gaussian" else -np.abs(y) - math.log(2.0)
         with np.errstate(divide="ignore"):  # (F = 1: log1p(-0) = 0)
             terms.append(log_weight + np.where(y <= 0, tail, np.log1p(-np.exp(tail))))
     return log_sum_exp(np.array(terms))
@@ -487,7 +487,7 @@ def _log_normal_interval(low: np.ndarray, high: np.ndarray, centre: float, half_
         z = centre + half * _GL_NODES
         with np.errstate(divide="ignore"):  # (an interval of width 0 has mass 0)
             log_weights = np.log(half * _GL_WEIGHTS)
-        value[narrow] = logsumexp(-z * z / 2 + log_weights, axis=1) - 0.5 * math.log(2 * math.pi)
+        value[narrow] = special.logsumexp(-z * z / 2 + log_weights, axis=1) - 0.5 * math.log(2 * math.pi)
     return value
 
 
@@ -531,7 +531,7 @@ class MixtureTails(LossTails):
         components = tuple(components)
         if log_weights.ndim != 1 or log_weights.size == 0 or log_weights.size != len(components):
             raise ValueError("log_weights and components must be non-empty and of one length")
-        if not abs(float(logsumexp(log_weights))) <= 1e-12:
+        if not abs(float(special.logsumexp(log_weights))) <= 1e-12:
             raise ValueError("the weights exp(log_weights) must sum to one")
         self.log_weights, self.components = log_weights, components
         self.inf_mass = math.fsum(math.exp(w) * part.inf_mass for w, part in zip(log_weights, components))

@@ -29,16 +29,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-import sympy
-from scipy.special import logsumexp
-from sympy.codegen.cfunctions import log1p
 
 from . import _validation as check
 from . import pairs
+from ._lazy import cfunctions, special, sympy
 from .loss_tails import GaussianTails, LaplaceTails, LossTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair, PairMixture
-from .privacy_loss import PrivacyLoss, Template, expm1x, t
+from .privacy_loss import PrivacyLoss, Template, expm1x_function, variable
 from .results import UnsupportedCompositionError
 
 #: The neighbouring relations: adding or removing a record, substituting one, and replacing one by a special
@@ -52,12 +50,16 @@ MAX_OUTPUTS = 2_000_000
 SAMPLING_KEYS = ("sampling_rate", "sampling")
 
 
+@functools.cache
 def _gaussian_template() -> Template:
-    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (Zhu, Dong & Wang 2022, Lemma 35)."""
+    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (Zhu, Dong & Wang 2022, Lemma 35).  Built on first use and
+    cached, as every family here: one family, one compiled function."""
+    t = variable()
     h = sympy.Symbol("h", positive=True)
     return Template(-h * (t ** 2 - sympy.I * t), (h,))
 
 
+@functools.cache
 def _laplace_template() -> Template:
     """log phi for Zhu, Dong & Wang 2022, Lemma 34 with a = sensitivity / scale.
 
@@ -67,9 +69,10 @@ def _laplace_template() -> Template:
     accuracy near t = 0 for any a, whatever the count.
     """
     a = sympy.Symbol("a", positive=True)
-    i_t = sympy.I * t
+    i_t = sympy.I * variable()
+    expm1x = expm1x_function()
     excess = ((1 + i_t) * expm1x(a * i_t) + i_t * expm1x(-a * (1 + i_t))) / (1 + 2 * i_t)
-    return Template(log1p(excess), (a,))
+    return Template(cfunctions.log1p(excess), (a,))
 
 
 @functools.cache
@@ -85,27 +88,28 @@ def _data_dependent_gaussian_template() -> Template:
     number below -1 has imaginary part +-pi, so log M is not real there (the contour method's and
     :func:`afa.rdp.renyi_divergence`'s strip test).  Cached: one family, one compiled function.
     """
+    t = variable()
     alpha = sympy.Symbol("alpha", real=True)
     beta2 = sympy.Symbol("beta2", nonnegative=True)
     gamma = sympy.Symbol("gamma", real=True)
     denominator = 1 - 2 * sympy.I * gamma * t
-    return Template(sympy.I * alpha * t - log1p(-2 * sympy.I * gamma * t) / 2
+    return Template(sympy.I * alpha * t - cfunctions.log1p(-2 * sympy.I * gamma * t) / 2
                     - beta2 * t ** 2 / (2 * denominator), (alpha, beta2, gamma))
 
 
+@functools.cache
 def _randomized_response_template() -> Template:
     """log phi for Zhu, Dong & Wang 2022, Lemma 33: phi = cos(xi t) + i (2p - 1) sin(xi t), xi = log(p / (1 - p)).
 
     Stored as log1p(-2 sin^2(xi t / 2) + i (2p - 1) sin(xi t)): no cancellation
     between the two atoms' nearly equal weights when p is close to 1/2.
     """
+    t = variable()
     xi, bias = sympy.Symbol("xi", positive=True), sympy.Symbol("b", positive=True)
-    return Template(log1p(-2 * sympy.sin(xi * t / 2) ** 2 + sympy.I * bias * sympy.sin(xi * t)), (xi, bias))
+    return Template(cfunctions.log1p(-2 * sympy.sin(xi * t / 2) ** 2 + sympy.I * bias * sympy.sin(xi * t)),
+                    (xi, bias))
 
 
-GAUSSIAN_LOG_PHI = _gaussian_template()
-RANDOMIZED_RESPONSE_LOG_PHI = _randomized_response_template()
-LAPLACE_LOG_PHI = _laplace_template()
 #: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation); the accountant
 #: widens every bound by the composed truncated mass (:attr:`Mechanism.truncated_mass`).
 DISCRETE_GAUSSIAN_TAIL = 1e-60
@@ -710,7 +714,7 @@ class Gaussian(Mechanism):
         return TruncatedPoissonGaussian(self.sigma, sampling_rate, batch_size, dataset_size, self.sensitivity)
 
     def _losses(self, neighboring):
-        loss = PrivacyLoss.symbolic(GAUSSIAN_LOG_PHI, (self.mu ** 2 / 2,))
+        loss = PrivacyLoss.symbolic(_gaussian_template(), (self.mu ** 2 / 2,))
         return loss, loss
 
     def _tails(self, neighboring):
@@ -745,7 +749,7 @@ class Laplace(Mechanism):
     With a = sensitivity / scale the loss has atoms +a (mass 1/2) and -a
     (mass e^{-a}/2) and density e^{l/2 - a/2}/4 on (-a, a), so
     phi(t) = e^{iat}/2 + e^{-a-iat}/2 + (e^{iat} - e^{-a-iat}) / (2 (1 + 2it)),
-    the same in both directions (see ``LAPLACE_LOG_PHI``).  (This is Lemma 34's first line with
+    the same in both directions (see ``_laplace_template()``).  (This is Lemma 34's first line with
     lambda = scale / sensitivity; the last line of its proof has a sign slip.)
 
     Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
@@ -821,7 +825,7 @@ def _laplace_loss(a: float, inf_mass: float) -> tuple[PrivacyLoss, PrivacyLoss]:
     """Both directions of the Laplace pair with a = sensitivity / scale, mixed with mass ``inf_mass`` at +infinity."""
     log_rest = math.log1p(-inf_mass)
     atoms = PrivacyLoss.discrete([a, -a], [log_rest - math.log(2), log_rest - a - math.log(2)]).atoms
-    loss = PrivacyLoss.symbolic(LAPLACE_LOG_PHI, (a,), atoms=atoms, inf_mass=inf_mass, laplace_shift=a)
+    loss = PrivacyLoss.symbolic(_laplace_template(), (a,), atoms=atoms, inf_mass=inf_mass, laplace_shift=a)
     return loss, loss
 
 
@@ -1040,7 +1044,7 @@ class MixtureOfGaussians(Mechanism):
         shifts = np.asarray(self.sensitivities)
         log_p = _log(self.probabilities)
         keep = log_p > -np.inf
-        log_p = log_p[keep] - logsumexp(log_p[keep])
+        log_p = log_p[keep] - special.logsumexp(log_p[keep])
         return NoiseMixturePair("gaussian", self.sigma, tuple(shifts[keep].tolist()), tuple(log_p.tolist()),
                                 (0.0,), (0.0,))
 
@@ -1121,7 +1125,7 @@ class RandomizedResponse(Mechanism):
         bias = 2 * p - 1  # exact in floating point for p in [1/2, 1]
         xi = math.log1p(bias / (1 - p))
         loss = PrivacyLoss.discrete([xi, -xi], [math.log(p), math.log1p(-p)],
-                                    template=(RANDOMIZED_RESPONSE_LOG_PHI, (xi, bias)))
+                                    template=(_randomized_response_template(), (xi, bias)))
         return loss, loss
 
 
@@ -1721,7 +1725,7 @@ class DiscreteGaussian(Mechanism):
         if self.truncation is not None:
             return 0.0
         tau, log_weight, log_norm = self._noise()
-        return float(np.exp(math.log(2) + logsumexp(log_weight[tau + 1:]) - log_norm)) * (1 + 1e-12)
+        return float(np.exp(math.log(2) + special.logsumexp(log_weight[tau + 1:]) - log_norm)) * (1 + 1e-12)
 
     def _noise(self) -> tuple[int, np.ndarray, float]:
         """(tau, log e^{-y^2/(2 sigma^2)} for y = 0, 1, ..., log of the normaliser).
@@ -1734,7 +1738,7 @@ class DiscreteGaussian(Mechanism):
         tau = int(math.ceil(sigma * _discrete_gaussian_reach()))
         reach = max(int(math.ceil(40 * sigma)), tau + self.sensitivity) + 1
         log_weight = -np.arange(0, reach + 1, dtype=float) ** 2 / (2 * sigma ** 2)
-        return tau, log_weight, float(np.logaddexp(log_weight[0], math.log(2) + logsumexp(log_weight[1:])))
+        return tau, log_weight, float(np.logaddexp(log_weight[0], math.log(2) + special.logsumexp(log_weight[1:])))
 
     def dominating_pair(self, neighboring: str) -> FinitePair:
         """(P, Q), P = N_Z(sensitivity, sigma^2) and Q = N_Z(0, sigma^2), on [-tau, tau + sensitivity] plus two outputs.
@@ -1765,7 +1769,7 @@ class DiscreteGaussian(Mechanism):
         if self.truncation is not None:
             tau, shift = self.truncation, self.sensitivity
             x = np.arange(-tau, tau + shift + 1, dtype=float)
-            log_norm = float(logsumexp(-np.arange(-tau, tau + 1, dtype=float) ** 2 / (2 * self.sigma ** 2)))
+            log_norm = float(special.logsumexp(-np.arange(-tau, tau + 1, dtype=float) ** 2 / (2 * self.sigma ** 2)))
             log_q = np.where(np.abs(x) <= tau, -x ** 2 / (2 * self.sigma ** 2) - log_norm, -np.inf)
             log_p = np.where(np.abs(x - shift) <= tau, -(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, -np.inf)
             return FinitePair(log_p, log_q)
@@ -1773,7 +1777,8 @@ class DiscreteGaussian(Mechanism):
         shift = self.sensitivity
         x = np.arange(-tau, tau + shift + 1, dtype=float)
         # Either side's mass outside the support: its tails beyond tau and beyond tau + shift.
-        log_dropped = np.logaddexp(logsumexp(log_weight[tau + 1:]), logsumexp(log_weight[tau + shift + 1:])) - log_norm
+        log_dropped = np.logaddexp(special.logsumexp(log_weight[tau + 1:]),
+                                   special.logsumexp(log_weight[tau + shift + 1:])) - log_norm
         log_q = np.concatenate((-x ** 2 / (2 * self.sigma ** 2) - log_norm, [-np.inf, log_dropped]))
         log_p = np.concatenate((-(x - shift) ** 2 / (2 * self.sigma ** 2) - log_norm, [log_dropped, -np.inf]))
         return FinitePair(log_p, log_q)

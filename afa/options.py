@@ -18,7 +18,10 @@ import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["AutoOptions", "ContourOptions", "ExactOptions", "Options", "PLDOptions", "current", "using"]
+__all__ = ["METHODS", "AutoOptions", "ContourOptions", "ExactOptions", "Options", "PLDOptions", "current", "using"]
+
+#: The methods a query may name (``method=``): ``"auto"`` and one per engine (also ``afa.accountant.METHODS``).
+METHODS = ("auto", "exact", "quadrature", "contour", "certified", "pld")
 
 
 def _check_int(owner: str, name: str, value, minimum: int) -> int:

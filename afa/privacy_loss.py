@@ -18,19 +18,24 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import mpmath
 import numpy as np
-import sympy
-from sympy.codegen.cfunctions import expm1, log1p
 
 from ._accurate import complex_log1p, expm1_minus_identity, log_characteristic, weighted_cumulants
+from ._lazy import cfunctions, mpmath, sympy
 from .discrete import LossAtoms
 
-#: The real variable of every characteristic function.
-t = sympy.Symbol("t", real=True)
+
+@functools.cache
+def variable() -> sympy.Symbol:
+    """The real variable t of every characteristic function (:data:`afa.t`, also ``afa.privacy_loss.t``).
+
+    Made on first use, which imports SymPy.
+    """
+    return sympy.Symbol("t", real=True)
 
 
 @dataclass(frozen=True)
@@ -88,42 +93,67 @@ def _expm1x_value(z):
     return expm1_minus_identity(z)
 
 
-class expm1x(sympy.Function):
-    """e^x - 1 - x, kept symbolic so that templates avoid cancelling first-order terms.
+def expm1x_function() -> type[sympy.Function]:
+    """The SymPy function expm1x(x) = e^x - 1 - x (also ``afa.privacy_loss.expm1x``), defined on first use.
 
-    It differentiates, evaluates (``evalf``), rewrites to exp and lambdifies
-    (numpy or mpmath) like a built-in function.
+    Kept symbolic so that templates avoid cancelling first-order terms: it differentiates, evaluates
+    (``evalf``), rewrites to exp and lambdifies (numpy or mpmath) like a built-in function.  One class for
+    the process, also when threads ask first at once (expressions compare and pickle by it).
     """
+    with _DEFINING:
+        return _define_expm1x()
 
-    _imp_ = staticmethod(_expm1x_value)
 
-    @classmethod
-    def eval(cls, x):
-        if x.is_zero:
-            return sympy.S.Zero
+_DEFINING = threading.Lock()
 
-    def fdiff(self, argindex=1):
-        return expm1(self.args[0])
 
-    def _eval_rewrite_as_exp(self, x, **kwargs):
-        return sympy.exp(x) - 1 - x
+@functools.cache
+def _define_expm1x() -> type[sympy.Function]:
+    class expm1x(sympy.Function):
+        """e^x - 1 - x, kept symbolic so that templates avoid cancelling first-order terms."""
 
-    def _eval_evalf(self, prec):
-        # Extra working precision covers the cancellation for small arguments.
-        x = self.args[0]
-        return (sympy.exp(x) - 1 - x).evalf(prec + 128).evalf(prec)
+        _imp_ = staticmethod(_expm1x_value)
+
+        @classmethod
+        def eval(cls, x):
+            if x.is_zero:
+                return sympy.S.Zero
+
+        def fdiff(self, argindex=1):
+            return cfunctions.expm1(self.args[0])
+
+        def _eval_rewrite_as_exp(self, x, **kwargs):
+            return sympy.exp(x) - 1 - x
+
+        def _eval_evalf(self, prec):
+            # Extra working precision covers the cancellation for small arguments.
+            x = self.args[0]
+            return (sympy.exp(x) - 1 - x).evalf(prec + 128).evalf(prec)
+
+    expm1x.__qualname__ = "expm1x"  # pickled by reference as afa.privacy_loss.expm1x (module __getattr__)
+    return expm1x
+
+
+def __getattr__(name: str):
+    """``t`` and ``expm1x``: SymPy objects, made (and SymPy imported) on first access."""
+    if name == "t":
+        return variable()
+    if name == "expm1x":
+        return expm1x_function()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.lru_cache(maxsize=256)
 def _compile(expression: sympy.Expr, parameters: tuple[sympy.Symbol, ...]):
     # sympy's codegen log1p prints as ``log1p``: route it to the accurate complex version.
-    return sympy.lambdify((t, *parameters), expression,
+    return sympy.lambdify((variable(), *parameters), expression,
                           modules=[{"log1p": complex_log1p}, "numpy"])
 
 
 @functools.lru_cache(maxsize=256)
 def _cumulant_functions(expression: sympy.Expr, parameters: tuple[sympy.Symbol, ...]):
     """-i K'(0) and -K''(0) of K = ``expression`` as mpmath functions of the parameters."""
+    t = variable()
     first = sympy.diff(expression, t)
     second = sympy.diff(first, t)
     return (sympy.lambdify(parameters, (-sympy.I * first).subs(t, 0), modules="mpmath"),
@@ -297,14 +327,15 @@ class PrivacyLoss:
     def log_phi(self) -> sympy.Expr:
         """Symbolic log-CF of the finite part, in :data:`afa.t`."""
         if self._log_phi is None and self._symbol_name is not None:
-            self._log_phi = sympy.Function(self._symbol_name)(t)
+            self._log_phi = sympy.Function(self._symbol_name)(variable())
         if self._log_phi is None and self._atoms.size == 0:
             self._log_phi = sympy.S.NegativeInfinity  # all mass at +infinity
         if self._log_phi is None:
             log_mass = self._atoms.log_mass
             weights = np.exp(self._atoms.log_masses - log_mass)
-            self._log_phi = sympy.Float(log_mass, 17) + log1p(sympy.Add(*[
-                sympy.Float(w, 17) * expm1(sympy.I * sympy.Float(loss, 17) * t)
+            t = variable()
+            self._log_phi = sympy.Float(log_mass, 17) + cfunctions.log1p(sympy.Add(*[
+                sympy.Float(w, 17) * cfunctions.expm1(sympy.I * sympy.Float(loss, 17) * t)
                 for loss, w in zip(self._atoms.losses, weights)]))
         return self._log_phi
 

@@ -1,17 +1,77 @@
-"""The package's surface: submodules reachable as attributes, imported on first use."""
+"""The package's surface: public names and submodules reachable as attributes, imported on first use."""
 
+import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import sympy
 
 import afa
+
+ROOT = Path(afa.__file__).resolve().parent.parent
+#: What ``import afa`` and the ``afa`` command's parser leave unloaded: the heavy third-party modules (afa._lazy)
+#: and the engines (loaded with afa.accountant).
+DEFERRED = ("sympy", "mpmath", "scipy.special", "scipy.signal", "scipy.stats", "scipy.optimize", "scipy.fft",
+            "afa.accountant", "afa.engines", "afa.contour", "afa.pld", "afa.calibration", "afa.rdp", "afa.clt")
+
+
+def _loaded_after(code: str) -> list[str]:
+    """The modules of DEFERRED in sys.modules after running ``code`` in a fresh interpreter (stdout discarded)."""
+    probe = (f"import contextlib, io, sys\nwith contextlib.redirect_stdout(io.StringIO()):\n    {code}\n"
+             f"print(' '.join(name for name in {DEFERRED!r} if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize("code", [
+    "import afa",
+    "import afa; afa.__version__; dir(afa)",
+    "import afa.cli; afa.cli.build_parser().format_help()",
+    "import afa.cli; afa.cli.main(['--help'])",
+    "import afa.cli; afa.cli.main(['epsilon', '--help'])",
+    "import afa.cli; afa.cli.main(['--version'])",
+])
+def test_import_and_the_command_line_parser_leave_the_heavy_modules_unloaded(code):
+    """Importing afa, and building the afa command's parser (its --help), load neither SymPy, mpmath, the scipy
+    modules nor the engines: they are imported when a mechanism's loss or a query first needs them."""
+    assert _loaded_after(code) == []
+
+
+def test_a_query_loads_what_it_needs():
+    """The probe sees the modules a query imports (so that the empty lists above are not vacuous)."""
+    loaded = _loaded_after("import afa; afa.Accountant().compose(afa.Laplace(1.0), 3).delta(1.0)")
+    assert {"sympy", "scipy.special", "afa.accountant", "afa.engines"} <= set(loaded)
+
+
+def test_public_names_resolve_on_first_access_to_their_home_modules():
+    """Every name of afa.__all__ (and the dp_accounting bridge) is its home module's object, in dir(afa)."""
+    for name, home in afa._HOMES.items():
+        if home == "interop":
+            continue  # needs dp_accounting at call time only; resolved below
+        assert getattr(afa, name) is getattr(importlib.import_module(f"afa.{home}"), name), name
+        assert name in dir(afa)
+    assert set(afa.__all__) <= set(afa._HOMES)
+    assert callable(afa.from_dp_event) and callable(afa.to_dp_event)
+
+
+def test_t_clt_tradeoff_and_rdp_still_resolve_in_a_fresh_interpreter():
+    """afa.t (the real SymPy symbol t), and the submodules afa.clt, afa.tradeoff, afa.rdp, afa.accountant."""
+    probe = ("import afa; from afa import t; "
+             "print(afa.t is t, afa.t.name, afa.t.is_real, afa.clt.__name__, afa.tradeoff.__name__, afa.rdp.__name__, "
+             "afa.accountant.__name__, afa.privacy_loss.t is t)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.split() == ["True", "t", "True", "afa.clt", "afa.tradeoff", "afa.rdp", "afa.accountant", "True"]
+    assert afa.t == sympy.Symbol("t", real=True)
 
 
 def test_submodules_are_attributes_imported_on_first_use():
     probe = ("import sys, afa; before = 'afa.clt' in sys.modules; afa.clt.clt_delta; afa.tradeoff.tradeoff_curve; "
              "print(before, 'afa.clt' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout.split()
     assert out == ["False", "True"]
     assert "tradeoff" in dir(afa) and callable(afa.clt.privacy_loss_class)
 

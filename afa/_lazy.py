@@ -1,0 +1,63 @@
+"""Deferred imports: the heavy third-party modules afa's light modules use, imported on first use.
+
+``import afa`` loads none of afa's modules (the package resolves its names on first access), and the
+modules that define and validate mechanisms -- :mod:`afa.mechanisms`, :mod:`afa.subsampling`, the losses,
+tails and closed forms they build on -- import only numpy and afa itself when they load, so that
+constructing a mechanism and building the ``afa`` command's parser stay fast.  Those modules take
+SymPy, mpmath and :mod:`scipy.special` from here: each is a stand-in that imports the module on its
+first attribute read.  The engines, loaded with :mod:`afa.accountant`, import scipy directly.
+
+Type checkers see the real modules (the stand-ins exist only at run time).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["DeferredModule", "cfunctions", "mpmath", "special", "sympy"]
+
+
+class DeferredModule:
+    """A stand-in for the module ``name``: reading an attribute imports the module and returns its attribute.
+
+    Each attribute read is kept on the stand-in, so that later reads cost what a module's do.  Dunder
+    names are not forwarded (introspection of the stand-in does not import the module).
+
+    Parameters
+    ----------
+    name : str
+        The module's absolute dotted name, e.g. ``"scipy.special"``.
+
+    Examples
+    --------
+    >>> from afa._lazy import DeferredModule
+    >>> DeferredModule("math").sqrt(4.0)
+    2.0
+    """
+
+    def __init__(self, name: str) -> None:
+        self._deferred_name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__") and attribute.endswith("__"):
+            raise AttributeError(attribute)
+        value = getattr(importlib.import_module(self._deferred_name), attribute)
+        setattr(self, attribute, value)
+        return value
+
+    def __repr__(self) -> str:
+        return f"<deferred module {self._deferred_name!r}>"
+
+
+if TYPE_CHECKING:
+    import mpmath
+    import sympy
+    from scipy import special
+    from sympy.codegen import cfunctions
+else:
+    mpmath = DeferredModule("mpmath")
+    sympy = DeferredModule("sympy")
+    special = DeferredModule("scipy.special")
+    #: SymPy's codegen functions (log1p, expm1 that print as the accurate numpy functions).
+    cfunctions = DeferredModule("sympy.codegen.cfunctions")
