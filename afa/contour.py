@@ -91,10 +91,15 @@ MAX_UNCONVERGED = 1e-6
 #: Newton iterations for the saddle point; it stops once Psi'' step^2 is below SADDLE_TOL.
 MAX_NEWTON = 12
 SADDLE_TOL = 1e-4
+#: Im s / Re s of the complex step that gives Psi' in the saddle search with numeric MGF terms.
+COMPLEX_STEP = 1e-8
 #: Most nodes one contour sum may use, all levels together (closed forms; numeric MGFs cost far more per node).
 MAX_NODES = 1_000_000
 #: Nodes of a numeric MGF evaluated between checks of the time budget, and most nodes of one chunk of a sum.
 NUMERIC_CHUNK, NODE_CHUNK = 2_048, 65_536
+#: A trapezoid's first level also evaluates its halvings' nodes up to this many of its steps beyond each chunk,
+#: and a halving's first chunk reaches that far beyond the levels before (costly nodes come in lattices).
+PREFETCH_BEYOND = 4
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
 #: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
@@ -113,6 +118,10 @@ TAIL_RTOL = 1e-15
 #: Nodes whose integrand is bounded below this fraction of the saddle's are left out (their bound counted
 #: in the error): finite terms with large counts make |M| negligible between the replicas of the bump.
 SKIP_RTOL = 1e-22
+
+#: A snapped contour line serves another eps while its integrand peaks at most e^KEEP_LINE above that eps's
+#: saddle's (_SaddlePointContour._kept_line): that costs a factor e^KEEP_LINE in cancellation at most.
+KEEP_LINE = 0.05
 
 #: A predicted change within this factor of the tolerance counts as converged (_halvings_cost).
 PREDICTION_SLACK = 100.0
@@ -148,14 +157,23 @@ class _SaddlePointContour:
     vertical for |u| << Y (b(u) = 0 gives the vertical line).
     """
 
+    #: Whether :meth:`_node_log_integrand` depends on eps only through the factor e^{-s eps} (then a vertical
+    #: line's nodes serve every eps: :meth:`_line_chunks`).
+    _eps_free_nodes = False
+
     def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         self.loss = loss
         self.inf_mass = loss.inf_mass
+        #: Re s -> {(first Im s, last Im s, nodes): eps-free (log f, log E, log D) - log M(c) / (c (1 + c))} of
+        #: the latest CACHED_LINES lines (:meth:`_line_chunks`)
+        self._chunks: dict[float, dict[tuple[float, float, int], tuple]] = {}
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
         #: (eps, c, Psi(c), Psi''(c), last step, reach, I e^{-Psi}, relative error) of the latest contour sum
         self._last: tuple | None = None
         self._last_saddle: float | None = None
+        #: (eps, c, Psi(c), Psi''(c), Psi'(c)) of the latest snapped line, at that eps (:meth:`_kept_line`)
+        self._line: tuple[float, float, float, float, float] | None = None
         #: Whether the node sums leave out nodes (:meth:`_node_log_integrand`): then only the nodes evaluated
         #: in full count against ``max_nodes`` (MAX_NODES caps all of them).
         self._prunes = False
@@ -240,12 +258,22 @@ class _SaddlePointContour:
 
         Psi is convex, so the sign of Psi' brackets the root: a step leaving the bracket
         (curvature growing fast, as for subsampled losses) is replaced by its geometric midpoint.
+
+        With numeric MGF terms (each new real part costs an output rule) every point lies on the
+        vertical line through c: Psi' is the complex step Im Psi(c + iu) / u at u = COMPLEX_STEP c (no
+        cancellation, and too small a phase to wrap), and Psi'' is extrapolated from the probes u and 2u,
+        (16 d(u) - d(2u)) / (6 u^2) with d(u) = Psi - Re Psi(c + iu), which cancels the O(u^4) term (the
+        fourth derivative of a subsampled loss's Psi is large: the probe's Psi'' alone is far off, and
+        Newton's steps with it overshoot or crawl).
         """
         probe, previous = 0.01 * c, None
         low, high = 0.0, math.inf
+        complex_step = self.max_nodes < MAX_NODES
         for _ in range(MAX_NEWTON):
+            points = ([c, c + 1j * probe, c + 1j * COMPLEX_STEP * c, c + 2j * probe] if complex_step
+                      else [c, c + 1j * probe, c - probe])
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                log_f = self._log_integrand(np.array([c, c + 1j * probe, c - probe], dtype=complex), epsilon)
+                log_f = self._log_integrand(np.array(points, dtype=complex), epsilon)
             psi = log_f[0].real
             if not _inside_strip(log_f[0]):
                 if previous is None:
@@ -254,9 +282,13 @@ class _SaddlePointContour:
                 continue
             # Psi(c + iu) = Psi - u^2 Psi''/2 + O(u^4) in its real part (log |.|, never wrapped), and the
             # backward difference gives Psi' (the phase Im Psi(c + iu) = u Psi' would wrap once u Psi' > pi).
-            curvature = 2 * (psi - log_f[1].real) / probe ** 2
-            slope = (psi - log_f[2].real) / probe + 0.5 * probe * curvature
-            if not 0 < curvature < math.inf:
+            if complex_step:
+                curvature = (16 * (psi - log_f[1].real) - (psi - log_f[3].real)) / (6 * probe ** 2)
+                slope = log_f[2].imag / (COMPLEX_STEP * c)
+            else:
+                curvature = 2 * (psi - log_f[1].real) / probe ** 2
+                slope = (psi - log_f[2].real) / probe + 0.5 * probe * curvature
+            if not (0 < curvature < math.inf and math.isfinite(slope)):
                 return None
             step = -slope / curvature
             # Close enough: Psi(c) - Psi(c*) = Psi'' step^2 / 2 costs a factor e^{that} in cancellation only.
@@ -283,12 +315,20 @@ class _SaddlePointContour:
         the same nodes and gives Newton's method its derivative.
         """
         self._last = None
-        found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon)
-        if found is None:  # the finite loss cannot exceed eps (bounded support, or Chernoff)
+        if epsilon >= self.loss.loss_max:  # the finite loss cannot exceed eps
             return -math.inf, 0.0, 0.0
-        c, psi, curvature = found
-        if self.max_nodes < MAX_NODES:
-            c, psi, curvature = self._snapped_line(c, psi, curvature, epsilon)
+        kept = self._kept_line(epsilon) if self.max_nodes < MAX_NODES else None
+        if kept is not None:
+            c, psi, curvature = kept
+        else:
+            found = self.saddle(epsilon)
+            if found is None:  # the finite part is below the smallest double (Chernoff)
+                return -math.inf, 0.0, 0.0
+            c, psi, curvature = found
+            if self.max_nodes < MAX_NODES:
+                saddle = c
+                c, psi, curvature = self._snapped_line(c, psi, curvature, epsilon)
+                self._line = (epsilon, c, psi, curvature, curvature * (c - saddle))
         step = self._first_step(c, psi, curvature)
         rounding = self._rounding(c, psi, epsilon)
         # Trapezoid with step h, halved until two levels agree to RTOL, or to the rounding of the node values
@@ -312,6 +352,43 @@ class _SaddlePointContour:
         relative = change + rounding + truncation
         self._last = (epsilon, c, psi, curvature, final_step, reach, estimate, relative)
         return psi + math.log(estimate), relative, ratio
+
+    def _kept_line(self, epsilon: float) -> tuple[float, float, float] | None:
+        """(c, Psi(c), Psi''(c)) at ``epsilon`` on the latest snapped line, if that line is still close to
+        ``epsilon``'s saddle; else None.
+
+        On a fixed line Re s = c only the factor e^{-s eps} of the integrand depends on eps, so
+        Psi(c) moves by -c (eps - eps0) exactly, Psi'(c) by -(eps - eps0), and the line's Psi'' (measured
+        on the line, :meth:`_snapped_line`) not at all; the kept log M values serve every eps.  Any line
+        inside the MGF's strip gives the same integral; off the saddle by d = Psi'(c) / Psi'', its
+        integrand peaks higher by about e^{Psi'' d^2 / 2} = e^{Psi'(c)^2 / (2 Psi'')}, which is the sum's
+        extra cancellation: the line is kept while that exponent is at most KEEP_LINE.  Newton's iterates
+        for eps(delta) after its first step, and the bracket checks, then cost no new node.
+        """
+        if self._line is None:
+            return None
+        known, c, psi, curvature, slope = self._line
+        slope -= epsilon - known
+        if not slope * slope <= 2 * KEEP_LINE * curvature:
+            return None
+        return c, psi - c * (epsilon - known), curvature
+
+    def _prefetch(self, s: np.ndarray) -> None:
+        """Evaluate and keep the costly parts of the integrand at the nodes ``s`` (one vertical line) ahead of
+        their use; nothing here (subclasses with numeric MGF terms keep their values)."""
+
+    def _line_chunks(self, c: float) -> dict:
+        """The node chunks kept for the vertical line Re s = ``c`` (the latest CACHED_LINES lines are kept).
+
+        With costly nodes (numeric MGF terms) on a snapped line (:meth:`_snapped_line`, :meth:`_kept_line`)
+        the trapezoid's chunks recur for every eps the line serves; a chunk keeps log f at eps = 0, log E
+        and log D, each minus log M(c) - log c - log(1 + c), and eps enters as the phase -Im(s) eps.
+        """
+        line = self._chunks.pop(c, {})
+        self._chunks[c] = line  # (re)inserted last: the most recent line
+        while len(self._chunks) > CACHED_LINES:
+            del self._chunks[next(iter(self._chunks))]
+        return line
 
     def _first_step(self, c: float, psi: float, curvature: float) -> float:
         """The trapezoid's first step on the line through c: the curvature limit and the alias limit
@@ -352,18 +429,42 @@ class _SaddlePointContour:
         # Nodes evaluated in full (numeric MGF terms make them costly) and all nodes, left to spend.
         nodes_left, all_left = [self.max_nodes], [MAX_NODES]
         tails = [0.0, 0.0]  # the truncation bound, the reach
+        # On a vertical line with costly (numeric) nodes the chunks' eps-free parts are kept (_line_chunks).
+        chunks = self._line_chunks(c) if self._eps_free_nodes and self.max_nodes < MAX_NODES and bend == 0 else None
+        base = psi + c * epsilon  # log M(c) - log c - log(1 + c): Psi(c) without its eps term
+
+        def relative_nodes(s: np.ndarray) -> tuple:
+            """(log f, log E, log D) at the nodes ``s``, each minus psi (log D None if no node is left out)."""
+            if chunks is None:
+                log_f, log_envelope, log_skipped = self._node_log_integrand(s, epsilon, psi)
+                return log_f - psi, log_envelope - psi, None if log_skipped is None else log_skipped - psi
+            key = (float(s.imag[0]), float(s.imag[-1]), s.size)
+            if key not in chunks:  # at eps = 0 the integrand is M(s) / (s (s + 1)); the floor is the same
+                if s.size > 1 and s.imag[1] - s.imag[0] == step:  # the first level: its halvings' nodes too
+                    finer = step / 2 ** min(halvings, 2)
+                    count = round((s.size + PREFETCH_BEYOND) * step / finer)
+                    self._prefetch(c + 1j * (s.imag[0] - step + finer * np.arange(1, count + 1)))
+                log_f, log_envelope, log_skipped = self._node_log_integrand(s, 0.0, base)
+                chunks[key] = (log_f - base, log_envelope - base, None if log_skipped is None else log_skipped - base)
+            free_f, free_envelope, free_skipped = chunks[key]
+            # e^{-s eps} / e^{psi} = e^{-i Im(s) eps} / e^{base}
+            return free_f - 1j * s.imag * epsilon, free_envelope, free_skipped
+
         if self.max_nodes < MAX_NODES and bend == 0 and not self._prunes:
             # Numeric MGF terms: refuse at once if the integrand's envelope has not decayed where a quarter of
             # the budget ends -- the first two levels and the usual third (twice the second's nodes) would
             # exceed it (half of it for a sum of at most two levels).
             far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
-            if self._node_log_integrand(far, epsilon)[1][0] - psi > math.log(1e-18):
+            if relative_nodes(far)[1][0] > math.log(1e-18):
                 raise self._no_decay(epsilon)
 
         def node_sum(h: float, first: int, stride: int) -> np.ndarray:
             """sums of Re[f s'/i], Re[s f s'/i] and |Re[f s'/i]| over u = j h, j = first, first + stride, ...,
             until the envelope's bound on the rest of the sum (TAIL_RTOL) is negligible."""
             total, start, chunk = np.zeros(3), first, first_chunk
+            if tails[1] > 0:  # a halving: its first chunk reaches as far as the levels before (PREFETCH_BEYOND)
+                chunk = min(NODE_CHUNK, max(chunk, int((tails[1] + PREFETCH_BEYOND * step - h * first)
+                                                       // (h * stride)) + 1))
             while True:
                 budget.check(f"summing the contour integral for eps = {epsilon:.6g}")
                 chunk = min(chunk, all_left[0], MAX_NODES if self._prunes else nodes_left[0])
@@ -373,20 +474,22 @@ class _SaddlePointContour:
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
-                log_f, log_envelope, log_skipped = self._node_log_integrand(s, epsilon, psi)
+                log_f, log_envelope, log_skipped = relative_nodes(s)
                 if log_skipped is None:
                     nodes_left[0] -= chunk
                 else:  # nodes left out: at most their bound each
                     nodes_left[0] -= int(np.count_nonzero(np.isneginf(log_skipped)))
-                    tails[0] += float(np.sum(np.exp(log_skipped - psi)))
+                    tails[0] += float(np.sum(np.exp(log_skipped)))
                 if nodes_left[0] < 0:
                     raise self._no_decay(epsilon)
-                terms = np.exp(log_f - psi) * (1 + 2j * bend * (root - width) * u / root)
+                terms = np.exp(log_f)
+                if bend:
+                    terms *= 1 + 2j * bend * (root - width) * u / root
                 total += [terms.real.sum(), (s * terms).real.sum(), np.abs(terms.real).sum()]
                 start += stride * chunk
                 # Beyond the last node u_n the envelope E(u) >= |f(u)| is taken non-increasing and |s (s + 1)|
                 # grows like u^2, so the nodes left (spacing H = h stride) sum to at most E(u_n) u_n / H.
-                tail = float(np.max(np.exp(log_envelope[-8:] - psi) * np.abs(s[-8:]))) / (h * stride)
+                tail = float(np.max(np.exp(log_envelope[-8:]) * np.abs(s[-8:]))) / (h * stride)
                 if tail < TAIL_RTOL * max(abs(total[0]), 1e-300):
                     tails[0] += tail
                     tails[1] = max(tails[1], float(u[-1]))
@@ -541,6 +644,8 @@ class _SaddlePointContour:
 class ContourInversion(_SaddlePointContour):
     """The vertical contour Re s = c* for compositions whose atoms carry negligible mass."""
 
+    _eps_free_nodes = True
+
     def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         if not loss.analytic:
             raise UnsupportedCompositionError(
@@ -554,10 +659,28 @@ class ContourInversion(_SaddlePointContour):
                 "the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss, numeric_nodes)
         self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
+        self._chernoff: dict[float, float] = {}  # eps -> chernoff_bound(eps), the latest CACHED_LINES
         self._parts = _mgf_parts(loss)
         self._prunes = bool(self._parts[2])
         finite = {term for term, _ in self._parts[2]}
         self._unshifted = ComposedLoss({term: count for term, count in loss.terms.items() if term not in finite})
+
+    def chernoff_bound(self, epsilon: float) -> float:
+        """An upper bound on delta(eps) from the MGF on the real axis alone, no contour sum: the mass at
+        +infinity plus M(c) e^{-c eps} / (1 + c) = c e^{Psi(c)} at the saddle c (Chernoff: (1 - e^{eps - x})_+
+        <= e^{c (x - eps)} / (1 + c) for every x and c > 0), raised by the node values' rounding
+        (:meth:`_rounding`, which counts numeric MGF terms' relative error)."""
+        if epsilon not in self._chernoff:
+            bound = self.inf_mass
+            found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon)
+            if found is not None:  # (None: c e^{Psi(c)} is below the smallest double somewhere)
+                c, psi, _ = found
+                rounding = self._rounding(c, psi, epsilon)
+                bound += c * math.exp(psi + ROUNDING_FACTOR * rounding) if math.isfinite(psi) else math.inf
+            self._chernoff[epsilon] = bound
+            while len(self._chernoff) > CACHED_LINES:
+                del self._chernoff[next(iter(self._chernoff))]
+        return self._chernoff[epsilon]
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) = log phi(-is) of the composed finite part (complex s); the finite terms by
@@ -618,6 +741,14 @@ class ContourInversion(_SaddlePointContour):
             return log_m, log_bound, None
         log_m[~kept] = -np.inf
         return log_m, log_bound, np.where(kept, -np.inf, running)
+
+    def _prefetch(self, s: np.ndarray) -> None:
+        """The numeric terms' log M at the nodes ``s`` of one vertical line, kept (:meth:`_numeric_term`): a
+        trapezoid's first level asks for the nodes of its next halvings too, since a lattice's sums cost
+        about as much for all of its points as for a few (:func:`afa.noise_pair.fourier_sums`)."""
+        offset = len(self._parts[2])
+        for index, (term, _) in enumerate(self._parts[3]):
+            self._numeric_term(offset + index, term, s)
 
     def _numeric_term(self, index: int, term, s: np.ndarray) -> np.ndarray:
         """log M of one numeric term at ``s``, kept per vertical line (CACHED_LINES of them) and height."""
