@@ -100,6 +100,9 @@ NUMERIC_CHUNK, NODE_CHUNK = 2_048, 65_536
 #: A trapezoid's first level also evaluates its halvings' nodes up to this many of its steps beyond each chunk,
 #: and a halving's first chunk reaches that far beyond the levels before (costly nodes come in lattices).
 PREFETCH_BEYOND = 4
+#: The early refusal of a sum whose envelope has not decayed far out (_SaddlePointContour._trapezoid) is checked
+#: once its first level has spent this share of the node budget, or this many nodes.
+FAR_CHECK_SHARE, FAR_CHECK_NODES = 0.125, 1024
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
 #: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
@@ -299,6 +302,8 @@ class _SaddlePointContour:
                 low = max(low, c)
             else:
                 high = min(high, c)
+            if complex_step:
+                step = self._log_newton_step(c, epsilon, slope, curvature, step)
             proposal = min(max(c + step, c / 8), 8 * c)
             if not low < proposal < high:
                 proposal = math.sqrt(low * high) if low > 0 and math.isfinite(high) else proposal
@@ -306,6 +311,25 @@ class _SaddlePointContour:
             # Probe at about a tenth of the saddle's width, so that Psi'' is accurate.
             probe = min(0.01 * c, 0.1 / math.sqrt(curvature))
         return None
+
+    @staticmethod
+    def _log_newton_step(c: float, epsilon: float, slope: float, curvature: float, step: float) -> float:
+        """Newton's step for Psi'(c) = 0 written as log K'(c) = log R(c), K = log M and R(c) = eps + 1/c +
+        1/(1 + c) (so Psi' = K' - R and Psi'' = K'' - R'); ``step`` (Newton's on Psi') where that is not
+        defined (K' or R not positive) or not a step.
+
+        K' is the mean of the tilted loss, positive for c > 0 (a KL divergence at c = 0, and increasing), and
+        for a subsampled loss it grows about like e^{c^2 / (2 sigma^2)}: Newton's steps on Psi' from above the
+        saddle shrink to about 1 / (log K')' each, a crawl, while log K' is close to a parabola.
+        """
+        requirement = epsilon + 1 / c + 1 / (1 + c)
+        rate = -1 / c ** 2 - 1 / (1 + c) ** 2  # R'
+        mean = slope + requirement  # K'
+        if not (mean > 0 and requirement > 0):
+            return step
+        derivative = (curvature + rate) / mean - rate / requirement
+        logarithmic = -(math.log(mean) - math.log(requirement)) / derivative
+        return logarithmic if math.isfinite(logarithmic) and derivative > 0 else step
 
     def contour_integral(self, epsilon: float) -> tuple[float, float, float]:
         """(log I, relative error of I, S / I) for I the contour integral and S = -dI/d eps.
@@ -318,6 +342,16 @@ class _SaddlePointContour:
         if epsilon >= self.loss.loss_max:  # the finite loss cannot exceed eps
             return -math.inf, 0.0, 0.0
         kept = self._kept_line(epsilon) if self.max_nodes < MAX_NODES else None
+        if kept is not None:
+            try:
+                return self._line_integral(epsilon, kept)
+            except NodeBudgetError:  # off its saddle a line can need more halvings: eps's own line may not
+                pass
+        return self._line_integral(epsilon, None)
+
+    def _line_integral(self, epsilon: float, kept: tuple[float, float, float] | None) -> tuple[float, float, float]:
+        """:meth:`contour_integral` on the line ``kept`` (c, Psi(c), Psi''(c)), or (None) through eps's saddle,
+        snapped when nodes are kept."""
         if kept is not None:
             c, psi, curvature = kept
         else:
@@ -440,23 +474,33 @@ class _SaddlePointContour:
                 return log_f - psi, log_envelope - psi, None if log_skipped is None else log_skipped - psi
             key = (float(s.imag[0]), float(s.imag[-1]), s.size)
             if key not in chunks:  # at eps = 0 the integrand is M(s) / (s (s + 1)); the floor is the same
-                if s.size > 1 and s.imag[1] - s.imag[0] == step:  # the first level: its halvings' nodes too
-                    finer = step / 2 ** min(halvings, 2)
-                    count = round((s.size + PREFETCH_BEYOND) * step / finer)
-                    self._prefetch(c + 1j * (s.imag[0] - step + finer * np.arange(1, count + 1)))
+                density = 2 ** min(halvings, 2)  # the first level: its usual halvings' nodes too, in one batch
+                while density > 1 and (s.size + PREFETCH_BEYOND) * density > NUMERIC_CHUNK:
+                    density //= 2
+                if density > 1 and s.size > 1 and s.imag[1] - s.imag[0] == step:
+                    count = (s.size + PREFETCH_BEYOND) * density
+                    self._prefetch(c + 1j * (s.imag[0] - step + step / density * np.arange(1, count + 1)))
                 log_f, log_envelope, log_skipped = self._node_log_integrand(s, 0.0, base)
                 chunks[key] = (log_f - base, log_envelope - base, None if log_skipped is None else log_skipped - base)
             free_f, free_envelope, free_skipped = chunks[key]
             # e^{-s eps} / e^{psi} = e^{-i Im(s) eps} / e^{base}
             return free_f - 1j * s.imag * epsilon, free_envelope, free_skipped
 
-        if self.max_nodes < MAX_NODES and bend == 0 and not self._prunes:
-            # Numeric MGF terms: refuse at once if the integrand's envelope has not decayed where a quarter of
-            # the budget ends -- the first two levels and the usual third (twice the second's nodes) would
-            # exceed it (half of it for a sum of at most two levels).
-            far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
-            if relative_nodes(far)[1][0] > math.log(1e-18):
-                raise self._no_decay(epsilon)
+        # Numeric MGF terms: refuse early if the integrand's envelope has not decayed where a quarter of the
+        # budget ends -- the first two levels and the usual third (twice the second's nodes) would exceed it
+        # (half of it for a sum of at most two levels).  Checked once the first level has spent FAR_CHECK_SHARE
+        # of the budget (up to FAR_CHECK_NODES), if it has not ended by then: where it ends, the envelope has
+        # decayed, and the halvings' cost is predicted from their changes (_halvings_cost).
+        # A sum given a ``reach`` (the check of a line whose sum ended there) is not checked.
+        far_check = [self.max_nodes < MAX_NODES and bend == 0 and not self._prunes and reach == 0]
+
+        def check_far(upcoming: int) -> None:
+            spent = self.max_nodes - nodes_left[0] + upcoming
+            if far_check[0] and spent > min(FAR_CHECK_SHARE * self.max_nodes, FAR_CHECK_NODES):
+                far_check[0] = False
+                far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
+                if relative_nodes(far)[1][0] > math.log(1e-18):
+                    raise self._no_decay(epsilon)
 
         def node_sum(h: float, first: int, stride: int) -> np.ndarray:
             """sums of Re[f s'/i], Re[s f s'/i] and |Re[f s'/i]| over u = j h, j = first, first + stride, ...,
@@ -471,6 +515,7 @@ class _SaddlePointContour:
                 if chunk <= 0:
                     raise self._no_decay(epsilon)
                 all_left[0] -= chunk
+                check_far(chunk)
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
@@ -498,6 +543,7 @@ class _SaddlePointContour:
 
         # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
         total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5]
+        far_check[0] = False
         estimate, change = total[0] * step / math.pi, math.inf
         if not done(estimate, change, abs(total[2] / total[0])):
             for _ in range(halvings):
