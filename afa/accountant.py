@@ -1271,7 +1271,7 @@ def _directions_delta(engines, epsilons: np.ndarray) -> list[tuple[np.ndarray, n
         values, errors = answers[0]
         room = np.minimum(values - errors, 2 * errors)
         if isinstance(engine, ContourEngine) and np.all(room > 0):
-            bounds = engine.chernoff_delta(epsilons)
+            bounds = engine.chernoff_delta(epsilons, float(np.min(room)))
             if np.all(bounds <= room):
                 answers.append((bounds / 2, bounds / 2))
                 continue

@@ -61,6 +61,7 @@ e^{s (l - eps)} decays exponentially; its envelope is the sum of the groups' mod
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -113,6 +114,8 @@ STEP_MANTISSA_BITS = 3
 STRIP_IMAG_TOL = 1e-6
 #: log of a probability below every positive double.
 LOG_TINY = -750.0
+#: Logarithms above this are reported as an infinite bound (e^709.78 is the largest double).
+LOG_HUGE = 709.0
 
 
 #: The node sums end once the envelope's bound on the nodes left is below this fraction of their sum.
@@ -202,8 +205,12 @@ class _SaddlePointContour:
         psi = log_f.real
         return np.where(_inside_strip(log_f), psi, np.inf)
 
-    def saddle(self, epsilon: float) -> tuple[float, float, float] | None:
+    def saddle(self, epsilon: float, enough: Callable[[float, float], bool] | None = None
+               ) -> tuple[float, float, float] | None:
         """(c*, Psi(c*), Psi''(c*)) for ``epsilon`` by Newton's method on Psi'; None if the finite part is 0.
+
+        ``enough(c, Psi(c))``, if given, ends Newton's method at the first iterate where it holds (that
+        iterate is returned: a point inside the strip, not the saddle).
 
         None means the Chernoff bound e^{Psi(c)} c at some c in e^{-30} .. e^{60} puts delta's finite
         part below the smallest double (eps at or beyond a bounded loss's maximum, or far in the tail).
@@ -221,7 +228,7 @@ class _SaddlePointContour:
         starts = [self._last_saddle] if self._last_saddle and self.max_nodes < MAX_NODES else []
         starts += [guess, guess / 4, guess / 16]  # a right-skewed loss has its saddle below the Gaussian's
         for start in starts:
-            found = self._newton_saddle(start, epsilon)
+            found = self._newton_saddle(start, epsilon, enough)
             if found is not None:
                 return found
         grid = np.arange(-30.0, 60.0, 0.5)
@@ -234,7 +241,7 @@ class _SaddlePointContour:
         if not np.isfinite(values[best]) or best == grid.size - 1:
             raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi has no minimum for "
                                 "0 < c < e^60; use method='quadrature'")
-        found = self._newton_saddle(math.exp(grid[best]), epsilon)
+        found = self._newton_saddle(math.exp(grid[best]), epsilon, enough)
         if found is not None:
             return found
         # Outside the strip Psi is +inf; a finite stand-in keeps the bounded search's parabolic steps free of
@@ -256,8 +263,10 @@ class _SaddlePointContour:
         slope_free = (epsilon - self.mean) / max(self.scale ** 2, 1e-300)
         return min(max(slope_free, 0.1), 1e6)
 
-    def _newton_saddle(self, c: float, epsilon: float) -> tuple[float, float, float] | None:
-        """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge.
+    def _newton_saddle(self, c: float, epsilon: float, enough: Callable[[float, float], bool] | None = None
+                       ) -> tuple[float, float, float] | None:
+        """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge; ``enough`` as in
+        :meth:`saddle`.
 
         Psi is convex, so the sign of Psi' brackets the root: a step leaving the bracket
         (curvature growing fast, as for subsampled losses) is replaced by its geometric midpoint.
@@ -297,6 +306,8 @@ class _SaddlePointContour:
             # Close enough: Psi(c) - Psi(c*) = Psi'' step^2 / 2 costs a factor e^{that} in cancellation only.
             if curvature * step * step <= SADDLE_TOL:
                 self._last_saddle = c
+                return c, float(psi), float(curvature)
+            if enough is not None and enough(c, float(psi)):
                 return c, float(psi), float(curvature)
             if slope < 0:
                 low = max(low, c)
@@ -705,28 +716,40 @@ class ContourInversion(_SaddlePointContour):
                 "the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss, numeric_nodes)
         self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
-        self._chernoff: dict[float, float] = {}  # eps -> chernoff_bound(eps), the latest CACHED_LINES
+        #: eps -> (chernoff_bound(eps), whether from the saddle), the latest CACHED_LINES
+        self._chernoff: dict[float, tuple[float, bool]] = {}
         self._parts = _mgf_parts(loss)
         self._prunes = bool(self._parts[2])
         finite = {term for term, _ in self._parts[2]}
         self._unshifted = ComposedLoss({term: count for term, count in loss.terms.items() if term not in finite})
 
-    def chernoff_bound(self, epsilon: float) -> float:
+    def chernoff_bound(self, epsilon: float, target: float | None = None) -> float:
         """An upper bound on delta(eps) from the MGF on the real axis alone, no contour sum: the mass at
-        +infinity plus M(c) e^{-c eps} / (1 + c) = c e^{Psi(c)} at the saddle c (Chernoff: (1 - e^{eps - x})_+
-        <= e^{c (x - eps)} / (1 + c) for every x and c > 0), raised by the node values' rounding
-        (:meth:`_rounding`, which counts numeric MGF terms' relative error)."""
-        if epsilon not in self._chernoff:
-            bound = self.inf_mass
-            found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon)
-            if found is not None:  # (None: c e^{Psi(c)} is below the smallest double somewhere)
-                c, psi, _ = found
-                rounding = self._rounding(c, psi, epsilon)
-                bound += c * math.exp(psi + ROUNDING_FACTOR * rounding) if math.isfinite(psi) else math.inf
-            self._chernoff[epsilon] = bound
-            while len(self._chernoff) > CACHED_LINES:
-                del self._chernoff[next(iter(self._chernoff))]
-        return self._chernoff[epsilon]
+        +infinity plus M(c) e^{-c eps} / (1 + c) = c e^{Psi(c)} (Chernoff: (1 - e^{eps - x})_+ <=
+        e^{c (x - eps)} / (1 + c) for every x and c > 0), raised by the node values' rounding
+        (:meth:`_rounding`, which counts numeric MGF terms' relative error), at the saddle c -- or, given a
+        ``target``, at the first of the saddle search's iterates where it is at most ``target``."""
+
+        def bound_at(c: float, psi: float) -> float:
+            log_bound = math.log(c) + psi + ROUNDING_FACTOR * self._rounding(c, psi, epsilon)
+            return self.inf_mass + (math.exp(log_bound) if log_bound < LOG_HUGE else math.inf)
+
+        known, searched = self._chernoff.get(epsilon, (math.inf, False))
+        if searched or (target is not None and known <= target):
+            return known
+        enough = None if target is None else (lambda c, psi: bound_at(c, psi) <= target)
+        try:
+            found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon, enough)
+        except budget.BudgetExceededError:
+            raise
+        except AccuracyError:  # no saddle point found: no bound from here
+            return math.inf
+        # (None: c e^{Psi(c)} is below the smallest double somewhere)
+        bound = self.inf_mass if found is None else bound_at(found[0], found[1])
+        self._chernoff[epsilon] = (bound, target is None or bound > target)
+        while len(self._chernoff) > CACHED_LINES:
+            del self._chernoff[next(iter(self._chernoff))]
+        return bound
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) = log phi(-is) of the composed finite part (complex s); the finite terms by

@@ -1299,12 +1299,12 @@ class ContourEngine(_InversionEngine):
         ``target`` (or without one), the checked contour values plus their errors."""
         epsilons = np.asarray(epsilons, dtype=float)
         if target is not None:
-            bounds = self.chernoff_delta(epsilons)
+            bounds = self.chernoff_delta(epsilons, target)
             if np.all(bounds <= target):
                 return bounds
         return super().upper_delta(epsilons, target)
 
-    def chernoff_delta(self, epsilons: np.ndarray) -> np.ndarray:
+    def chernoff_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """Upper bounds on delta at ``epsilons`` from the MGF on the real axis alone, without a contour sum
         (:meth:`afa.contour.ContourInversion.chernoff_bound`; +inf where the inversion has none): loose,
         but cheap, for a direction that only has to be shown below another.
@@ -1313,6 +1313,9 @@ class ContourEngine(_InversionEngine):
         ----------
         epsilons : ndarray
             Finite real numbers.
+        target : float or None
+            If given, a bound at most ``target`` is returned as soon as one is found (the saddle search
+            stops early); otherwise the bound at the saddle point.
 
         Returns
         -------
@@ -1323,7 +1326,7 @@ class ContourEngine(_InversionEngine):
         bound = getattr(self.inversion, "chernoff_bound", None)
         if bound is None:
             return np.full(epsilons.shape, math.inf)
-        return np.array([bound(float(epsilon)) for epsilon in epsilons.ravel()]).reshape(epsilons.shape)
+        return np.array([bound(float(epsilon), target) for epsilon in epsilons.ravel()]).reshape(epsilons.shape)
 
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
         """(delta, absolute error, -d delta / d eps) from one contour sum (unchecked: Newton's iterates; the
