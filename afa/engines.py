@@ -575,6 +575,8 @@ class ClosedFormEngine(Engine):
         self.delta_and_error = delta_and_error
         self.inf_mass = loss.inf_mass
         self.epsilon_scale = loss_epsilon_scale(loss)
+        #: delta -> (estimate, lower, upper) of the latest KEPT_ANSWERS eps(delta) queries answered
+        self._answers: collections.OrderedDict[float, tuple[float, float, float]] = collections.OrderedDict()
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, errors) of the closed form at ``epsilons``, as float arrays."""
@@ -585,7 +587,7 @@ class ClosedFormEngine(Engine):
         """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error.
 
         Where the values never reach ``delta``, (inf, 0, inf), or (inf, inf, inf) if values - errors never
-        reach it either.
+        reach it either.  The latest KEPT_ANSWERS answers are kept (a repeated query is not solved again).
 
         Raises
         ------
@@ -593,6 +595,15 @@ class ClosedFormEngine(Engine):
             The bracket is wider than CLOSED_FORM_EPSILON_RTOL * max(1, |estimate|): ``delta`` is below what
             the closed form's error resolves.
         """
+        if delta in self._answers:
+            self._answers.move_to_end(delta)
+            return self._answers[delta]
+        answer = self._solve(delta)
+        _remember(self._answers, delta, answer, KEPT_ANSWERS)
+        return answer
+
+    def _solve(self, delta: float) -> tuple[float, float, float]:
+        """:meth:`epsilon_bracket` without its kept answers."""
         def value(eps: float) -> float:
             return float(self.delta(np.array([eps]))[0][0])
 
