@@ -50,6 +50,15 @@ values; it cannot test the truncation: by Cauchy's theorem two lines cut where t
 integrand is negligible agree whatever lies beyond -- which is why the cut follows
 the envelope above.
 
+Costly nodes.  Numeric MGF terms (subsampled mechanisms) cost an output rule per
+vertical line and a sum per node, so with them the line is snapped to a grid
+(:meth:`_SaddlePointContour._snapped_line`), nearby eps -- Newton's iterates on
+eps, the bracket's ends -- stay on one line while its integrand peaks at most
+e^KEEP_LINE above their own saddle's (:meth:`_SaddlePointContour._kept_line`),
+and a line's node chunks are kept without their factor e^{-s eps}, which is
+all that depends on eps.  The saddle search then works on one vertical line
+per iterate (complex-step Psi', extrapolated Psi'').
+
 Compositions of Laplace-type losses (Laplace, propose-test-release) and
 finite-output mechanisms with no other term have atoms of non-negligible mass:
 :class:`LatticeContourInversion` splits the MGF into lattice groups e^{s l} R(s)
