@@ -111,7 +111,7 @@ NUMERIC_CHUNK, NODE_CHUNK = 2_048, 65_536
 #: and a halving's first chunk reaches that far beyond the levels before (costly nodes come in lattices).
 PREFETCH_BEYOND = 4
 #: The early refusal of a sum whose envelope has not decayed far out (_SaddlePointContour._trapezoid) is checked
-#: once its first level has spent this share of the node budget, or this many nodes.
+#: once its first level has spent this share of the node budget if that is at most this many nodes, else at once.
 FAR_CHECK_SHARE, FAR_CHECK_NODES = 0.125, 1024
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
@@ -509,14 +509,16 @@ class _SaddlePointContour:
         # Numeric MGF terms: refuse early if the integrand's envelope has not decayed where a quarter of the
         # budget ends -- the first two levels and the usual third (twice the second's nodes) would exceed it
         # (half of it for a sum of at most two levels).  Checked once the first level has spent FAR_CHECK_SHARE
-        # of the budget (up to FAR_CHECK_NODES), if it has not ended by then: where it ends, the envelope has
-        # decayed, and the halvings' cost is predicted from their changes (_halvings_cost).
-        # A sum given a ``reach`` (the check of a line whose sum ended there) is not checked.
+        # of the budget if that is at most FAR_CHECK_NODES (and it has not ended by then: where it ends, the
+        # envelope has decayed, and the halvings' cost is predicted from their changes, _halvings_cost), at
+        # once under a larger budget.  A sum given a ``reach`` (the check of a line whose sum ended there) is
+        # not checked.
         far_check = [self.max_nodes < MAX_NODES and bend == 0 and not self._prunes and reach == 0]
+        far_after = FAR_CHECK_SHARE * self.max_nodes if FAR_CHECK_SHARE * self.max_nodes <= FAR_CHECK_NODES else 0
 
         def check_far(upcoming: int) -> None:
             spent = self.max_nodes - nodes_left[0] + upcoming
-            if far_check[0] and spent > min(FAR_CHECK_SHARE * self.max_nodes, FAR_CHECK_NODES):
+            if far_check[0] and spent > far_after:
                 far_check[0] = False
                 far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
                 if relative_nodes(far)[1][0] > math.log(1e-18):
