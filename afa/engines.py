@@ -64,7 +64,8 @@ MAX_MIXTURE_ATOMS = 100_000
 CLOSED_FORM_EPSILON_RTOL = 1e-8
 #: Iterations of the eps(delta) Newton solver (bisection steps included).
 MAX_NEWTON_EPSILON = 100
-#: eps(delta) answers an inversion engine keeps (per direction of one composition).
+#: eps(delta) answers the contour, quadrature and closed-form engines keep (each serves one direction of one
+#: composition, and their answers do not depend on the options active at query time).
 KEPT_ANSWERS = 32
 
 
