@@ -912,7 +912,7 @@ class Accountant:
                           ExactEngine.certified)
             values, errors = value[None, :], error[None, :]
         else:
-            run = self._run(method, lambda engines: [engine.delta(epsilons) for engine in engines[chosen]],
+            run = self._run(method, lambda engines: _directions_delta(engines[chosen], epsilons),
                             lambda answer: max(float(np.max(errors / np.maximum(values, 1e-300)))
                                                for values, errors in answer))
             values = np.array([value for value, _ in run.answer])
@@ -1255,6 +1255,27 @@ def _loss_magnitude(losses: tuple) -> float:
             mean, variance = loss.cumulants
             largest = max(largest, abs(mean), variance)
     return largest
+
+
+def _directions_delta(engines, epsilons: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(values, errors) of delta at ``epsilons`` for each direction, for their maximum.
+
+    The first direction is evaluated; a contour engine's further direction whose Chernoff bound
+    B (:meth:`afa.engines.ContourEngine.chernoff_delta`, no contour sum) is at most the first's
+    value - error and B / 2 at most the first's error cannot change the maximum, its bounds or its
+    error: it is reported as delta in [0, B] (value B / 2, error B / 2) without its contour sums.
+    """
+    answers = [engines[0].delta(epsilons)]
+    for engine in engines[1:]:
+        values, errors = answers[0]
+        room = np.minimum(values - errors, 2 * errors)
+        if isinstance(engine, ContourEngine) and np.all(room > 0):
+            bounds = engine.chernoff_delta(epsilons, float(np.min(room)))
+            if np.all(bounds <= room):
+                answers.append((bounds / 2, bounds / 2))
+                continue
+        answers.append(engine.delta(epsilons))
+    return answers
 
 
 def _solve_directions(engines, delta: float) -> list[tuple[float, float, float]]:

@@ -50,6 +50,15 @@ values; it cannot test the truncation: by Cauchy's theorem two lines cut where t
 integrand is negligible agree whatever lies beyond -- which is why the cut follows
 the envelope above.
 
+Costly nodes.  Numeric MGF terms (subsampled mechanisms) cost an output rule per
+vertical line and a sum per node, so with them the line is snapped to a grid
+(:meth:`_SaddlePointContour._snapped_line`), nearby eps -- Newton's iterates on
+eps, the bracket's ends -- stay on one line while its integrand peaks at most
+e^KEEP_LINE above their own saddle's (:meth:`_SaddlePointContour._kept_line`),
+and a line's node chunks are kept without their factor e^{-s eps}, which is
+all that depends on eps.  The saddle search then works on one vertical line
+per iterate (complex-step Psi', extrapolated Psi'').
+
 Compositions of Laplace-type losses (Laplace, propose-test-release) and
 finite-output mechanisms with no other term have atoms of non-negligible mass:
 :class:`LatticeContourInversion` splits the MGF into lattice groups e^{s l} R(s)
@@ -61,6 +70,7 @@ e^{s (l - eps)} decays exponentially; its envelope is the sum of the groups' mod
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -91,10 +101,18 @@ MAX_UNCONVERGED = 1e-6
 #: Newton iterations for the saddle point; it stops once Psi'' step^2 is below SADDLE_TOL.
 MAX_NEWTON = 12
 SADDLE_TOL = 1e-4
+#: Im s / Re s of the complex step that gives Psi' in the saddle search with numeric MGF terms.
+COMPLEX_STEP = 1e-8
 #: Most nodes one contour sum may use, all levels together (closed forms; numeric MGFs cost far more per node).
 MAX_NODES = 1_000_000
 #: Nodes of a numeric MGF evaluated between checks of the time budget, and most nodes of one chunk of a sum.
 NUMERIC_CHUNK, NODE_CHUNK = 2_048, 65_536
+#: A trapezoid's first level also evaluates its halvings' nodes up to this many of its steps beyond each chunk,
+#: and a halving's first chunk reaches that far beyond the levels before (costly nodes come in lattices).
+PREFETCH_BEYOND = 4
+#: The early refusal of a sum whose envelope has not decayed far out (_SaddlePointContour._trapezoid) is checked
+#: once its first level has spent this share of the node budget if that is at most this many nodes, else at once.
+FAR_CHECK_SHARE, FAR_CHECK_NODES = 0.125, 1024
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
 #: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
@@ -105,6 +123,8 @@ STEP_MANTISSA_BITS = 3
 STRIP_IMAG_TOL = 1e-6
 #: log of a probability below every positive double.
 LOG_TINY = -750.0
+#: Logarithms above this are reported as an infinite bound (e^709.78 is the largest double).
+LOG_HUGE = 709.0
 
 
 #: The node sums end once the envelope's bound on the nodes left is below this fraction of their sum.
@@ -113,6 +133,10 @@ TAIL_RTOL = 1e-15
 #: Nodes whose integrand is bounded below this fraction of the saddle's are left out (their bound counted
 #: in the error): finite terms with large counts make |M| negligible between the replicas of the bump.
 SKIP_RTOL = 1e-22
+
+#: A snapped contour line serves another eps while its integrand peaks at most e^KEEP_LINE above that eps's
+#: saddle's (_SaddlePointContour._kept_line): that costs a factor e^KEEP_LINE in cancellation at most.
+KEEP_LINE = 0.05
 
 #: A predicted change within this factor of the tolerance counts as converged (_halvings_cost).
 PREDICTION_SLACK = 100.0
@@ -148,14 +172,23 @@ class _SaddlePointContour:
     vertical for |u| << Y (b(u) = 0 gives the vertical line).
     """
 
+    #: Whether :meth:`_node_log_integrand` depends on eps only through the factor e^{-s eps} (then a vertical
+    #: line's nodes serve every eps: :meth:`_line_chunks`).
+    _eps_free_nodes = False
+
     def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         self.loss = loss
         self.inf_mass = loss.inf_mass
+        #: Re s -> {(first Im s, last Im s, nodes): eps-free (log f, log E, log D) - log M(c) / (c (1 + c))} of
+        #: the latest CACHED_LINES lines (:meth:`_line_chunks`)
+        self._chunks: dict[float, dict[tuple[float, float, int], tuple]] = {}
         self.mean, variance = loss.cumulants
         self.scale = math.sqrt(variance)
         #: (eps, c, Psi(c), Psi''(c), last step, reach, I e^{-Psi}, relative error) of the latest contour sum
         self._last: tuple | None = None
         self._last_saddle: float | None = None
+        #: (eps, c, Psi(c), Psi''(c), Psi'(c)) of the latest snapped line, at that eps (:meth:`_kept_line`)
+        self._line: tuple[float, float, float, float, float] | None = None
         #: Whether the node sums leave out nodes (:meth:`_node_log_integrand`): then only the nodes evaluated
         #: in full count against ``max_nodes`` (MAX_NODES caps all of them).
         self._prunes = False
@@ -181,8 +214,12 @@ class _SaddlePointContour:
         psi = log_f.real
         return np.where(_inside_strip(log_f), psi, np.inf)
 
-    def saddle(self, epsilon: float) -> tuple[float, float, float] | None:
+    def saddle(self, epsilon: float, enough: Callable[[float, float], bool] | None = None
+               ) -> tuple[float, float, float] | None:
         """(c*, Psi(c*), Psi''(c*)) for ``epsilon`` by Newton's method on Psi'; None if the finite part is 0.
+
+        ``enough(c, Psi(c))``, if given, ends Newton's method at the first iterate where it holds (that
+        iterate is returned: a point inside the strip, not the saddle).
 
         None means the Chernoff bound e^{Psi(c)} c at some c in e^{-30} .. e^{60} puts delta's finite
         part below the smallest double (eps at or beyond a bounded loss's maximum, or far in the tail).
@@ -200,7 +237,7 @@ class _SaddlePointContour:
         starts = [self._last_saddle] if self._last_saddle and self.max_nodes < MAX_NODES else []
         starts += [guess, guess / 4, guess / 16]  # a right-skewed loss has its saddle below the Gaussian's
         for start in starts:
-            found = self._newton_saddle(start, epsilon)
+            found = self._newton_saddle(start, epsilon, enough)
             if found is not None:
                 return found
         grid = np.arange(-30.0, 60.0, 0.5)
@@ -213,7 +250,7 @@ class _SaddlePointContour:
         if not np.isfinite(values[best]) or best == grid.size - 1:
             raise AccuracyError(f"no saddle point for eps = {epsilon:.6g}: Psi has no minimum for "
                                 "0 < c < e^60; use method='quadrature'")
-        found = self._newton_saddle(math.exp(grid[best]), epsilon)
+        found = self._newton_saddle(math.exp(grid[best]), epsilon, enough)
         if found is not None:
             return found
         # Outside the strip Psi is +inf; a finite stand-in keeps the bounded search's parabolic steps free of
@@ -235,17 +272,29 @@ class _SaddlePointContour:
         slope_free = (epsilon - self.mean) / max(self.scale ** 2, 1e-300)
         return min(max(slope_free, 0.1), 1e6)
 
-    def _newton_saddle(self, c: float, epsilon: float) -> tuple[float, float, float] | None:
-        """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge.
+    def _newton_saddle(self, c: float, epsilon: float, enough: Callable[[float, float], bool] | None = None
+                       ) -> tuple[float, float, float] | None:
+        """Newton's method for Psi'(c) = 0 from ``c``; None if it does not converge; ``enough`` as in
+        :meth:`saddle`.
 
         Psi is convex, so the sign of Psi' brackets the root: a step leaving the bracket
         (curvature growing fast, as for subsampled losses) is replaced by its geometric midpoint.
+
+        With numeric MGF terms (each new real part costs an output rule) every point lies on the
+        vertical line through c: Psi' is the complex step Im Psi(c + iu) / u at u = COMPLEX_STEP c (no
+        cancellation, and too small a phase to wrap), and Psi'' is extrapolated from the probes u and 2u,
+        (16 d(u) - d(2u)) / (6 u^2) with d(u) = Psi - Re Psi(c + iu), which cancels the O(u^4) term (the
+        fourth derivative of a subsampled loss's Psi is large: the probe's Psi'' alone is far off, and
+        Newton's steps with it overshoot or crawl).
         """
         probe, previous = 0.01 * c, None
         low, high = 0.0, math.inf
+        complex_step = self.max_nodes < MAX_NODES
         for _ in range(MAX_NEWTON):
+            points = ([c, c + 1j * probe, c + 1j * COMPLEX_STEP * c, c + 2j * probe] if complex_step
+                      else [c, c + 1j * probe, c - probe])
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                log_f = self._log_integrand(np.array([c, c + 1j * probe, c - probe], dtype=complex), epsilon)
+                log_f = self._log_integrand(np.array(points, dtype=complex), epsilon)
             psi = log_f[0].real
             if not _inside_strip(log_f[0]):
                 if previous is None:
@@ -254,19 +303,27 @@ class _SaddlePointContour:
                 continue
             # Psi(c + iu) = Psi - u^2 Psi''/2 + O(u^4) in its real part (log |.|, never wrapped), and the
             # backward difference gives Psi' (the phase Im Psi(c + iu) = u Psi' would wrap once u Psi' > pi).
-            curvature = 2 * (psi - log_f[1].real) / probe ** 2
-            slope = (psi - log_f[2].real) / probe + 0.5 * probe * curvature
-            if not 0 < curvature < math.inf:
+            if complex_step:
+                curvature = (16 * (psi - log_f[1].real) - (psi - log_f[3].real)) / (6 * probe ** 2)
+                slope = log_f[2].imag / (COMPLEX_STEP * c)
+            else:
+                curvature = 2 * (psi - log_f[1].real) / probe ** 2
+                slope = (psi - log_f[2].real) / probe + 0.5 * probe * curvature
+            if not (0 < curvature < math.inf and math.isfinite(slope)):
                 return None
             step = -slope / curvature
             # Close enough: Psi(c) - Psi(c*) = Psi'' step^2 / 2 costs a factor e^{that} in cancellation only.
             if curvature * step * step <= SADDLE_TOL:
                 self._last_saddle = c
                 return c, float(psi), float(curvature)
+            if enough is not None and enough(c, float(psi)):
+                return c, float(psi), float(curvature)
             if slope < 0:
                 low = max(low, c)
             else:
                 high = min(high, c)
+            if complex_step:
+                step = self._log_newton_step(c, epsilon, slope, curvature, step)
             proposal = min(max(c + step, c / 8), 8 * c)
             if not low < proposal < high:
                 proposal = math.sqrt(low * high) if low > 0 and math.isfinite(high) else proposal
@@ -274,6 +331,25 @@ class _SaddlePointContour:
             # Probe at about a tenth of the saddle's width, so that Psi'' is accurate.
             probe = min(0.01 * c, 0.1 / math.sqrt(curvature))
         return None
+
+    @staticmethod
+    def _log_newton_step(c: float, epsilon: float, slope: float, curvature: float, step: float) -> float:
+        """Newton's step for Psi'(c) = 0 written as log K'(c) = log R(c), K = log M and R(c) = eps + 1/c +
+        1/(1 + c) (so Psi' = K' - R and Psi'' = K'' - R'); ``step`` (Newton's on Psi') where that is not
+        defined (K' or R not positive) or not a step.
+
+        K' is the mean of the tilted loss, positive for c > 0 (a KL divergence at c = 0, and increasing), and
+        for a subsampled loss it grows about like e^{c^2 / (2 sigma^2)}: Newton's steps on Psi' from above the
+        saddle shrink to about 1 / (log K')' each, a crawl, while log K' is close to a parabola.
+        """
+        requirement = epsilon + 1 / c + 1 / (1 + c)
+        rate = -1 / c ** 2 - 1 / (1 + c) ** 2  # R'
+        mean = slope + requirement  # K'
+        if not (mean > 0 and requirement > 0):
+            return step
+        derivative = (curvature + rate) / mean - rate / requirement
+        logarithmic = -(math.log(mean) - math.log(requirement)) / derivative
+        return logarithmic if math.isfinite(logarithmic) and derivative > 0 else step
 
     def contour_integral(self, epsilon: float) -> tuple[float, float, float]:
         """(log I, relative error of I, S / I) for I the contour integral and S = -dI/d eps.
@@ -283,12 +359,30 @@ class _SaddlePointContour:
         the same nodes and gives Newton's method its derivative.
         """
         self._last = None
-        found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon)
-        if found is None:  # the finite loss cannot exceed eps (bounded support, or Chernoff)
+        if epsilon >= self.loss.loss_max:  # the finite loss cannot exceed eps
             return -math.inf, 0.0, 0.0
-        c, psi, curvature = found
-        if self.max_nodes < MAX_NODES:
-            c, psi, curvature = self._snapped_line(c, psi, curvature, epsilon)
+        kept = self._kept_line(epsilon) if self.max_nodes < MAX_NODES else None
+        if kept is not None:
+            try:
+                return self._line_integral(epsilon, kept)
+            except NodeBudgetError:  # off its saddle a line can need more halvings: eps's own line may not
+                pass
+        return self._line_integral(epsilon, None)
+
+    def _line_integral(self, epsilon: float, kept: tuple[float, float, float] | None) -> tuple[float, float, float]:
+        """:meth:`contour_integral` on the line ``kept`` (c, Psi(c), Psi''(c)), or (None) through eps's saddle,
+        snapped when nodes are kept."""
+        if kept is not None:
+            c, psi, curvature = kept
+        else:
+            found = self.saddle(epsilon)
+            if found is None:  # the finite part is below the smallest double (Chernoff)
+                return -math.inf, 0.0, 0.0
+            c, psi, curvature = found
+            if self.max_nodes < MAX_NODES:
+                saddle = c
+                c, psi, curvature = self._snapped_line(c, psi, curvature, epsilon)
+                self._line = (epsilon, c, psi, curvature, curvature * (c - saddle))
         step = self._first_step(c, psi, curvature)
         rounding = self._rounding(c, psi, epsilon)
         # Trapezoid with step h, halved until two levels agree to RTOL, or to the rounding of the node values
@@ -312,6 +406,43 @@ class _SaddlePointContour:
         relative = change + rounding + truncation
         self._last = (epsilon, c, psi, curvature, final_step, reach, estimate, relative)
         return psi + math.log(estimate), relative, ratio
+
+    def _kept_line(self, epsilon: float) -> tuple[float, float, float] | None:
+        """(c, Psi(c), Psi''(c)) at ``epsilon`` on the latest snapped line, if that line is still close to
+        ``epsilon``'s saddle; else None.
+
+        On a fixed line Re s = c only the factor e^{-s eps} of the integrand depends on eps, so
+        Psi(c) moves by -c (eps - eps0) exactly, Psi'(c) by -(eps - eps0), and the line's Psi'' (measured
+        on the line, :meth:`_snapped_line`) not at all; the kept log M values serve every eps.  Any line
+        inside the MGF's strip gives the same integral; off the saddle by d = Psi'(c) / Psi'', its
+        integrand peaks higher by about e^{Psi'' d^2 / 2} = e^{Psi'(c)^2 / (2 Psi'')}, which is the sum's
+        extra cancellation: the line is kept while that exponent is at most KEEP_LINE.  Newton's iterates
+        for eps(delta) after its first step, and the bracket checks, then cost no new node.
+        """
+        if self._line is None:
+            return None
+        known, c, psi, curvature, slope = self._line
+        slope -= epsilon - known
+        if not slope * slope <= 2 * KEEP_LINE * curvature:
+            return None
+        return c, psi - c * (epsilon - known), curvature
+
+    def _prefetch(self, s: np.ndarray) -> None:
+        """Evaluate and keep the costly parts of the integrand at the nodes ``s`` (one vertical line) ahead of
+        their use; nothing here (subclasses with numeric MGF terms keep their values)."""
+
+    def _line_chunks(self, c: float) -> dict:
+        """The node chunks kept for the vertical line Re s = ``c`` (the latest CACHED_LINES lines are kept).
+
+        With costly nodes (numeric MGF terms) on a snapped line (:meth:`_snapped_line`, :meth:`_kept_line`)
+        the trapezoid's chunks recur for every eps the line serves; a chunk keeps log f at eps = 0, log E
+        and log D, each minus log M(c) - log c - log(1 + c), and eps enters as the phase -Im(s) eps.
+        """
+        line = self._chunks.pop(c, {})
+        self._chunks[c] = line  # (re)inserted last: the most recent line
+        while len(self._chunks) > CACHED_LINES:
+            del self._chunks[next(iter(self._chunks))]
+        return line
 
     def _first_step(self, c: float, psi: float, curvature: float) -> float:
         """The trapezoid's first step on the line through c: the curvature limit and the alias limit
@@ -352,41 +483,80 @@ class _SaddlePointContour:
         # Nodes evaluated in full (numeric MGF terms make them costly) and all nodes, left to spend.
         nodes_left, all_left = [self.max_nodes], [MAX_NODES]
         tails = [0.0, 0.0]  # the truncation bound, the reach
-        if self.max_nodes < MAX_NODES and bend == 0 and not self._prunes:
-            # Numeric MGF terms: refuse at once if the integrand's envelope has not decayed where a quarter of
-            # the budget ends -- the first two levels and the usual third (twice the second's nodes) would
-            # exceed it (half of it for a sum of at most two levels).
-            far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
-            if self._node_log_integrand(far, epsilon)[1][0] - psi > math.log(1e-18):
-                raise self._no_decay(epsilon)
+        # On a vertical line with costly (numeric) nodes the chunks' eps-free parts are kept (_line_chunks).
+        chunks = self._line_chunks(c) if self._eps_free_nodes and self.max_nodes < MAX_NODES and bend == 0 else None
+        base = psi + c * epsilon  # log M(c) - log c - log(1 + c): Psi(c) without its eps term
+
+        def relative_nodes(s: np.ndarray) -> tuple:
+            """(log f, log E, log D) at the nodes ``s``, each minus psi (log D None if no node is left out)."""
+            if chunks is None:
+                log_f, log_envelope, log_skipped = self._node_log_integrand(s, epsilon, psi)
+                return log_f - psi, log_envelope - psi, None if log_skipped is None else log_skipped - psi
+            key = (float(s.imag[0]), float(s.imag[-1]), s.size)
+            if key not in chunks:  # at eps = 0 the integrand is M(s) / (s (s + 1)); the floor is the same
+                density = 2 ** min(halvings, 2)  # the first level: its usual halvings' nodes too, in one batch
+                while density > 1 and (s.size + PREFETCH_BEYOND) * density > NUMERIC_CHUNK:
+                    density //= 2
+                if density > 1 and s.size > 1 and s.imag[1] - s.imag[0] == step:
+                    count = (s.size + PREFETCH_BEYOND) * density
+                    self._prefetch(c + 1j * (s.imag[0] - step + step / density * np.arange(1, count + 1)))
+                log_f, log_envelope, log_skipped = self._node_log_integrand(s, 0.0, base)
+                chunks[key] = (log_f - base, log_envelope - base, None if log_skipped is None else log_skipped - base)
+            free_f, free_envelope, free_skipped = chunks[key]
+            # e^{-s eps} / e^{psi} = e^{-i Im(s) eps} / e^{base}
+            return free_f - 1j * s.imag * epsilon, free_envelope, free_skipped
+
+        # Numeric MGF terms: refuse early if the integrand's envelope has not decayed where a quarter of the
+        # budget ends -- the first two levels and the usual third (twice the second's nodes) would exceed it
+        # (half of it for a sum of at most two levels).  Checked once the first level has spent FAR_CHECK_SHARE
+        # of the budget if that is at most FAR_CHECK_NODES (and it has not ended by then: where it ends, the
+        # envelope has decayed, and the halvings' cost is predicted from their changes, _halvings_cost), at
+        # once under a larger budget.  A sum given a ``reach`` (the check of a line whose sum ended there) is
+        # not checked.
+        far_check = [self.max_nodes < MAX_NODES and bend == 0 and not self._prunes and reach == 0]
+        far_after = FAR_CHECK_SHARE * self.max_nodes if FAR_CHECK_SHARE * self.max_nodes <= FAR_CHECK_NODES else 0
+
+        def check_far(upcoming: int) -> None:
+            spent = self.max_nodes - nodes_left[0] + upcoming
+            if far_check[0] and spent > far_after:
+                far_check[0] = False
+                far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
+                if relative_nodes(far)[1][0] > math.log(1e-18):
+                    raise self._no_decay(epsilon)
 
         def node_sum(h: float, first: int, stride: int) -> np.ndarray:
             """sums of Re[f s'/i], Re[s f s'/i] and |Re[f s'/i]| over u = j h, j = first, first + stride, ...,
             until the envelope's bound on the rest of the sum (TAIL_RTOL) is negligible."""
             total, start, chunk = np.zeros(3), first, first_chunk
+            if tails[1] > 0:  # a halving: its first chunk reaches as far as the levels before (PREFETCH_BEYOND)
+                chunk = min(NODE_CHUNK, max(chunk, int((tails[1] + PREFETCH_BEYOND * step - h * first)
+                                                       // (h * stride)) + 1))
             while True:
                 budget.check(f"summing the contour integral for eps = {epsilon:.6g}")
                 chunk = min(chunk, all_left[0], MAX_NODES if self._prunes else nodes_left[0])
                 if chunk <= 0:
                     raise self._no_decay(epsilon)
                 all_left[0] -= chunk
+                check_far(chunk)
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
-                log_f, log_envelope, log_skipped = self._node_log_integrand(s, epsilon, psi)
+                log_f, log_envelope, log_skipped = relative_nodes(s)
                 if log_skipped is None:
                     nodes_left[0] -= chunk
                 else:  # nodes left out: at most their bound each
                     nodes_left[0] -= int(np.count_nonzero(np.isneginf(log_skipped)))
-                    tails[0] += float(np.sum(np.exp(log_skipped - psi)))
+                    tails[0] += float(np.sum(np.exp(log_skipped)))
                 if nodes_left[0] < 0:
                     raise self._no_decay(epsilon)
-                terms = np.exp(log_f - psi) * (1 + 2j * bend * (root - width) * u / root)
+                terms = np.exp(log_f)
+                if bend:
+                    terms *= 1 + 2j * bend * (root - width) * u / root
                 total += [terms.real.sum(), (s * terms).real.sum(), np.abs(terms.real).sum()]
                 start += stride * chunk
                 # Beyond the last node u_n the envelope E(u) >= |f(u)| is taken non-increasing and |s (s + 1)|
                 # grows like u^2, so the nodes left (spacing H = h stride) sum to at most E(u_n) u_n / H.
-                tail = float(np.max(np.exp(log_envelope[-8:] - psi) * np.abs(s[-8:]))) / (h * stride)
+                tail = float(np.max(np.exp(log_envelope[-8:]) * np.abs(s[-8:]))) / (h * stride)
                 if tail < TAIL_RTOL * max(abs(total[0]), 1e-300):
                     tails[0] += tail
                     tails[1] = max(tails[1], float(u[-1]))
@@ -395,6 +565,7 @@ class _SaddlePointContour:
 
         # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
         total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5]
+        far_check[0] = False
         estimate, change = total[0] * step / math.pi, math.inf
         if not done(estimate, change, abs(total[2] / total[0])):
             for _ in range(halvings):
@@ -541,6 +712,8 @@ class _SaddlePointContour:
 class ContourInversion(_SaddlePointContour):
     """The vertical contour Re s = c* for compositions whose atoms carry negligible mass."""
 
+    _eps_free_nodes = True
+
     def __init__(self, loss: ComposedLoss, numeric_nodes: int | None = None):
         if not loss.analytic:
             raise UnsupportedCompositionError(
@@ -554,11 +727,41 @@ class ContourInversion(_SaddlePointContour):
                 "the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss, numeric_nodes)
         self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
+        #: eps -> (chernoff_bound(eps), whether from the saddle), the latest CACHED_LINES
+        self._chernoff: dict[float, tuple[float, bool]] = {}
         self._parts = _mgf_parts(loss)
         self._prunes = bool(self._parts[2])
         finite = {term for term, _ in self._parts[2]}
         self._unshifted = ComposedLoss({term: count for term, count in loss.evaluation_terms.items()
                                         if term not in finite})
+
+    def chernoff_bound(self, epsilon: float, target: float | None = None) -> float:
+        """An upper bound on delta(eps) from the MGF on the real axis alone, no contour sum: the mass at
+        +infinity plus M(c) e^{-c eps} / (1 + c) = c e^{Psi(c)} (Chernoff: (1 - e^{eps - x})_+ <=
+        e^{c (x - eps)} / (1 + c) for every x and c > 0), raised by the node values' rounding
+        (:meth:`_rounding`, which counts numeric MGF terms' relative error), at the saddle c -- or, given a
+        ``target``, at the first of the saddle search's iterates where it is at most ``target``."""
+
+        def bound_at(c: float, psi: float) -> float:
+            log_bound = math.log(c) + psi + ROUNDING_FACTOR * self._rounding(c, psi, epsilon)
+            return self.inf_mass + (math.exp(log_bound) if log_bound < LOG_HUGE else math.inf)
+
+        known, searched = self._chernoff.get(epsilon, (math.inf, False))
+        if searched or (target is not None and known <= target):
+            return known
+        enough = None if target is None else (lambda c, psi: bound_at(c, psi) <= target)
+        try:
+            found = None if epsilon >= self.loss.loss_max else self.saddle(epsilon, enough)
+        except budget.BudgetExceededError:
+            raise
+        except AccuracyError:  # no saddle point found: no bound from here
+            return math.inf
+        # (None: c e^{Psi(c)} is below the smallest double somewhere)
+        bound = self.inf_mass if found is None else bound_at(found[0], found[1])
+        self._chernoff[epsilon] = (bound, target is None or bound > target)
+        while len(self._chernoff) > CACHED_LINES:
+            del self._chernoff[next(iter(self._chernoff))]
+        return bound
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) = log phi(-is) of the composed finite part (complex s); the finite terms by
@@ -619,6 +822,14 @@ class ContourInversion(_SaddlePointContour):
             return log_m, log_bound, None
         log_m[~kept] = -np.inf
         return log_m, log_bound, np.where(kept, -np.inf, running)
+
+    def _prefetch(self, s: np.ndarray) -> None:
+        """The numeric terms' log M at the nodes ``s`` of one vertical line, kept (:meth:`_numeric_term`): a
+        trapezoid's first level asks for the nodes of its next halvings too, since a lattice's sums cost
+        about as much for all of its points as for a few (:func:`afa.noise_pair.fourier_sums`)."""
+        offset = len(self._parts[2])
+        for index, (term, _) in enumerate(self._parts[3]):
+            self._numeric_term(offset + index, term, s)
 
     def _numeric_term(self, index: int, term, s: np.ndarray) -> np.ndarray:
         """log M of one numeric term at ``s``, kept per vertical line (CACHED_LINES of them) and height."""

@@ -64,6 +64,9 @@ MAX_MIXTURE_ATOMS = 100_000
 CLOSED_FORM_EPSILON_RTOL = 1e-8
 #: Iterations of the eps(delta) Newton solver (bisection steps included).
 MAX_NEWTON_EPSILON = 100
+#: eps(delta) answers the contour, quadrature and closed-form engines keep (each serves one direction of one
+#: composition, and their answers do not depend on the options active at query time).
+KEPT_ANSWERS = 32
 
 
 class Engine(abc.ABC):
@@ -573,6 +576,8 @@ class ClosedFormEngine(Engine):
         self.delta_and_error = delta_and_error
         self.inf_mass = loss.inf_mass
         self.epsilon_scale = loss_epsilon_scale(loss)
+        #: delta -> (estimate, lower, upper) of the latest KEPT_ANSWERS eps(delta) queries answered
+        self._answers: collections.OrderedDict[float, tuple[float, float, float]] = collections.OrderedDict()
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, errors) of the closed form at ``epsilons``, as float arrays."""
@@ -583,7 +588,7 @@ class ClosedFormEngine(Engine):
         """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error.
 
         Where the values never reach ``delta``, (inf, 0, inf), or (inf, inf, inf) if values - errors never
-        reach it either.
+        reach it either.  The latest KEPT_ANSWERS answers are kept (a repeated query is not solved again).
 
         Raises
         ------
@@ -591,6 +596,15 @@ class ClosedFormEngine(Engine):
             The bracket is wider than CLOSED_FORM_EPSILON_RTOL * max(1, |estimate|): ``delta`` is below what
             the closed form's error resolves.
         """
+        if delta in self._answers:
+            self._answers.move_to_end(delta)
+            return self._answers[delta]
+        answer = self._solve(delta)
+        _remember(self._answers, delta, answer, KEPT_ANSWERS)
+        return answer
+
+    def _solve(self, delta: float) -> tuple[float, float, float]:
+        """:meth:`epsilon_bracket` without its kept answers."""
         def value(eps: float) -> float:
             return float(self.delta(np.array([eps]))[0][0])
 
@@ -1130,6 +1144,8 @@ class _InversionEngine(Engine):
         self.loss = loss
         self.inversion = self.inversion_class(loss, **options)
         self.inf_mass = loss.inf_mass
+        #: delta -> (epsilon, lower, upper) of the latest KEPT_ANSWERS eps(delta) queries answered
+        self._answers: collections.OrderedDict[float, tuple[float, float, float]] = collections.OrderedDict()
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.inversion.delta(epsilons)
@@ -1158,12 +1174,24 @@ class _InversionEngine(Engine):
         (inf, inf, inf) when ``delta`` is at most the mass at +infinity; (inf, lower, inf) when the estimate
         never reaches ``delta``.
 
+        An answer is kept (the latest KEPT_ANSWERS of them): the engine serves one fixed composition, so
+        asking again for the same ``delta`` returns it without solving again.
+
         Raises
         ------
         AccuracyError
             ``delta`` below RESOLUTION_FACTOR times the engine's absolute error (the message names the
             methods to use instead), or the inversion refused.
         """
+        if delta in self._answers:
+            self._answers.move_to_end(delta)
+            return self._answers[delta]
+        answer = self._solve(delta)
+        _remember(self._answers, delta, answer, KEPT_ANSWERS)
+        return answer
+
+    def _solve(self, delta: float) -> tuple[float, float, float]:
+        """:meth:`epsilon_bracket` without its kept answers."""
         self._check_query(delta)
         if delta <= self.inf_mass:
             return math.inf, math.inf, math.inf
@@ -1276,6 +1304,41 @@ class ContourEngine(_InversionEngine):
             (:class:`afa.contour.NodeBudgetError` when it needs more nodes than its budget).
         """
         return self.inversion.delta(epsilons, verify=True)
+
+    def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
+        """With a ``target``, first the Chernoff bound from the MGF on the real axis
+        (:meth:`afa.contour.ContourInversion.chernoff_bound`: no contour sum); where that is not below
+        ``target`` (or without one), the checked contour values plus their errors."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        if target is not None:
+            bounds = self.chernoff_delta(epsilons, target)
+            if np.all(bounds <= target):
+                return bounds
+        return super().upper_delta(epsilons, target)
+
+    def chernoff_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
+        """Upper bounds on delta at ``epsilons`` from the MGF on the real axis alone, without a contour sum
+        (:meth:`afa.contour.ContourInversion.chernoff_bound`; +inf where the inversion has none): loose,
+        but cheap, for a direction that only has to be shown below another.
+
+        Parameters
+        ----------
+        epsilons : ndarray
+            Finite real numbers.
+        target : float or None
+            If given, a bound at most ``target`` is returned as soon as one is found (the saddle search
+            stops early); otherwise the bound at the saddle point.
+
+        Returns
+        -------
+        ndarray
+            The bounds, of ``epsilons``' shape.
+        """
+        epsilons = np.asarray(epsilons, dtype=float)
+        bound = getattr(self.inversion, "chernoff_bound", None)
+        if bound is None:
+            return np.full(epsilons.shape, math.inf)
+        return np.array([bound(float(epsilon), target) for epsilon in epsilons.ravel()]).reshape(epsilons.shape)
 
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
         """(delta, absolute error, -d delta / d eps) from one contour sum (unchecked: Newton's iterates; the

@@ -1,53 +1,192 @@
-"""Time to eps(delta) of one Poisson-subsampled Gaussian composed k times, on a fresh accountant.
+"""Time to eps(delta) and delta(eps) of one Poisson-subsampled Gaussian composed k times.
 
-The acceptance point of the subsampling issue: <= 100 ms per eps(delta) (both directions) for any step
-count.  Grid: q in {0.01, 0.001}, sigma in {0.8, 1, 2}, k in {1, 2, 5, 10, 50, 100, 300, 1000, 3000,
-10 000, 100 000}, delta = 1e-5, plus the two near-atom rows (sigma 0.8, q 0.001, k 100, delta 1e-5;
-sigma 2, q 0.001, k 1000, delta 1e-6).  Each call builds a new accountant with afa's per-mechanism caches cleared
-(cold: the
-losses and loss tails are rebuilt too); the one-time per-process set-up is excluded by a warm-up call.
-Reported: median wall and CPU (process) time of REPEATS calls, the method 'auto' chose, eps and its
-[lower, upper] and relative width.  CPU time is the steadier figure on a shared machine (but counts
-every BLAS thread; OPENBLAS_NUM_THREADS=1 makes it the single-core time).
+The acceptance points of the subsampling issues: <= 100 ms per eps(delta) (both directions) for any step
+count, and <= 20 ms for few steps (k <= 300).  Grid: q in {0.01, 0.001}, sigma in {0.8, 1, 2}, k in {1, 2, 5,
+10, 50, 100, 300, 1000, 3000, 10 000, 100 000}, delta = 1e-5, plus the two near-atom rows (sigma 0.8, q 0.001,
+k 100, delta 1e-5; sigma 2, q 0.001, k 1000, delta 1e-6).
 
-Run: PYTHONPATH=. python benchmarks/bench_small_k.py  (about 10 s on 2 cores).
+Each row is timed four ways, each the median of REPEATS calls (a single call when the first one takes longer
+than SINGLE_SHOT seconds):
+
+* eps(delta) cold: a new accountant with afa's per-mechanism caches cleared (the losses and loss tails are
+  rebuilt too), then ``epsilon_result(delta)``;
+* eps(delta) again: the same query repeated on that accountant;
+* delta(eps) cold and again: ``delta_result(eps)`` likewise, at the eps the first query answered (so delta
+  comes out near the row's delta).
+
+The one-time per-process set-up is excluded by a warm-up call.  Reported: wall and CPU (process) time; CPU
+time is the steadier figure on a shared machine (but counts every BLAS thread; OPENBLAS_NUM_THREADS=1 makes
+it the single-core time), the method 'auto' chose, eps and its [lower, upper].
+
+``--before PATH`` times the same rows with the afa found at PATH (a worktree of an earlier commit, e.g.
+``git worktree add --detach ../afa-before <commit>``) in the same run: each version runs in its own worker
+process, and the two take turns row by row, so that the machine's load drifts over both alike.
+
+Run: PYTHONPATH=. python benchmarks/bench_small_k.py [--max-count 300] [--before PATH] [--markdown]
+(the whole grid takes minutes on 2 cores; --max-count 300 keeps the few-step rows).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
-
-from timing import clear_afa_caches, machine_note
-
-import afa
+from pathlib import Path
 
 REPEATS = 5
+#: A call slower than this (seconds) is timed once.
+SINGLE_SHOT = 1.0
 CASES = ([(sigma, q, k, 1e-5) for q in (0.01, 0.001) for sigma in (0.8, 1.0, 2.0)
           for k in (1, 2, 5, 10, 50, 100, 300, 1000, 3000, 10_000, 100_000)]
          + [(0.8, 0.001, 100, 1e-5), (2.0, 0.001, 1000, 1e-6)])
+HERE = Path(__file__).resolve().parent
 
 
-def cold_epsilon(sigma: float, q: float, count: int, delta: float) -> tuple[float, float, afa.Result]:
-    """(wall seconds, CPU seconds, result) of eps(delta) on a fresh accountant with cold caches."""
-    clear_afa_caches()
+def _timed(call) -> tuple[float, float, object]:
     wall, cpu = time.perf_counter(), time.process_time()
-    result = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count).epsilon_result(delta)
+    result = call()
     return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
+def _medians(calls) -> tuple[float, float, object]:
+    """(median wall, median CPU, last result) of up to REPEATS calls of the callables ``calls`` yields."""
+    runs = []
+    for call in calls:
+        runs.append(_timed(call))
+        if runs[0][0] > SINGLE_SHOT or len(runs) == REPEATS:
+            break
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), runs[-1][2]
+
+
+def measure(sigma: float, q: float, count: int, delta: float) -> dict:
+    """The four timings of one row (in this process's afa)."""
+    from timing import clear_afa_caches
+
+    import afa
+
+    def fresh():
+        clear_afa_caches()
+        return afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
+
+    accountants: list = []
+
+    def cold_epsilon():
+        accountants.append(fresh())
+        return accountants[-1].epsilon_result(delta)
+
+    row: dict = {}
+    wall, cpu, result = _medians(cold_epsilon for _ in range(REPEATS))
+    row["eps cold"] = (wall, cpu)
+    row["eps"] = (result.value, result.lower, result.upper, result.method)
+    last = accountants[-1]
+    wall, cpu, _ = _medians((lambda: last.epsilon_result(delta)) for _ in range(REPEATS))
+    row["eps again"] = (wall, cpu)
+    epsilon = result.value
+    accountants.clear()
+
+    def cold_delta():
+        accountants.append(fresh())
+        return accountants[-1].delta_result(epsilon)
+
+    wall, cpu, answer = _medians(cold_delta for _ in range(REPEATS))
+    row["delta cold"] = (wall, cpu)
+    row["delta"] = (answer.value, answer.lower, answer.upper, answer.method)
+    last = accountants[-1]
+    wall, cpu, _ = _medians((lambda: last.delta_result(epsilon)) for _ in range(REPEATS))
+    row["delta again"] = (wall, cpu)
+    return row
+
+
+def worker() -> None:
+    """Answer rows read from stdin (JSON [sigma, q, k, delta] a line) with JSON timings, one line each."""
+    import afa
+
+    sys.stdout.write(json.dumps({"afa": afa.__file__}) + "\n")
+    sys.stdout.flush()
+    measure(1.0, 0.01, 3, 1e-5)  # warm-up
+    for line in sys.stdin:
+        sigma, q, count, delta = json.loads(line)
+        sys.stdout.write(json.dumps(measure(sigma, q, int(count), delta)) + "\n")
+        sys.stdout.flush()
+
+
+class Worker:
+    """A worker process importing afa from ``path`` (prepended to PYTHONPATH)."""
+
+    def __init__(self, path: str):
+        environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), path, os.environ.get("PYTHONPATH", "")]))
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"], cwd=path,
+                                        env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.origin = json.loads(self.process.stdout.readline())["afa"]
+
+    def measure(self, case) -> dict:
+        self.process.stdin.write(json.dumps(case) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def _ms(seconds: float) -> str:
+    return f"{1e3 * seconds:.1f}" if seconds < 10 else f"{seconds:.1f} s"
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--max-count", type=int, default=None, help="only rows with k at most this")
+    parser.add_argument("--before", default=None, help="a directory holding the afa to compare against")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    arguments = parser.parse_args()
+    if arguments.worker:
+        worker()
+        return
+    sys.path.insert(0, str(HERE))
+    from timing import machine_note
+
     print(machine_note(()))
-    cold_epsilon(1.0, 0.01, 3, 1e-5)  # warm-up
-    print(f"{'sigma':>5} {'q':>6} {'k':>5} {'delta':>6} {'wall ms':>8} {'cpu ms':>7}  {'method':8} "
-          f"{'eps':>12} {'lower':>12} {'upper':>12} {'rel. width':>10}")
-    for sigma, q, count, delta in CASES:
-        runs = [cold_epsilon(sigma, q, count, delta) for _ in range(REPEATS)]
-        wall, cpu = (statistics.median(run[i] for run in runs) for i in (0, 1))
-        result = runs[-1][2]
-        width = (result.upper - result.lower) / result.value if result.value > 0 else float("nan")
-        print(f"{sigma:5g} {q:6g} {count:5d} {delta:6.0e} {1e3 * wall:8.1f} {1e3 * cpu:7.1f}  {result.method:8} "
-              f"{result.value:12.9f} {result.lower:12.9f} {result.upper:12.9f} {width:10.1e}", flush=True)
+    cases = [case for case in dict.fromkeys(CASES) if arguments.max_count is None or case[2] <= arguments.max_count]
+    after = Worker(str(HERE.parent))
+    before = Worker(arguments.before) if arguments.before else None
+    print(f"after: {after.origin}" + (f"; before: {before.origin}" if before else ""))
+    kinds = ("eps cold", "eps again", "delta cold", "delta again")
+    if arguments.markdown:
+        columns = [f"{kind} (ms, wall / CPU)" for kind in kinds]
+        print("| σ | q | k | δ | " + " | ".join(columns) + " | method | ε [lower, upper] |")
+        print("|---" * (6 + len(columns)) + "|")
+    else:
+        print(f"{'sigma':>5} {'q':>6} {'k':>5} {'delta':>6}  " + "  ".join(f"{kind + ' ms':>24}" for kind in kinds)
+              + f"  {'method':8} {'eps':>12} {'lower':>12} {'upper':>12}")
+    for case in cases:
+        rows = {"after": after.measure(case)}
+        if before is not None:
+            rows["before"] = before.measure(case)
+        new = rows["after"]
+        cells = []
+        for kind in kinds:
+            wall, cpu = new[kind]
+            cell = f"{_ms(wall)} / {_ms(cpu)}"
+            if before is not None:
+                old_wall, old_cpu = rows["before"][kind]
+                cell = f"{_ms(old_wall)} / {_ms(old_cpu)} → {cell} (×{old_cpu / cpu:.2g})"
+            cells.append(cell)
+        value, lower, upper, method = new["eps"]
+        sigma, q, count, delta = case
+        if arguments.markdown:
+            print(f"| {sigma:g} | {q:g} | {count} | {delta:.0e} | " + " | ".join(cells)
+                  + f" | {method} | {value:.9g} [{lower:.9g}, {upper:.9g}] |", flush=True)
+        else:
+            print(f"{sigma:5g} {q:6g} {count:5d} {delta:6.0e}  " + "  ".join(f"{cell:>24}" for cell in cells)
+                  + f"  {method:8} {value:12.9f} {lower:12.9f} {upper:12.9f}", flush=True)
+    after.close()
+    if before is not None:
+        before.close()
 
 
 if __name__ == "__main__":

@@ -317,8 +317,11 @@ def test_snapped_line_measures_its_own_curvature():
     inversion = ContourInversion(acc._composed(0))
     epsilon = 0.0904089136399
     c, psi, curvature = inversion.saddle(epsilon)
-    lines = [inversion._snapped_line(c + shift, psi, curvature * factor, epsilon + ulps * 1e-17)
-             for shift, factor, ulps in ((0.0, 1.0, 0), (0.004, 0.96, 3), (-0.004, 1.04, -5))]
+    # The search's c moves by up to 0.004, less where c is that close to where its snapping rounds the other way.
+    grain = 2.0 ** math.floor(math.log2(0.1 / math.sqrt(curvature)))
+    shift = min(0.004, 0.5 * grain * abs((c / grain) % 1 - 0.5))
+    lines = [inversion._snapped_line(c + move, psi, curvature * factor, epsilon + ulps * 1e-17)
+             for move, factor, ulps in ((0.0, 1.0, 0), (shift, 0.96, 3), (-shift, 1.04, -5))]
     line, line_psi, line_curvature = lines[0]
     for other in lines[1:]:
         assert other[0] == line and other[1:] == pytest.approx((line_psi, line_curvature), rel=1e-9)

@@ -1,0 +1,172 @@
+"""Few-step DP-SGD (one Poisson-subsampled Gaussian, k <= 300 steps) through the contour's query path.
+
+The eps(delta) solver keeps one snapped contour line for Newton's iterates, the line's node chunks serve
+every eps, a direction that cannot set the maximum is shown below by its Chernoff bound, and answers are
+kept per engine; none of that may move an answer outside what an independent method certifies.  References:
+afa's discretized PLD (method='pld', a second engine with proved brackets), dp_accounting's pessimistic and
+optimistic PLDs, the brute-force PLD of tests/_subsampling_reference.py (no afa code), and the Gaussian
+mechanism's closed form (Sommer, Meiser & Mohammadi 2019, Thm 5).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+from _subsampling_reference import delta_bracket_bruteforce
+from scipy.stats import norm
+
+import afa
+from afa.composition import ComposedLoss
+from afa.contour import ContourInversion
+from afa.engines import ContourEngine
+
+DELTA = 1e-5
+#: The rows of benchmarks/bench_small_k.py with k <= 300 that the contour answers (the others need a loss
+#: that is not piled up near one value: 'auto' answers them from the PLD).
+CONTOUR_ROWS = [(sigma, 0.01, count) for count in (100, 300) for sigma in (0.8, 1.0, 2.0)]
+#: Every row of benchmarks/bench_small_k.py with k <= 300.
+ALL_ROWS = ([(sigma, q, count) for q in (0.01, 0.001) for sigma in (0.8, 1.0, 2.0)
+             for count in (1, 2, 5, 10, 50, 100, 300)])
+
+
+def accountant(sigma: float, q: float, count: int) -> afa.Accountant:
+    return afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
+
+
+def overlaps(result: afa.Result, reference: afa.Result) -> bool:
+    """Whether two brackets that should both hold the truth share a point."""
+    return bool(result.lower <= reference.upper and reference.lower <= result.upper)
+
+
+@pytest.mark.parametrize("sigma, q, count", CONTOUR_ROWS)
+def test_contour_rows_inside_the_pld_bracket(sigma, q, count):
+    """eps(delta) and delta(eps) (at the answer and 20 % above it), both directions' maximum: the contour's
+    value lies in the certified PLD bracket and its own bracket meets it."""
+    result = accountant(sigma, q, count).epsilon_result(DELTA)
+    assert result.method == "contour" and result.lower <= result.value <= result.upper
+    assert result.upper - result.lower <= 1e-9 * result.value
+    reference = accountant(sigma, q, count).epsilon_result(DELTA, method="pld")
+    assert reference.certified and reference.lower <= result.value <= reference.upper, (result, reference)
+    assert overlaps(result, reference)
+    for epsilon in (result.value, 1.2 * result.value):
+        delta = accountant(sigma, q, count).delta_result(epsilon)
+        pld = accountant(sigma, q, count).delta_result(epsilon, method="pld")
+        assert delta.method == "contour" and delta.lower <= delta.value <= delta.upper
+        assert pld.lower <= delta.value <= pld.upper and overlaps(delta, pld), (epsilon, delta, pld)
+
+
+def test_delta_at_the_answer_is_the_target():
+    """delta(eps(delta)) comes back to delta within their stated errors, on one accountant and on a fresh one
+    (the second direction then shown below by its Chernoff bound), and matches the brute-force bracket."""
+    acc = accountant(1.0, 0.01, 100)
+    result = acc.epsilon_result(DELTA)
+    for query in (acc, accountant(1.0, 0.01, 100)):
+        at_upper, at_lower = query.delta_result(result.upper), query.delta_result(result.lower)
+        assert at_upper.lower <= DELTA <= at_lower.upper
+        assert at_upper.value == pytest.approx(DELTA, rel=1e-10)
+    lower, upper = delta_bracket_bruteforce(np.array([result.value]), 100, "gaussian", 1.0, 0.01,
+                                            relation="add_remove", grid=1e-4)
+    assert lower[0] <= DELTA * (1 + 1e-9) and DELTA * (1 - 1e-9) <= upper[0]
+
+
+def test_skipped_direction_leaves_the_maximum_as_both_directions_give_it():
+    """delta_result for both directions equals the larger of the two directions asked one at a time (each
+    evaluated by its own contour sums), value, bounds and error; and the direction shown below by its
+    Chernoff bound is indeed below: the brute-force bracket of the add direction alone."""
+    epsilon = 0.718
+    both = accountant(1.0, 0.01, 100).delta_result(epsilon)
+    remove = accountant(1.0, 0.01, 100).delta_result(epsilon, direction="remove")
+    add = accountant(1.0, 0.01, 100).delta_result(epsilon, direction="add")
+    assert add.upper < remove.lower
+    assert (both.value, both.lower, both.upper, both.error) == (remove.value, remove.lower, remove.upper, remove.error)
+    engine = ContourEngine(accountant(1.0, 0.01, 100)._composed(1))
+    bound = engine.chernoff_delta(np.array([epsilon]))[0]
+    _, upper = delta_bracket_bruteforce(np.array([epsilon]), 100, "gaussian", 1.0, 0.01, relation="add", grid=1e-4)
+    assert add.value <= bound and bound < remove.lower and upper[0] < remove.lower
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 2.5])
+def test_chernoff_bound_above_the_gaussian_closed_form(epsilon):
+    """The Chernoff bound M(c) e^{-c eps} / (1 + c) at the saddle is an upper bound on delta: against the
+    Gaussian mechanism's closed form (mu = 1: loss N(1/2, 1)), and not far above it (within c sqrt(2 pi Psi''),
+    the saddle-point ratio)."""
+    remove, _ = afa.Gaussian(sigma=1.0).privacy_losses()
+    inversion = ContourInversion(ComposedLoss({remove: 1}))
+    exact = norm.cdf(0.5 - epsilon) - math.exp(epsilon) * norm.cdf(-0.5 - epsilon)
+    c, _, curvature = inversion.saddle(epsilon)
+    bound = inversion.chernoff_bound(epsilon)
+    assert exact <= bound <= 2 * c * math.sqrt(2 * math.pi * curvature) * exact
+
+
+def test_chernoff_bound_of_a_subsampled_direction_above_the_bruteforce_bracket():
+    """The add direction of q = 0.01, sigma = 1, k = 100 at eps where it is not negligible: the bound is at
+    least the brute-force PLD's certified lower bound."""
+    engine = ContourEngine(accountant(1.0, 0.01, 100)._composed(1))
+    epsilons = np.array([0.05, 0.2])
+    bounds = engine.chernoff_delta(epsilons)
+    lower, _ = delta_bracket_bruteforce(epsilons, 100, "gaussian", 1.0, 0.01, relation="add", grid=1e-4)
+    assert np.all(lower <= bounds) and np.all(bounds < 1)
+
+
+def test_repeated_query_returns_the_first_answer():
+    """An engine keeps its eps(delta) answers: asking again gives the same numbers (and a fresh accountant's
+    bracket meets them)."""
+    acc = accountant(2.0, 0.01, 300)
+    first, again = acc.epsilon_result(DELTA), acc.epsilon_result(DELTA)
+    assert (first.value, first.lower, first.upper) == (again.value, again.lower, again.upper)
+    assert overlaps(first, accountant(2.0, 0.01, 300).epsilon_result(DELTA))
+    other = acc.epsilon_result(2 * DELTA)
+    assert other.upper < first.lower
+
+
+def test_kept_line_serves_newtons_iterates():
+    """Newton's iterates after its first step reuse the first snapped line: delta there agrees with a fresh
+    inversion that goes through each eps's own saddle, within the two stated errors."""
+    loss = accountant(1.0, 0.01, 100)._composed(0)
+    kept = ContourInversion(loss)
+    kept.delta_and_slope(0.6)
+    for epsilon in (0.68, 0.718, 0.75):
+        assert kept._kept_line(epsilon) is not None
+        value, error, _ = kept.delta_and_slope(epsilon)
+        reference, reference_error, _ = ContourInversion(loss).delta_and_slope(epsilon)
+        assert abs(value - reference) <= error + reference_error
+        kept.verify(epsilon)  # the second line agrees too
+    assert kept._kept_line(2.0) is None  # far from the line's saddle: a new line
+
+
+def dp_accounting_bracket(sigma: float, q: float, count: int) -> tuple[float, float]:
+    """(optimistic, pessimistic) eps(DELTA) from dp_accounting's PLDs (grid 1e-4)."""
+    pld_module = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # dp_accounting warns about the optimistic estimate's algorithm
+    try:
+        sides = []
+        for pessimistic in (False, True):
+            pld = pld_module.from_gaussian_mechanism(sigma, pessimistic_estimate=pessimistic, sampling_prob=q,
+                                                     value_discretization_interval=1e-4,
+                                                     use_connect_dots=pessimistic).self_compose(count)
+            sides.append(pld.get_epsilon_for_delta(DELTA))
+    finally:
+        root.setLevel(level)
+    return sides[0], sides[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma, q, count", ALL_ROWS)
+def test_every_few_step_row_inside_the_reference_brackets(sigma, q, count):
+    """Every k <= 300 row of benchmarks/bench_small_k.py, whichever method 'auto' picks: eps(delta) inside
+    dp_accounting's optimistic/pessimistic bracket and afa's PLD bracket, and delta(eps) at the answer
+    inside the PLD's delta bracket."""
+    result = accountant(sigma, q, count).epsilon_result(DELTA)
+    optimistic, pessimistic = dp_accounting_bracket(sigma, q, count)
+    assert optimistic <= result.value <= pessimistic, (result, optimistic, pessimistic)
+    assert result.lower <= pessimistic and optimistic <= result.upper
+    reference = accountant(sigma, q, count).epsilon_result(DELTA, method="pld")
+    assert reference.lower <= result.value <= reference.upper and overlaps(result, reference)
+    delta = accountant(sigma, q, count).delta_result(result.value)
+    pld = accountant(sigma, q, count).delta_result(result.value, method="pld")
+    assert pld.lower <= delta.value <= pld.upper and overlaps(delta, pld)
