@@ -596,12 +596,7 @@ class ClosedFormEngine(Engine):
             The bracket is wider than CLOSED_FORM_EPSILON_RTOL * max(1, |estimate|): ``delta`` is below what
             the closed form's error resolves.
         """
-        if delta in self._answers:
-            self._answers.move_to_end(delta)
-            return self._answers[delta]
-        answer = self._solve(delta)
-        _remember(self._answers, delta, answer, KEPT_ANSWERS)
-        return answer
+        return _kept_or_solved(self._answers, delta, self._solve)
 
     def _solve(self, delta: float) -> tuple[float, float, float]:
         """:meth:`epsilon_bracket` without its kept answers."""
@@ -1114,6 +1109,17 @@ def _merge_gaussians(terms: list[tuple[LossTails, int]], interval: float,
     return others, (mu * (1 + margin), mu * (1 - margin), uses)
 
 
+def _kept_or_solved(answers: collections.OrderedDict, delta: float,
+                    solve: Callable[[float], tuple[float, float, float]]) -> tuple[float, float, float]:
+    """The kept answer for ``delta`` if there is one, else ``solve(delta)``, kept (the latest KEPT_ANSWERS)."""
+    if delta in answers:
+        answers.move_to_end(delta)
+        return answers[delta]
+    answer = solve(delta)
+    _remember(answers, delta, answer, KEPT_ANSWERS)
+    return answer
+
+
 def _remember(cache: collections.OrderedDict, key, value, size: int) -> None:
     """Store ``value`` under ``key``, forgetting the least recently used entries beyond ``size``."""
     cache[key] = value
@@ -1183,12 +1189,7 @@ class _InversionEngine(Engine):
             ``delta`` below RESOLUTION_FACTOR times the engine's absolute error (the message names the
             methods to use instead), or the inversion refused.
         """
-        if delta in self._answers:
-            self._answers.move_to_end(delta)
-            return self._answers[delta]
-        answer = self._solve(delta)
-        _remember(self._answers, delta, answer, KEPT_ANSWERS)
-        return answer
+        return _kept_or_solved(self._answers, delta, self._solve)
 
     def _solve(self, delta: float) -> tuple[float, float, float]:
         """:meth:`epsilon_bracket` without its kept answers."""
