@@ -51,13 +51,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 from . import _validation as check
 from . import budget
 from . import options as settings
 from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import binomial_log_pmf, log_characteristic, normalize
+from ._accurate import binomial_log_pmf, log_characteristic, log_sum_exp, normalize
 from .results import AccuracyError, UnsupportedCompositionError
 from .two_factor import TwoFactorSum
 
@@ -70,6 +70,17 @@ def _max_atoms() -> int:
 def _max_pairs() -> int:
     """The most atom pairs one convolution may form (the active :class:`afa.ExactOptions`)."""
     return settings.current().exact.max_pairs
+
+
+def _logsumexp(values: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """log sum exp(values) over ``axis`` (None: all; -inf where every value is -inf), in plain numpy (scipy's
+    logsumexp costs about 0.4 ms a call in its array-API dispatch, which the searches here repeat)."""
+    values = np.asarray(values, dtype=float)
+    values = values.ravel() if axis is None else np.moveaxis(values, axis, 0)
+    if values.shape[0] == 0:
+        return np.full(values.shape[1:], -np.inf)[()]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return log_sum_exp(values)
 
 
 #: Unit roundoff of float64.
@@ -181,7 +192,7 @@ class LossAtoms:
     @property
     def log_mass(self) -> float:
         """Log of the total (finite) mass."""
-        return float(logsumexp(self.log_masses)) if self.size else -np.inf
+        return float(_logsumexp(self.log_masses)) if self.size else -np.inf
 
     @property
     def top(self) -> float:
@@ -254,6 +265,10 @@ class LossAtoms:
             return self
         if self.size == 2:
             return self._binomial_power(count, threshold, log_cutoff)
+        if self.size * count >= LATTICE_MIN_PAIRS:
+            dense = _lattice_power(self, count, threshold, log_cutoff)
+            if dense is not None:
+                return dense
         one_top = self.top
 
         def cut(exponent: int) -> float:
@@ -374,7 +389,7 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
         upper_log_masses = log_masses + (alpha + beta * np.abs(log_masses)) * PAD
         negligible = upper_log_masses < log_cutoff
         if np.any(negligible):
-            lost = float(logsumexp(upper_log_masses[negligible])) + 1e-9
+            lost = float(_logsumexp(upper_log_masses[negligible])) + 1e-9
             log_dropped = float(np.logaddexp(log_dropped, lost))
             keep = ~negligible
             losses, log_masses, loss_errors = losses[keep], log_masses[keep], loss_errors[keep]
@@ -450,7 +465,7 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
         upper = log_masses + (alpha1 + alpha2 + max(beta1, beta2) * np.abs(log_masses)) * PAD + U * 4
         light = upper < log_cutoff
         if np.any(light):
-            log_dropped = float(np.logaddexp(log_dropped, float(logsumexp(upper[light])) + 1e-9))
+            log_dropped = float(np.logaddexp(log_dropped, float(_logsumexp(upper[light])) + 1e-9))
             heavy = ~light
             i, j, log_masses = i[heavy], j[heavy], log_masses[heavy]
     if i.size > DISTINCT_SUMS * _max_atoms():
@@ -527,7 +542,7 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
         top = float(atoms.log_masses.max())
         band = np.full(n, -1, dtype=np.int64)
         band[k] = np.floor((top - atoms.log_masses) / BAND).astype(np.int64)
-        dense.append((log_w, top, band, float(logsumexp(atoms.log_masses))))
+        dense.append((log_w, top, band, float(_logsumexp(atoms.log_masses))))
     out = np.full(size, -np.inf)
     pairs_of_bands, terms = 0, min(first.size, second.size)
     with np.errstate(divide="ignore", under="ignore", over="ignore"):  # exp outside a band is discarded
@@ -545,7 +560,7 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
                 offset2 = dense[1][1] - BAND * b2
                 log_bound = offset1 + offset2 + math.log(terms)  # every output of this pair of bands is below it
                 if log_cutoff > -math.inf and log_bound < log_cutoff - 1:
-                    lost = float(logsumexp(dense[0][0][in1])) + float(logsumexp(dense[1][0][in2])) + 1e-9
+                    lost = float(_logsumexp(dense[0][0][in1])) + float(_logsumexp(dense[1][0][in2])) + 1e-9
                     log_dropped = float(np.logaddexp(log_dropped, lost))
                     continue
                 values2 = np.where(in2, np.exp(dense[1][0] - offset2), 0.0)
@@ -572,6 +587,183 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
     alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(terms)
              + U * (4 * BAND + terms + math.log(terms) + 8 + 3 * pairs_of_bands)) * PAD
     return _merged(losses, loss_errors, log_masses, alpha, beta + U * (2 + pairs_of_bands), log_cutoff, log_dropped)
+
+
+
+#: Exponent of two at which the dense power keeps each intermediate's largest value: products of two stay
+#: below 2^(2 LATTICE_EXPONENT + log2 g) < 2^1024, and values down to 2^-1022 (e^-708) keep full precision.
+LATTICE_EXPONENT = 490
+#: The dense power starts from e^(log w - top); a one-use law whose masses span more than this (nats below its
+#: largest) is composed by :func:`_lattice_convolve` instead.
+LATTICE_RANGE = 700.0
+#: Smallest positive normal double; the absolute error of any product that underflows is below it.
+SMALLEST_NORMAL = 2.0 ** -1022
+
+
+@dataclass
+class _LatticeVector:
+    """Masses on a lattice, in linear scale: mass at index ``origin + i`` is ``values[i] 2^exponent
+    e^(uses top)``, each within a relative ``rho`` of the exact power of the rounded one-use masses."""
+
+    values: np.ndarray
+    origin: int
+    exponent: int
+    uses: int
+    rho: float
+    log_dropped: float
+
+
+def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: float) -> LossAtoms | None:
+    """The ``count``-fold power of a law on a lattice l0 + step k, by binary powering of its mass vector in
+    linear scale (direct np.convolve, no logarithms between steps); None if the atoms are not on a dense
+    lattice or span more than LATTICE_RANGE nats.
+
+    Each step convolves two vectors of nonnegative values, so each output is a sum of g nonnegative products
+    and its relative error is at most (g + 1) u (any summation order), plus g 2^-1022 absolute from products
+    that underflow; the output is then rescaled by an exact power of two.  Outputs below the larger of
+    2 g 2^-1022 / u (where that absolute error would exceed u/2 relative), the smallest value that stays
+    normal after rescaling, and the mass cutoff are dropped, their mass (with its error) counted in
+    ``log_dropped``; outputs that cannot reach the threshold (given what the remaining uses add at most) are
+    cut without counting, as in :meth:`LossAtoms.power`.  Relative errors add along the powering.  The
+    one-use log-mass errors (alpha, beta) carry to the composition as count alpha + beta (|log m| +
+    (count - 1) log(size) + 2 count max(log w, 0)) (each path's product of count masses; the beta terms
+    weighted by the paths' shares, at most log(number of paths) above |log m|).
+    """
+    if atoms.size < 3:
+        return None
+    step = float(np.min(np.diff(atoms.losses)))
+    if not step > 0:
+        return None
+    found = _lattice_of(atoms, step)
+    if found is None:
+        return None
+    k, deviation = found
+    top = float(np.max(atoms.log_masses))
+    if float(np.min(atoms.log_masses)) < top - LATTICE_RANGE or not math.isfinite(top):
+        return None
+    span = int(k[-1]) + 1
+    if count * (span - 1) + 1 > 64 * _max_atoms():
+        return None
+    one_top = atoms.top
+    l0 = float(atoms.losses[0])
+    # Position of index K of the uses-fold power: uses l0 + step K, within uses (largest error + deviation) and
+    # the rounding of forming it (2 u (|uses l0| + |step K| + |loss|)).
+    position_error = float(atoms.loss_errors.max()) + deviation
+
+    def cut(uses: int) -> float:
+        return _rest_threshold(threshold, (count - uses) * one_top)
+
+    start = np.zeros(span)
+    start[k] = np.ldexp(np.exp(atoms.log_masses - top), LATTICE_EXPONENT)
+    # exp of x = log w - top (one rounding, u |x|, and exp's own, 4 u): relative u (|x| + 4) per value.
+    rho0 = U * (float(np.max(np.abs(atoms.log_masses - top))) + 4)
+    base = _LatticeVector(start, 0, -LATTICE_EXPONENT, 1, rho0, atoms.log_dropped)
+    base = _lattice_trim(base, l0, step, position_error, top, cut(1), -math.inf, 0.0)
+    result: _LatticeVector | None = None
+    remaining, exponent = count, 1
+    while remaining:
+        budget.check(f"composing {count} uses of a {atoms.size}-atom privacy loss on its lattice")
+        if remaining & 1:
+            result = base if result is None else _lattice_product(result, base, l0, step, position_error, top,
+                                                                  cut, log_cutoff)
+        remaining >>= 1
+        if remaining:
+            exponent *= 2
+            base = _lattice_product(base, base, l0, step, position_error, top, cut, log_cutoff)
+    if result is None:
+        raise ValueError(f"count must be >= 1, got {count}")
+    keep = np.flatnonzero(result.values > 0)
+    indices = result.origin + keep
+    with np.errstate(divide="ignore"):
+        log_values = np.log(result.values[keep])
+    scale = result.exponent * LN2
+    offset = count * top
+    log_masses = log_values + scale + offset
+    shifts = step * indices.astype(float)
+    losses = count * l0 + shifts
+    loss_errors = (count * position_error + 2 * U * (abs(count * l0) + np.abs(shifts) + np.abs(losses))) * PAD
+    alpha, beta = atoms.log_mass_error
+    positive = max(top, 0.0)
+    # The one-use errors (see above), the accumulated rounding rho (log(1 + rho) <= rho) and the final
+    # logarithm and sums: u |log value|, 2 u |exponent ln 2| (ln 2 and the product rounded), u |count top|
+    # and u for each of the two additions (the last one's u |log mass| is in beta).
+    log_value_size = float(np.max(np.abs(log_values))) if log_values.size else 0.0
+    new_alpha = (count * alpha + beta * ((count - 1) * math.log(atoms.size) + 2 * count * positive) + result.rho
+                 + U * (log_value_size + 2 * abs(scale) + abs(offset) + abs(scale + offset) + 4)) * PAD
+    new_beta = beta + U
+    if threshold > -math.inf:
+        keep = losses + loss_errors > threshold
+        losses, loss_errors, log_masses = losses[keep], loss_errors[keep], log_masses[keep]
+    return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, result.log_dropped)
+
+
+LN2 = math.log(2.0)
+
+
+def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error: float, top: float,
+                  cut: float, log_cutoff: float, floor: float) -> _LatticeVector:
+    """Zero the values below ``floor`` or whose mass (raised by its error) is below e^``log_cutoff``,
+    counting their mass in ``log_dropped``; drop the values whose loss cannot exceed ``cut``; trim zeros."""
+    values = vector.values
+    log_scale = vector.exponent * LN2 + vector.uses * top
+    dropped = values < floor
+    if log_cutoff > -math.inf:
+        # mass <= value 2^exponent e^(uses top) (1 + rho) (with a 1e-6 margin for the rounding of the test)
+        limit = log_cutoff - log_scale - math.log1p(vector.rho) - 1e-6
+        dropped |= values < math.exp(min(limit, 700.0))
+    dropped &= values > 0
+    log_dropped = vector.log_dropped
+    if np.any(dropped):
+        # each dropped value is within (1 + rho) of the true mass, and counts whole (with the floor's absolute
+        # error bound, at most u/2 of the floor)
+        lost = float(np.sum(values[dropped])) * (1 + 2 * vector.rho) + int(np.count_nonzero(dropped)) * floor
+        log_lost = math.log(lost) + log_scale + 1e-9 if lost > 0 else -math.inf
+        log_dropped = float(np.logaddexp(log_dropped, log_lost))
+        values = np.where(dropped, 0.0, values)
+    origin = vector.origin
+    if cut > -math.inf:
+        indices = origin + np.arange(values.size)
+        losses = vector.uses * l0 + step * indices
+        reach = losses + (vector.uses * position_error + 2 * U * (abs(vector.uses * l0) + np.abs(losses)
+                                                                   + step * np.abs(indices))) * PAD
+        values = np.where(reach > cut, values, 0.0)
+    nonzero = np.flatnonzero(values)
+    if nonzero.size == 0:
+        return _LatticeVector(np.zeros(1), origin, vector.exponent, vector.uses, vector.rho, log_dropped)
+    first, last = int(nonzero[0]), int(nonzero[-1])
+    return _LatticeVector(values[first:last + 1], origin + first, vector.exponent, vector.uses, vector.rho,
+                          log_dropped)
+
+
+def _lattice_product(first: _LatticeVector, second: _LatticeVector, l0: float, step: float,
+                     position_error: float, top: float, cut: Callable[[int], float],
+                     log_cutoff: float) -> _LatticeVector:
+    """first * second on the lattice (see :func:`_lattice_power`)."""
+    n1, n2 = first.values.size, second.values.size
+    size = n1 + n2 - 1
+    if size > 64 * _max_atoms():
+        raise CompositionTooLargeError(
+            f"exact discrete composition spans {size} lattice points (limit {_max_atoms()} atoms)")
+    budget.reserve(8.0 * 4 * size, "the dense lattice power of a privacy loss")
+    _spend(n1 * n2 / LATTICE_SPEEDUP)
+    terms = min(int(np.count_nonzero(first.values)), int(np.count_nonzero(second.values)))
+    with np.errstate(under="ignore"):
+        values = np.convolve(first.values, second.values)
+    largest = float(np.max(values))
+    uses = first.uses + second.uses
+    rho = (first.rho + second.rho + first.rho * second.rho + (terms + 2) * U) * PAD
+    log_dropped = float(np.logaddexp(first.log_dropped, second.log_dropped)) + 1e-9
+    if not largest > 0:
+        return _LatticeVector(np.zeros(1), first.origin + second.origin, 0, uses, rho, log_dropped)
+    shift = LATTICE_EXPONENT - math.frexp(largest)[1]
+    # Kept values: at least 2 g 2^-1022 / u (the underflow's absolute error is then below u/2 of them) and,
+    # after the shift, at least 2^-1022 (normal, so the shift is exact).
+    floor = max(2 * terms * SMALLEST_NORMAL / U, math.ldexp(SMALLEST_NORMAL, -shift))
+    vector = _LatticeVector(values, first.origin + second.origin, first.exponent + second.exponent, uses, rho,
+                            log_dropped)
+    vector = _lattice_trim(vector, l0, step, position_error, top, cut(uses), log_cutoff, floor)
+    return _LatticeVector(np.ldexp(vector.values, shift), vector.origin, vector.exponent - shift, uses, rho,
+                          vector.log_dropped)
 
 
 #: Atom pairs (or their equivalent) one composition may form in all before it is refused (about 3 s).
@@ -669,8 +861,8 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
             log_expm1 = np.where(e > 40, e, np.log(np.expm1(np.minimum(e, 40.0))))
             shift = np.minimum(np.minimum(gap, 0.0) + log_expm1, 0.0)
             near = np.where(gap < e, lw + (alpha + beta * np.abs(lw)) + shift, -np.inf)
-            position = np.exp(logsumexp(near, axis=1))
-            slope = np.exp(logsumexp(np.where(above, lw + gap, -np.inf), axis=1))
+            position = np.exp(_logsumexp(near, axis=1))
+            slope = np.exp(_logsumexp(np.where(above, lw + gap, -np.inf), axis=1))
             error = (relative * value + position) * PAD
             # A contribution below the smallest subnormal still counts: never state 0 error above 0.
             error = np.where((size > 0) & (error == 0), 5e-324, error)
@@ -719,7 +911,7 @@ def log_hockey_stick(losses: np.ndarray, log_masses: np.ndarray, epsilons) -> np
         gap = np.minimum(flat[start:start + chunk, None] - losses[None, :], 0.0)
         with np.errstate(divide="ignore"):
             log_terms = log_masses + np.log(-np.expm1(gap))
-        out[start:start + chunk] = logsumexp(log_terms, axis=1)
+        out[start:start + chunk] = _logsumexp(log_terms, axis=1)
     return out.reshape(epsilons.shape)
 
 
@@ -852,8 +1044,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
         if k == atoms.size:
             return 0.0, 0.0
         log_masses, gaps = atoms.log_masses[k:], x - atoms.losses[k:]
-        log_value = logsumexp(log_masses + np.log(-np.expm1(gaps)))
-        return float(np.exp(log_value)), float(np.exp(logsumexp(log_masses + gaps)))
+        log_value = _logsumexp(log_masses + np.log(-np.expm1(gaps)))
+        return float(np.exp(log_value)), float(np.exp(_logsumexp(log_masses + gaps)))
 
     if value_at(floor)[0] <= target:
         return floor
@@ -876,8 +1068,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
             break
     low: float = float(losses[j - 1]) if j > k0 else floor
     high: float = float(losses[j])
-    tail_log_a = float(logsumexp(log_masses[j:]))
-    tail_log_b = float(logsumexp(log_masses[j:] - losses[j:]))
+    tail_log_a = float(_logsumexp(log_masses[j:]))
+    tail_log_b = float(_logsumexp(log_masses[j:] - losses[j:]))
     with np.errstate(divide="ignore"):
         guess = tail_log_a + math.log(-math.expm1(min(math.log(target) - tail_log_a, 0.0))) - tail_log_b
     point = min(max(guess, low), high) if math.isfinite(guess) else high
