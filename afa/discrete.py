@@ -692,8 +692,8 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
                  + U * (log_value_size + 2 * abs(scale) + abs(offset) + abs(scale + offset) + 4)) * PAD
     new_beta = beta + U
     if threshold > -math.inf:
-        keep = losses + loss_errors > threshold
-        losses, loss_errors, log_masses = losses[keep], loss_errors[keep], log_masses[keep]
+        reaches = losses + loss_errors > threshold
+        losses, loss_errors, log_masses = losses[reaches], loss_errors[reaches], log_masses[reaches]
     return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, result.log_dropped)
 
 
