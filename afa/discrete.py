@@ -535,6 +535,9 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
         raise CompositionTooLargeError(
             f"exact discrete composition spans {size} lattice points (limit {_max_atoms()} atoms)")
     budget.reserve(8.0 * 8 * size + 8.0 * 4 * (n1 + n2), "the dense lattice convolution of privacy-loss atoms")
+    if all(float(np.min(atoms.log_masses)) >= float(np.max(atoms.log_masses)) - LATTICE_RANGE
+           for atoms in (first, second)):
+        return _linear_lattice_convolve(first, second, lattice, threshold, log_cutoff, log_dropped)
     dense = []
     for atoms, k, n in ((first, k1, n1), (second, k2, n2)):
         log_w = np.full(n, -np.inf)
@@ -735,35 +738,93 @@ def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error
                           log_dropped)
 
 
+def _dense_convolve(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, int, int, float]:
+    """(values, g, shift, floor): np.convolve of two vectors of zeros and normal doubles at most
+    2^LATTICE_EXPONENT; g bounds the nonzero products per output (relative error (g + 1) u, any summation
+    order, plus at most g 2^-1022 absolute from products that underflow); 2^shift brings the largest
+    output to 2^LATTICE_EXPONENT; outputs below ``floor`` (2 g 2^-1022 / u, where that absolute error
+    would exceed u/2 of them, or where they would leave the normal range after the shift) are to be
+    dropped."""
+    size = first.size + second.size - 1
+    if size > 64 * _max_atoms():
+        raise CompositionTooLargeError(
+            f"exact discrete composition spans {size} lattice points (limit {_max_atoms()} atoms)")
+    budget.reserve(8.0 * 4 * size, "the dense lattice convolution of privacy-loss atoms")
+    _spend(first.size * second.size / LATTICE_SPEEDUP)
+    terms = min(int(np.count_nonzero(first)), int(np.count_nonzero(second)))
+    with np.errstate(under="ignore"):
+        values = np.convolve(first, second)
+    largest = float(np.max(values))
+    shift = LATTICE_EXPONENT - math.frexp(largest)[1] if largest > 0 else 0
+    floor = max(2 * terms * SMALLEST_NORMAL / U, math.ldexp(SMALLEST_NORMAL, -shift))
+    return values, terms, shift, floor
+
+
 def _lattice_product(first: _LatticeVector, second: _LatticeVector, l0: float, step: float,
                      position_error: float, top: float, cut: Callable[[int], float],
                      log_cutoff: float) -> _LatticeVector:
     """first * second on the lattice (see :func:`_lattice_power`)."""
-    n1, n2 = first.values.size, second.values.size
-    size = n1 + n2 - 1
-    if size > 64 * _max_atoms():
-        raise CompositionTooLargeError(
-            f"exact discrete composition spans {size} lattice points (limit {_max_atoms()} atoms)")
-    budget.reserve(8.0 * 4 * size, "the dense lattice power of a privacy loss")
-    _spend(n1 * n2 / LATTICE_SPEEDUP)
-    terms = min(int(np.count_nonzero(first.values)), int(np.count_nonzero(second.values)))
-    with np.errstate(under="ignore"):
-        values = np.convolve(first.values, second.values)
-    largest = float(np.max(values))
+    values, terms, shift, floor = _dense_convolve(first.values, second.values)
     uses = first.uses + second.uses
     rho = (first.rho + second.rho + first.rho * second.rho + (terms + 2) * U) * PAD
     log_dropped = float(np.logaddexp(first.log_dropped, second.log_dropped)) + 1e-9
-    if not largest > 0:
+    if not np.any(values > 0):
         return _LatticeVector(np.zeros(1), first.origin + second.origin, 0, uses, rho, log_dropped)
-    shift = LATTICE_EXPONENT - math.frexp(largest)[1]
-    # Kept values: at least 2 g 2^-1022 / u (the underflow's absolute error is then below u/2 of them) and,
-    # after the shift, at least 2^-1022 (normal, so the shift is exact).
-    floor = max(2 * terms * SMALLEST_NORMAL / U, math.ldexp(SMALLEST_NORMAL, -shift))
     vector = _LatticeVector(values, first.origin + second.origin, first.exponent + second.exponent, uses, rho,
                             log_dropped)
     vector = _lattice_trim(vector, l0, step, position_error, top, cut(uses), log_cutoff, floor)
     return _LatticeVector(np.ldexp(vector.values, shift), vector.origin, vector.exponent - shift, uses, rho,
                           vector.log_dropped)
+
+
+
+def _linear_lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: float, log_cutoff: float,
+                             log_dropped: float) -> LossAtoms:
+    """first * second on one lattice, each factor's masses spanning at most LATTICE_RANGE nats: each factor
+    as e^(log w - top) 2^LATTICE_EXPONENT (normal doubles), one :func:`_dense_convolve`, outputs below its
+    floor dropped (mass counted), one logarithm.  Errors as in :func:`_lattice_convolve`, with the scaling's
+    u (|log w - top| + 4) per factor, (g + 3) u for the sums and the underflow, and the logarithm and
+    offsets' u (|log value| + |offsets| + 2)."""
+    step, (k1, deviation1), (k2, deviation2) = lattice
+    vectors, tops, spreads = [], [], []
+    for atoms, k in ((first, k1), (second, k2)):
+        top = float(np.max(atoms.log_masses))
+        values = np.zeros(int(k[-1]) + 1)
+        values[k] = np.ldexp(np.exp(atoms.log_masses - top), LATTICE_EXPONENT)
+        vectors.append(values)
+        tops.append(top)
+        spreads.append(float(np.max(np.abs(atoms.log_masses - top))))
+    values, terms, _, floor = _dense_convolve(vectors[0], vectors[1])
+    rho = (terms + 3 + spreads[0] + spreads[1] + 8) * U
+    scale = -2 * LATTICE_EXPONENT * LN2
+    offset = tops[0] + tops[1]
+    light = (values > 0) & (values < floor)
+    if np.any(light):
+        lost = (float(np.sum(values[light])) * (1 + 2 * rho) + int(np.count_nonzero(light)) * floor)
+        log_dropped = float(np.logaddexp(log_dropped, math.log(lost) + scale + offset + 1e-9))
+    keep = values >= floor
+    with np.errstate(divide="ignore"):
+        log_values = np.where(keep, np.log(np.where(keep, values, 1.0)), -np.inf)
+    out = log_values + scale + offset
+    origin = float(first.losses[0]) + float(second.losses[0])
+    shifts = step * np.arange(values.size, dtype=float)
+    losses = origin + shifts
+    largest = (float(first.loss_errors.max()) + float(second.loss_errors.max()) + deviation1 + deviation2
+               + U * (abs(float(first.losses[0])) + abs(float(second.losses[0])) + abs(origin)))
+    loss_errors = (largest + 2 * U * (np.abs(shifts) + np.abs(losses))) * PAD
+    if threshold > -math.inf:
+        keep &= losses + loss_errors > threshold
+    losses, loss_errors, log_masses = losses[keep], loss_errors[keep], out[keep]
+    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
+    beta = max(beta1, beta2)
+    positive = max(tops[0], 0.0) + max(tops[1], 0.0)
+    log_value_size = float(np.max(np.abs(log_values[keep]))) if np.any(keep) else 0.0
+    # Factors' errors (as in _lattice_convolve), rho, and the logarithm and the two offsets' additions
+    # (2 u |scale| for ln 2 and the product rounded, u |offset| for the tops' sum, u for the rest; the last
+    # addition's u |log mass| is in beta).
+    alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(max(terms, 1)) + rho
+             + U * (log_value_size + 2 * abs(scale) + 2 * abs(offset) + 4)) * PAD
+    return _merged(losses, loss_errors, log_masses, alpha, beta + U, log_cutoff, log_dropped)
 
 
 #: Atom pairs (or their equivalent) one composition may form in all before it is refused (about 3 s).
