@@ -514,7 +514,19 @@ def _common_lattice(first: LossAtoms, second: LossAtoms):
         return None
     step = min(steps)
     found = [_lattice_of(atoms, step) for atoms in (first, second)]
+    if None in found:
+        return None
+    step = _refined_step(first if found[0][0][-1] >= found[1][0][-1] else second, step)
+    found = [_lattice_of(atoms, step) for atoms in (first, second)]
     return None if None in found else (step, found[0], found[1])
+
+
+def _refined_step(atoms: LossAtoms, step: float) -> float:
+    """The lattice step as (last loss - first loss) / (index span): each loss's rounding divided by the span,
+    where the smallest spacing carries it whole (over a power's thousands of steps, that bias would move
+    the composed losses by thousands of roundings)."""
+    span = float(np.rint((atoms.losses[-1] - atoms.losses[0]) / step)) if atoms.size > 1 else 0.0
+    return float(atoms.losses[-1] - atoms.losses[0]) / span if span >= 1 else step
 
 
 def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: float, log_cutoff: float,
@@ -637,6 +649,9 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     step = float(np.min(np.diff(atoms.losses)))
     if not step > 0:
         return None
+    if _lattice_of(atoms, step) is None:
+        return None
+    step = _refined_step(atoms, step)
     found = _lattice_of(atoms, step)
     if found is None:
         return None
