@@ -513,10 +513,10 @@ def _common_lattice(first: LossAtoms, second: LossAtoms):
     if not steps or min(steps) <= 0:
         return None
     step = min(steps)
-    found = [_lattice_of(atoms, step) for atoms in (first, second)]
-    if None in found:
+    rough = [_lattice_of(atoms, step) for atoms in (first, second)]
+    if rough[0] is None or rough[1] is None:
         return None
-    step = _refined_step(first if found[0][0][-1] >= found[1][0][-1] else second, step)
+    step = _refined_step(first if rough[0][0][-1] >= rough[1][0][-1] else second, step)
     found = [_lattice_of(atoms, step) for atoms in (first, second)]
     return None if None in found else (step, found[0], found[1])
 
