@@ -626,6 +626,9 @@ class _LatticeVector:
     uses: int
     rho: float
     log_dropped: float
+    #: The one-use log-mass error (alpha, beta) and log(size) + 2 max(log w, 0): a mass of ``uses`` uses is
+    #: within uses alpha + beta (|log m| + uses that) of the exact power (see :func:`_lattice_power`).
+    base_error: tuple[float, float, float]
 
 
 def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: float) -> LossAtoms | None:
@@ -662,6 +665,7 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     span = int(k[-1]) + 1
     if count * (span - 1) + 1 > 64 * _max_atoms():
         return None
+    alpha, beta = atoms.log_mass_error
     one_top = atoms.top
     l0 = float(atoms.losses[0])
     # Position of index K of the uses-fold power: uses l0 + step K, within uses (largest error + deviation) and
@@ -675,7 +679,8 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     start[k] = np.ldexp(np.exp(atoms.log_masses - top), LATTICE_EXPONENT)
     # exp of x = log w - top (one rounding, u |x|, and exp's own, 4 u): relative u (|x| + 4) per value.
     rho0 = U * (float(np.max(np.abs(atoms.log_masses - top))) + 4)
-    base = _LatticeVector(start, 0, -LATTICE_EXPONENT, 1, rho0, atoms.log_dropped)
+    base_error = (alpha, beta, math.log(atoms.size) + 2 * max(top, 0.0))
+    base = _LatticeVector(start, 0, -LATTICE_EXPONENT, 1, rho0, atoms.log_dropped, base_error)
     base = _lattice_trim(base, l0, step, position_error, top, cut(1), -math.inf, 0.0)
     result: _LatticeVector | None = None
     remaining, exponent = count, 1
@@ -700,13 +705,13 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     shifts = step * indices.astype(float)
     losses = count * l0 + shifts
     loss_errors = (count * position_error + 2 * U * (abs(count * l0) + np.abs(shifts) + np.abs(losses))) * PAD
-    alpha, beta = atoms.log_mass_error
     positive = max(top, 0.0)
     # The one-use errors (see above), the accumulated rounding rho (log(1 + rho) <= rho) and the final
     # logarithm and sums: u |log value|, 2 u |exponent ln 2| (ln 2 and the product rounded), u |count top|
     # and u for each of the two additions (the last one's u |log mass| is in beta).
     log_value_size = float(np.max(np.abs(log_values))) if log_values.size else 0.0
-    new_alpha = (count * alpha + beta * ((count - 1) * math.log(atoms.size) + 2 * count * positive) + result.rho
+    new_alpha = (count * alpha + beta * ((count - 1) * math.log(atoms.size) + 2 * count * positive)
+                 - math.log1p(-result.rho)
                  + U * (log_value_size + 2 * abs(scale) + abs(offset) + abs(scale + offset) + 4)) * PAD
     new_beta = beta + U
     if threshold > -math.inf:
@@ -734,8 +739,11 @@ def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error
     if np.any(dropped):
         # each dropped value is within (1 + rho) of the true mass, and counts whole (with the floor's absolute
         # error bound, at most u/2 of the floor)
-        lost = float(np.sum(values[dropped])) * (1 + 2 * vector.rho) + int(np.count_nonzero(dropped)) * floor
-        log_lost = math.log(lost) + log_scale + 1e-9 if lost > 0 else -math.inf
+        how_many = int(np.count_nonzero(dropped))
+        lost = float(np.sum(values[dropped])) * (1 + 2 * vector.rho + how_many * U) + how_many * floor
+        log_lost = math.log(lost) + log_scale if lost > 0 else -math.inf
+        alpha, beta, per_use = vector.base_error
+        log_lost += (vector.uses * (alpha + beta * per_use) + beta * abs(log_lost)) * PAD + 1e-9
         log_dropped = float(np.logaddexp(log_dropped, log_lost))
         values = np.where(dropped, 0.0, values)
     origin = vector.origin
@@ -747,10 +755,11 @@ def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error
         values = np.where(reach > cut, values, 0.0)
     nonzero = np.flatnonzero(values)
     if nonzero.size == 0:
-        return _LatticeVector(np.zeros(1), origin, vector.exponent, vector.uses, vector.rho, log_dropped)
+        return _LatticeVector(np.zeros(1), origin, vector.exponent, vector.uses, vector.rho, log_dropped,
+                              vector.base_error)
     first, last = int(nonzero[0]), int(nonzero[-1])
     return _LatticeVector(values[first:last + 1], origin + first, vector.exponent, vector.uses, vector.rho,
-                          log_dropped)
+                          log_dropped, vector.base_error)
 
 
 def _dense_convolve(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, int, int, float]:
@@ -784,12 +793,13 @@ def _lattice_product(first: _LatticeVector, second: _LatticeVector, l0: float, s
     rho = (first.rho + second.rho + first.rho * second.rho + (terms + 2) * U) * PAD
     log_dropped = float(np.logaddexp(first.log_dropped, second.log_dropped)) + 1e-9
     if not np.any(values > 0):
-        return _LatticeVector(np.zeros(1), first.origin + second.origin, 0, uses, rho, log_dropped)
+        return _LatticeVector(np.zeros(1), first.origin + second.origin, 0, uses, rho, log_dropped,
+                              first.base_error)
     vector = _LatticeVector(values, first.origin + second.origin, first.exponent + second.exponent, uses, rho,
-                            log_dropped)
+                            log_dropped, first.base_error)
     vector = _lattice_trim(vector, l0, step, position_error, top, cut(uses), log_cutoff, floor)
     return _LatticeVector(np.ldexp(vector.values, shift), vector.origin, vector.exponent - shift, uses, rho,
-                          vector.log_dropped)
+                          vector.log_dropped, first.base_error)
 
 
 
@@ -837,7 +847,7 @@ def _linear_lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, thres
     # Factors' errors (as in _lattice_convolve), rho, and the logarithm and the two offsets' additions
     # (2 u |scale| for ln 2 and the product rounded, u |offset| for the tops' sum, u for the rest; the last
     # addition's u |log mass| is in beta).
-    alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(max(terms, 1)) + rho
+    alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(max(terms, 1)) - math.log1p(-rho)
              + U * (log_value_size + 2 * abs(scale) + 2 * abs(offset) + 4)) * PAD
     return _merged(losses, loss_errors, log_masses, alpha, beta + U, log_cutoff, log_dropped)
 
