@@ -213,3 +213,28 @@ def test_commensurate_gaussian_and_laplace_share_the_lattice():
     result = accountant.delta_result(8.0, method="exact")
     assert result.lower <= truth <= result.upper
     assert abs(result.value - truth) <= 1e-12 * truth
+
+
+def test_wide_lattice_law_keeps_or_counts_every_mass():
+    """A geometric law w_k = c r^k, r = e^-6.5, k = 0..100 (masses over 650 nats) composed 50 times with no
+    cutoff: the outputs too small for double precision are dropped into log_dropped, the kept ones match the
+    closed form C(K + 49, 49) r^K c^50 (for K <= 100, where truncation at 100 does not enter) within their
+    errors, and kept plus dropped mass is at least the true total (c sum_k r^k)^50."""
+    mp.mp.dps = 60
+    r, count = mp.exp(-mp.mpf(6.5)), 50
+    c = 1 / mp.fsum(r ** k for k in range(101))
+    atoms = discrete.LossAtoms.from_atoms(0.25 * np.arange(101), [float(mp.log(c) - 6.5 * k) for k in range(101)])
+    power = discrete._lattice_power(atoms, count, -math.inf, -math.inf)
+    assert power is not None and power.log_dropped > -math.inf
+    alpha, beta = power.log_mass_error
+    checked = 0
+    for loss_value, log_mass in zip(power.losses, power.log_masses):
+        index = round(loss_value / 0.25)
+        if index <= 100:
+            truth = mp.log(mp.binomial(index + count - 1, count - 1)) + index * mp.log(r) + count * mp.log(c)
+            assert abs(truth - log_mass) <= alpha + beta * abs(log_mass), (index, truth, log_mass)
+            checked += 1
+    assert checked == 101
+    # each kept mass at the top of its error, plus the dropped: at least the total of the law, (c sum r^k)^50 = 1
+    kept = mp.fsum(mp.exp(mp.mpf(x) + alpha + beta * abs(x)) for x in power.log_masses)
+    assert kept + mp.exp(mp.mpf(power.log_dropped)) >= 1
