@@ -31,8 +31,10 @@ side, so the returned bracket is sound.
 
 Composition (:class:`DiscreteComposition`) drops atoms too light to matter
 (below e^-800, or below delta e^-80 for an eps(delta) query), counting their
-mass in the error; convolves factors that lie on one lattice densely (banded
-``np.convolve``, no sorting); and, when the full enumeration is still too
+mass in the error; composes laws that lie on one lattice densely (a law's
+power by binary powering of its mass vector in linear scale, two factors by one
+scaled ``np.convolve``, banded when their masses span too many nats; no
+sorting); and, when the full enumeration is still too
 large, composes only the atoms whose loss can exceed a threshold, which is all
 that delta(eps) needs for eps above it.  Hopeless compositions are refused
 early (:class:`CompositionTooLargeError`) from a size estimate and a cap on the
@@ -607,7 +609,6 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
     return _merged(losses, loss_errors, log_masses, alpha, beta + U * (2 + pairs_of_bands), log_cutoff, log_dropped)
 
 
-
 #: Exponent of two at which the dense power keeps each intermediate's largest value: products of two stay
 #: below 2^(2 LATTICE_EXPONENT + log2 g) < 2^1024, and values down to 2^-1022 (e^-708) keep full precision.
 LATTICE_EXPONENT = 490
@@ -616,6 +617,8 @@ LATTICE_EXPONENT = 490
 LATTICE_RANGE = 700.0
 #: Smallest positive normal double; the absolute error of any product that underflows is below it.
 SMALLEST_NORMAL = 2.0 ** -1022
+#: ln 2 (rounded): the dense power's exponents of two are turned into nats with it once, at the end.
+LN2 = math.log(2.0)
 
 
 @dataclass
@@ -722,8 +725,6 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
         losses, loss_errors, log_masses = losses[reaches], loss_errors[reaches], log_masses[reaches]
     return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, result.log_dropped)
 
-
-LN2 = math.log(2.0)
 
 
 def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error: float, top: float,
