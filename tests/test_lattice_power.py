@@ -238,3 +238,67 @@ def test_wide_lattice_law_keeps_or_counts_every_mass():
     # each kept mass at the top of its error, plus the dropped: at least the total of the law, (c sum r^k)^50 = 1
     kept = mp.fsum(mp.exp(mp.mpf(x) + alpha + beta * abs(x)) for x in power.log_masses)
     assert kept + mp.exp(mp.mpf(power.log_dropped)) >= 1
+
+
+def _binomial_delta(high, w_high, low, w_low, count, epsilon):
+    """delta(eps) of ``count`` uses of the two-atom loss {high: w_high, low: w_low} (mpmath): the binomial
+    sum over j (uses at ``high``) with loss j high + (count - j) low > eps, each term C(count, j) w_high^j
+    w_low^(count - j) (1 - e^{eps - loss}), from the first j above eps by the ratio of consecutive terms
+    until past the mode and below 1e-40 of the sum."""
+    eps = mp.mpf(epsilon)
+    j = max(0, int(mp.floor((eps - count * low) / (high - low))))
+    while j * high + (count - j) * low <= eps:
+        j += 1
+    mode = count * w_high / (w_high + w_low)
+    log_term = (mp.loggamma(count + 1) - mp.loggamma(j + 1) - mp.loggamma(count - j + 1)
+                + j * mp.log(w_high) + (count - j) * mp.log(w_low))
+    mass, total = mp.exp(log_term), mp.mpf(0)
+    ratio = w_high / w_low
+    while j <= count:
+        loss = j * high + (count - j) * low
+        term = mass * -mp.expm1(eps - loss)
+        total += term
+        if j > mode and term < total * mp.mpf(10) ** -40:
+            break
+        mass *= (count - j) * ratio / (j + 1)
+        j += 1
+    return total
+
+
+@pytest.mark.parametrize("mechanism,directions,epsilons,tolerance", [
+    (afa.RandomizedResponse(p=0.6), lambda m: [(m.p, 1 - m.p)], [80_000.0, 82_980.0, 85_000.0], 1e-12),
+    (afa.KaryRandomizedResponse(k=5, p=0.21),
+     lambda m: [("remove", m.k, m.p), ("add", m.k, m.p)], [300.0, 426.0, 500.0], 1e-11),
+], ids=["rr", "krr"])
+def test_two_atom_laws_a_million_times_are_exact(mechanism, directions, epsilons, tolerance):
+    """RR(0.6) and k-RR(5, 0.21) (add/remove: the larger of the two directions) x 10^6 (the binomial law):
+    delta(eps) against the binomial sums in mpmath, within ``tolerance`` relative and inside the stated
+    bounds; eps(1e-6)'s bracket holds the true crossing (the true delta above 1e-6 at its lower end, at most
+    1e-6 at its upper).  (k-RR's one-use losses log(pk), log((1 - p) k / (k - 1)) are rounded doubles; a
+    million uses move the composed losses by a million of those roundings, about 4e-12 relative on delta.)"""
+    mp.mp.dps = 40
+    count = 10**6
+    laws = []
+    for direction in directions(mechanism):
+        if len(direction) == 2:
+            p = mp.mpf(direction[0])
+            laws.append((mp.log(p / (1 - p)), p, mp.log((1 - p) / p), 1 - p))
+        else:
+            k, p = mp.mpf(direction[1]), mp.mpf(direction[2])
+            if direction[0] == "remove":  # P = (p, 1 - p), Q = (1/k, (k - 1)/k)
+                laws.append((mp.log(p * k), p, mp.log((1 - p) * k / (k - 1)), 1 - p))
+            else:
+                laws.append((mp.log(k - 1) - mp.log(k * (1 - p)), (k - 1) / k, -mp.log(p * k), 1 / k))
+
+    def truth(epsilon):
+        return max(_binomial_delta(*law, count, epsilon) for law in laws)
+
+    accountant = afa.Accountant().compose(mechanism, times=count)
+    for epsilon in epsilons:
+        exact = truth(epsilon)
+        result = accountant.delta_result(epsilon, method="exact")
+        assert result.lower <= exact <= result.upper, (epsilon, result, mp.nstr(exact, 20))
+        assert abs(result.value - exact) <= tolerance * exact, (epsilon, result, mp.nstr(exact, 20))
+    result = accountant.epsilon_result(1e-6, method="exact")
+    assert truth(result.lower) > 1e-6 >= truth(result.upper), result
+    assert result.upper - result.lower <= 1e-10 * result.value
