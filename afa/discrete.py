@@ -672,6 +672,12 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     if count * (span - 1) + 1 > 64 * _max_atoms():
         return None
     alpha, beta = atoms.log_mass_error
+    left = _allowance.get()
+    cost = _lattice_power_cost(atoms, k, count, log_cutoff)
+    if left is not None and cost / LATTICE_SPEEDUP > ESTIMATE_SLACK * left[0]:
+        raise CompositionTooLargeError(
+            f"exact composition of {count} uses of a {atoms.size}-atom lattice law needs about {cost:.2g} "
+            f"multiply-adds (allowance {LATTICE_SPEEDUP * left[0]:.2g})")
     one_top = atoms.top
     l0 = float(atoms.losses[0])
     # Position of index K of the uses-fold power: uses l0 + step K, within uses (largest error + deviation) and
@@ -725,6 +731,19 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
         losses, loss_errors, log_masses = losses[reaches], loss_errors[reaches], log_masses[reaches]
     return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, result.log_dropped)
 
+
+
+def _lattice_power_cost(atoms: LossAtoms, k: np.ndarray, count: int, log_cutoff: float) -> float:
+    """A rough number of multiply-adds of :func:`_lattice_power`: binary powering squares vectors of about
+    min(e (span - 1) + 1, 2 sqrt(2 (10 - cutoff) e variance)) values at e = 2, 4, ... uses (a sub-Gaussian
+    width in lattice steps, as :func:`estimated_atoms`), so about twice the last square."""
+    _, weights = normalize(atoms.log_masses)
+    index = k.astype(float)
+    variance = float(np.dot(weights, (index - float(np.dot(weights, index))) ** 2))
+    reach = max(-log_cutoff, 1.0) + 10.0 if log_cutoff > -math.inf else math.inf
+    uses = 1 << max(count.bit_length() - 1, 0)
+    width = min(uses * float(k[-1]) + 1, 2 * math.sqrt(2 * reach * uses * variance) + 1)
+    return 2 * width * width
 
 
 def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error: float, top: float,
