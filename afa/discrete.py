@@ -695,7 +695,7 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     base = _LatticeVector(start, 0, -LATTICE_EXPONENT, 1, rho0, atoms.log_dropped, base_error)
     base = _lattice_trim(base, l0, step, position_error, top, cut(1), -math.inf, 0.0)
     result: _LatticeVector | None = None
-    remaining, exponent = count, 1
+    remaining = count
     while remaining:
         budget.check(f"composing {count} uses of a {atoms.size}-atom privacy loss on its lattice")
         if remaining & 1:
@@ -703,7 +703,6 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
                                                                   cut, log_cutoff)
         remaining >>= 1
         if remaining:
-            exponent *= 2
             base = _lattice_product(base, base, l0, step, position_error, top, cut, log_cutoff)
     if result is None:
         raise ValueError(f"count must be >= 1, got {count}")
@@ -718,9 +717,9 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     losses = count * l0 + shifts
     loss_errors = (count * position_error + 2 * U * (abs(count * l0) + np.abs(shifts) + np.abs(losses))) * PAD
     positive = max(top, 0.0)
-    # The one-use errors (see above), the accumulated rounding rho (log(1 + rho) <= rho) and the final
-    # logarithm and sums: u |log value|, 2 u |exponent ln 2| (ln 2 and the product rounded), u |count top|
-    # and u for each of the two additions (the last one's u |log mass| is in beta).
+    # The one-use errors (see above), the accumulated relative rounding rho (at most -log(1 - rho) in log)
+    # and the final logarithm and sums: u |log value|, 2 u |exponent ln 2| (ln 2 and the product rounded),
+    # u |count top| and u for each of the two additions (the last one's u |log mass| is in beta).
     log_value_size = float(np.max(np.abs(log_values))) if log_values.size else 0.0
     new_alpha = (count * alpha + beta * ((count - 1) * math.log(atoms.size) + 2 * count * positive)
                  - math.log1p(-result.rho)
@@ -730,7 +729,6 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
         reaches = losses + loss_errors > threshold
         losses, loss_errors, log_masses = losses[reaches], loss_errors[reaches], log_masses[reaches]
     return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, result.log_dropped)
-
 
 
 def _lattice_power_cost(atoms: LossAtoms, k: np.ndarray, count: int, log_cutoff: float) -> float:
@@ -764,10 +762,11 @@ def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error
         # error bound, at most u/2 of the floor)
         how_many = int(np.count_nonzero(dropped))
         lost = float(np.sum(values[dropped])) * (1 + 2 * vector.rho + how_many * U) + how_many * floor
-        log_lost = math.log(lost) + log_scale if lost > 0 else -math.inf
-        alpha, beta, per_use = vector.base_error
-        log_lost += (vector.uses * (alpha + beta * per_use) + beta * abs(log_lost)) * PAD + 1e-9
-        log_dropped = float(np.logaddexp(log_dropped, log_lost))
+        if lost > 0:
+            log_lost = math.log(lost) + log_scale
+            alpha, beta, per_use = vector.base_error
+            log_lost += (vector.uses * (alpha + beta * per_use) + beta * abs(log_lost)) * PAD + 1e-9
+            log_dropped = float(np.logaddexp(log_dropped, log_lost))
         values = np.where(dropped, 0.0, values)
     origin = vector.origin
     if cut > -math.inf:
