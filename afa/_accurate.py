@@ -152,11 +152,19 @@ def suffix_recurrence(values: NDArray, decay: float, gain: float = 1.0) -> NDArr
     return lfilter([gain], [1.0, -gain * decay], np.asarray(values, dtype=float)[::-1])[::-1]
 
 
-def log_sum_exp(values: NDArray) -> NDArray:
-    """log(sum(exp(values))) over the first axis (-inf where every value is -inf)."""
-    largest = np.max(values, axis=0)
-    finite = np.where(np.isfinite(largest), largest, 0.0)
-    return finite + np.log(np.sum(np.exp(values - finite), axis=0))
+def log_sum_exp(values: NDArray, axis: int | None = 0) -> NDArray:
+    """log(sum(exp(values))) over ``axis`` (None: all values; -inf where every value is -inf or there are none),
+    in plain numpy (scipy's logsumexp costs about 0.4 ms a call in its array-API dispatch, which searches
+    repeat)."""
+    values = np.asarray(values, dtype=float)
+    if axis is None:
+        values, axis = values.ravel(), 0
+    if values.shape[axis] == 0:
+        return np.full(values.shape[:axis] + values.shape[axis + 1:], -np.inf)[()]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        top = np.max(values, axis=axis, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        return (np.log(np.sum(np.exp(values - top), axis=axis)) + np.squeeze(top, axis=axis))[()]
 
 
 def normalize(log_weights: NDArray) -> tuple[float, NDArray]:

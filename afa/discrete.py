@@ -31,8 +31,10 @@ side, so the returned bracket is sound.
 
 Composition (:class:`DiscreteComposition`) drops atoms too light to matter
 (below e^-800, or below delta e^-80 for an eps(delta) query), counting their
-mass in the error; convolves factors that lie on one lattice densely (banded
-``np.convolve``, no sorting); and, when the full enumeration is still too
+mass in the error; composes laws that lie on one lattice densely (a law's
+power by binary powering of its mass vector in linear scale, two factors by one
+scaled ``np.convolve``, banded when their masses span too many nats; no
+sorting); and, when the full enumeration is still too
 large, composes only the atoms whose loss can exceed a threshold, which is all
 that delta(eps) needs for eps above it.  Hopeless compositions are refused
 early (:class:`CompositionTooLargeError`) from a size estimate and a cap on the
@@ -56,7 +58,7 @@ from . import _validation as check
 from . import budget
 from . import options as settings
 from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import binomial_log_pmf, log_characteristic, normalize
+from ._accurate import binomial_log_pmf, log_characteristic, log_sum_exp, normalize
 from ._lazy import special
 from .results import AccuracyError, UnsupportedCompositionError
 from .two_factor import TwoFactorSum
@@ -181,7 +183,7 @@ class LossAtoms:
     @property
     def log_mass(self) -> float:
         """Log of the total (finite) mass."""
-        return float(special.logsumexp(self.log_masses)) if self.size else -np.inf
+        return float(log_sum_exp(self.log_masses)) if self.size else -np.inf
 
     @property
     def top(self) -> float:
@@ -254,6 +256,10 @@ class LossAtoms:
             return self
         if self.size == 2:
             return self._binomial_power(count, threshold, log_cutoff)
+        if self.size * count >= LATTICE_MIN_PAIRS:
+            dense = _lattice_power(self, count, threshold, log_cutoff)
+            if dense is not None:
+                return dense
         one_top = self.top
 
         def cut(exponent: int) -> float:
@@ -374,7 +380,7 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
         upper_log_masses = log_masses + (alpha + beta * np.abs(log_masses)) * PAD
         negligible = upper_log_masses < log_cutoff
         if np.any(negligible):
-            lost = float(special.logsumexp(upper_log_masses[negligible])) + 1e-9
+            lost = float(log_sum_exp(upper_log_masses[negligible])) + 1e-9
             log_dropped = float(np.logaddexp(log_dropped, lost))
             keep = ~negligible
             losses, log_masses, loss_errors = losses[keep], log_masses[keep], loss_errors[keep]
@@ -450,7 +456,7 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
         upper = log_masses + (alpha1 + alpha2 + max(beta1, beta2) * np.abs(log_masses)) * PAD + U * 4
         light = upper < log_cutoff
         if np.any(light):
-            log_dropped = float(np.logaddexp(log_dropped, float(special.logsumexp(upper[light])) + 1e-9))
+            log_dropped = float(np.logaddexp(log_dropped, float(log_sum_exp(upper[light])) + 1e-9))
             heavy = ~light
             i, j, log_masses = i[heavy], j[heavy], log_masses[heavy]
     if i.size > DISTINCT_SUMS * _max_atoms():
@@ -498,8 +504,20 @@ def _common_lattice(first: LossAtoms, second: LossAtoms):
     if not steps or min(steps) <= 0:
         return None
     step = min(steps)
+    rough = [_lattice_of(atoms, step) for atoms in (first, second)]
+    if rough[0] is None or rough[1] is None:
+        return None
+    step = _refined_step(first if rough[0][0][-1] >= rough[1][0][-1] else second, step)
     found = [_lattice_of(atoms, step) for atoms in (first, second)]
     return None if None in found else (step, found[0], found[1])
+
+
+def _refined_step(atoms: LossAtoms, step: float) -> float:
+    """The lattice step as (last loss - first loss) / (index span): each loss's rounding divided by the span,
+    where the smallest spacing carries it whole (over a power's thousands of steps, that bias would move
+    the composed losses by thousands of roundings)."""
+    span = float(np.rint((atoms.losses[-1] - atoms.losses[0]) / step)) if atoms.size > 1 else 0.0
+    return float(atoms.losses[-1] - atoms.losses[0]) / span if span >= 1 else step
 
 
 def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: float, log_cutoff: float,
@@ -520,6 +538,9 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
         raise CompositionTooLargeError(
             f"exact discrete composition spans {size} lattice points (limit {_max_atoms()} atoms)")
     budget.reserve(8.0 * 8 * size + 8.0 * 4 * (n1 + n2), "the dense lattice convolution of privacy-loss atoms")
+    if all(float(np.min(atoms.log_masses)) >= float(np.max(atoms.log_masses)) - LATTICE_RANGE
+           for atoms in (first, second)):
+        return _linear_lattice_convolve(first, second, lattice, threshold, log_cutoff, log_dropped)
     dense = []
     for atoms, k, n in ((first, k1, n1), (second, k2, n2)):
         log_w = np.full(n, -np.inf)
@@ -527,7 +548,7 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
         top = float(atoms.log_masses.max())
         band = np.full(n, -1, dtype=np.int64)
         band[k] = np.floor((top - atoms.log_masses) / BAND).astype(np.int64)
-        dense.append((log_w, top, band, float(special.logsumexp(atoms.log_masses))))
+        dense.append((log_w, top, band, float(log_sum_exp(atoms.log_masses))))
     out = np.full(size, -np.inf)
     pairs_of_bands, terms = 0, min(first.size, second.size)
     with np.errstate(divide="ignore", under="ignore", over="ignore"):  # exp outside a band is discarded
@@ -545,8 +566,7 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
                 offset2 = dense[1][1] - BAND * b2
                 log_bound = offset1 + offset2 + math.log(terms)  # every output of this pair of bands is below it
                 if log_cutoff > -math.inf and log_bound < log_cutoff - 1:
-                    lost = (float(special.logsumexp(dense[0][0][in1]))
-                            + float(special.logsumexp(dense[1][0][in2])) + 1e-9)
+                    lost = float(log_sum_exp(dense[0][0][in1])) + float(log_sum_exp(dense[1][0][in2])) + 1e-9
                     log_dropped = float(np.logaddexp(log_dropped, lost))
                     continue
                 values2 = np.where(in2, np.exp(dense[1][0] - offset2), 0.0)
@@ -573,6 +593,271 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
     alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(terms)
              + U * (4 * BAND + terms + math.log(terms) + 8 + 3 * pairs_of_bands)) * PAD
     return _merged(losses, loss_errors, log_masses, alpha, beta + U * (2 + pairs_of_bands), log_cutoff, log_dropped)
+
+
+#: Exponent of two at which the dense power keeps each intermediate's largest value: products of two stay
+#: below 2^(2 LATTICE_EXPONENT + log2 g) < 2^1024, and values down to 2^-1022 (e^-708) keep full precision.
+LATTICE_EXPONENT = 490
+#: The dense power starts from e^(log w - top); a one-use law whose masses span more than this (nats below its
+#: largest) is composed by :func:`_lattice_convolve` instead.
+LATTICE_RANGE = 700.0
+#: Smallest positive normal double; the absolute error of any product that underflows is below it.
+SMALLEST_NORMAL = 2.0 ** -1022
+#: ln 2 (rounded): the dense power's exponents of two are turned into nats with it once, at the end.
+LN2 = math.log(2.0)
+
+
+@dataclass
+class _LatticeVector:
+    """Masses on a lattice, in linear scale: mass at index ``origin + i`` is ``values[i] 2^exponent
+    e^(uses top)``, each within a relative ``rho`` of the exact power of the rounded one-use masses."""
+
+    values: np.ndarray
+    origin: int
+    exponent: int
+    uses: int
+    rho: float
+    log_dropped: float
+    #: The one-use log-mass error (alpha, beta) and log(size) + 2 max(log w, 0): a mass of ``uses`` uses is
+    #: within uses alpha + beta (|log m| + uses that) of the exact power (see :func:`_lattice_power`).
+    base_error: tuple[float, float, float]
+
+
+def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: float) -> LossAtoms | None:
+    """The ``count``-fold power of a law on a lattice l0 + step k, by binary powering of its mass vector in
+    linear scale (direct np.convolve, no logarithms between steps); None if the atoms are not on a dense
+    lattice or span more than LATTICE_RANGE nats.
+
+    Each step convolves two vectors of nonnegative values, so each output is a sum of g nonnegative products
+    and its relative error is at most (g + 1) u (any summation order), plus g 2^-1022 absolute from products
+    that underflow; the output is then rescaled by an exact power of two.  Outputs below the larger of
+    2 g 2^-1022 / u (where that absolute error would exceed u/2 relative), the smallest value that stays
+    normal after rescaling, and the mass cutoff are dropped, their mass (with its error) counted in
+    ``log_dropped``; outputs that cannot reach the threshold (given what the remaining uses add at most) are
+    cut without counting, as in :meth:`LossAtoms.power`.  Relative errors add along the powering.  The
+    one-use log-mass errors (alpha, beta) carry to the composition as count alpha + beta (|log m| +
+    (count - 1) log(size) + 2 count max(log w, 0)) (each path's product of count masses; the beta terms
+    weighted by the paths' shares, at most log(number of paths) above |log m|).
+    """
+    if atoms.size < 3:
+        return None
+    step = float(np.min(np.diff(atoms.losses)))
+    if not step > 0:
+        return None
+    if _lattice_of(atoms, step) is None:
+        return None
+    step = _refined_step(atoms, step)
+    found = _lattice_of(atoms, step)
+    if found is None:
+        return None
+    k, deviation = found
+    top = float(np.max(atoms.log_masses))
+    if float(np.min(atoms.log_masses)) < top - LATTICE_RANGE or not math.isfinite(top):
+        return None
+    span = int(k[-1]) + 1
+    if count * (span - 1) + 1 > 64 * _max_atoms():
+        return None
+    alpha, beta = atoms.log_mass_error
+    left = _allowance.get()
+    cost = _lattice_power_cost(atoms, k, count, log_cutoff)
+    if left is not None and cost / LATTICE_SPEEDUP > ESTIMATE_SLACK * left[0]:
+        raise CompositionTooLargeError(
+            f"exact composition of {count} uses of a {atoms.size}-atom lattice law needs about {cost:.2g} "
+            f"multiply-adds (allowance {LATTICE_SPEEDUP * left[0]:.2g})")
+    one_top = atoms.top
+    l0 = float(atoms.losses[0])
+    # Position of index K of the uses-fold power: uses l0 + step K, within uses (largest error + deviation) and
+    # the rounding of forming it (2 u (|uses l0| + |step K| + |loss|)).
+    position_error = float(atoms.loss_errors.max()) + deviation
+
+    def cut(uses: int) -> float:
+        return _rest_threshold(threshold, (count - uses) * one_top)
+
+    start = np.zeros(span)
+    start[k] = np.ldexp(np.exp(atoms.log_masses - top), LATTICE_EXPONENT)
+    # exp of x = log w - top (one rounding, u |x|, and exp's own, 4 u): relative u (|x| + 4) per value.
+    rho0 = U * (float(np.max(np.abs(atoms.log_masses - top))) + 4)
+    base_error = (alpha, beta, math.log(atoms.size) + 2 * max(top, 0.0))
+    base = _LatticeVector(start, 0, -LATTICE_EXPONENT, 1, rho0, atoms.log_dropped, base_error)
+    base = _lattice_trim(base, l0, step, position_error, top, cut(1), -math.inf, 0.0)
+    result: _LatticeVector | None = None
+    remaining = count
+    while remaining:
+        budget.check(f"composing {count} uses of a {atoms.size}-atom privacy loss on its lattice")
+        if remaining & 1:
+            result = base if result is None else _lattice_product(result, base, l0, step, position_error, top,
+                                                                  cut, log_cutoff)
+        remaining >>= 1
+        if remaining:
+            base = _lattice_product(base, base, l0, step, position_error, top, cut, log_cutoff)
+    if result is None:
+        raise ValueError(f"count must be >= 1, got {count}")
+    keep = np.flatnonzero(result.values > 0)
+    indices = result.origin + keep
+    with np.errstate(divide="ignore"):
+        log_values = np.log(result.values[keep])
+    scale = result.exponent * LN2
+    offset = count * top
+    log_masses = log_values + scale + offset
+    shifts = step * indices.astype(float)
+    losses = count * l0 + shifts
+    loss_errors = (count * position_error + 2 * U * (abs(count * l0) + np.abs(shifts) + np.abs(losses))) * PAD
+    positive = max(top, 0.0)
+    # The one-use errors (see above), the accumulated relative rounding rho (at most -log(1 - rho) in log)
+    # and the final logarithm and sums: u |log value|, 2 u |exponent ln 2| (ln 2 and the product rounded),
+    # u |count top| and u for each of the two additions (the last one's u |log mass| is in beta).
+    log_value_size = float(np.max(np.abs(log_values))) if log_values.size else 0.0
+    new_alpha = (count * alpha + beta * ((count - 1) * math.log(atoms.size) + 2 * count * positive)
+                 - math.log1p(-result.rho)
+                 + U * (log_value_size + 2 * abs(scale) + abs(offset) + abs(scale + offset) + 4)) * PAD
+    new_beta = beta + U
+    if threshold > -math.inf:
+        reaches = losses + loss_errors > threshold
+        losses, loss_errors, log_masses = losses[reaches], loss_errors[reaches], log_masses[reaches]
+    return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, result.log_dropped)
+
+
+def _lattice_power_cost(atoms: LossAtoms, k: np.ndarray, count: int, log_cutoff: float) -> float:
+    """A rough number of multiply-adds of :func:`_lattice_power`: binary powering squares vectors of about
+    min(e (span - 1) + 1, 2 sqrt(2 (10 - cutoff) e variance)) values at e = 2, 4, ... uses (a sub-Gaussian
+    width in lattice steps, as :func:`estimated_atoms`), so about twice the last square."""
+    _, weights = normalize(atoms.log_masses)
+    index = k.astype(float)
+    variance = float(np.dot(weights, (index - float(np.dot(weights, index))) ** 2))
+    reach = max(-log_cutoff, 1.0) + 10.0 if log_cutoff > -math.inf else math.inf
+    uses = 1 << max(count.bit_length() - 1, 0)
+    width = min(uses * float(k[-1]) + 1, 2 * math.sqrt(2 * reach * uses * variance) + 1)
+    return 2 * width * width
+
+
+def _lattice_trim(vector: _LatticeVector, l0: float, step: float, position_error: float, top: float,
+                  cut: float, log_cutoff: float, floor: float) -> _LatticeVector:
+    """Zero the values below ``floor`` or whose mass (raised by its error) is below e^``log_cutoff``,
+    counting their mass in ``log_dropped``; drop the values whose loss cannot exceed ``cut``; trim zeros."""
+    values = vector.values
+    log_scale = vector.exponent * LN2 + vector.uses * top
+    dropped = values < floor
+    if log_cutoff > -math.inf:
+        # mass <= value 2^exponent e^(uses top) (1 + rho) (with a 1e-6 margin for the rounding of the test)
+        limit = log_cutoff - log_scale - math.log1p(vector.rho) - 1e-6
+        dropped |= values < math.exp(min(limit, 700.0))
+    dropped &= values > 0
+    log_dropped = vector.log_dropped
+    if np.any(dropped):
+        # each dropped value is within (1 + rho) of the true mass, and counts whole (with the floor's absolute
+        # error bound, at most u/2 of the floor)
+        how_many = int(np.count_nonzero(dropped))
+        lost = float(np.sum(values[dropped])) * (1 + 2 * vector.rho + how_many * U) + how_many * floor
+        if lost > 0:
+            log_lost = math.log(lost) + log_scale
+            alpha, beta, per_use = vector.base_error
+            log_lost += (vector.uses * (alpha + beta * per_use) + beta * abs(log_lost)) * PAD + 1e-9
+            log_dropped = float(np.logaddexp(log_dropped, log_lost))
+        values = np.where(dropped, 0.0, values)
+    origin = vector.origin
+    if cut > -math.inf:
+        indices = origin + np.arange(values.size)
+        losses = vector.uses * l0 + step * indices
+        reach = losses + (vector.uses * position_error + 2 * U * (abs(vector.uses * l0) + np.abs(losses)
+                                                                   + step * np.abs(indices))) * PAD
+        values = np.where(reach > cut, values, 0.0)
+    nonzero = np.flatnonzero(values)
+    if nonzero.size == 0:
+        return _LatticeVector(np.zeros(1), origin, vector.exponent, vector.uses, vector.rho, log_dropped,
+                              vector.base_error)
+    first, last = int(nonzero[0]), int(nonzero[-1])
+    return _LatticeVector(values[first:last + 1], origin + first, vector.exponent, vector.uses, vector.rho,
+                          log_dropped, vector.base_error)
+
+
+def _dense_convolve(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, int, int, float]:
+    """(values, g, shift, floor): np.convolve of two vectors of zeros and normal doubles at most
+    2^LATTICE_EXPONENT; g bounds the nonzero products per output (relative error (g + 1) u, any summation
+    order, plus at most g 2^-1022 absolute from products that underflow); 2^shift brings the largest
+    output to 2^LATTICE_EXPONENT; outputs below ``floor`` (2 g 2^-1022 / u, where that absolute error
+    would exceed u/2 of them, or where they would leave the normal range after the shift) are to be
+    dropped."""
+    size = first.size + second.size - 1
+    if size > 64 * _max_atoms():
+        raise CompositionTooLargeError(
+            f"exact discrete composition spans {size} lattice points (limit {_max_atoms()} atoms)")
+    budget.reserve(8.0 * 4 * size, "the dense lattice convolution of privacy-loss atoms")
+    _spend(first.size * second.size / LATTICE_SPEEDUP)
+    terms = min(int(np.count_nonzero(first)), int(np.count_nonzero(second)))
+    with np.errstate(under="ignore"):
+        values = np.convolve(first, second)
+    largest = float(np.max(values))
+    shift = LATTICE_EXPONENT - math.frexp(largest)[1] if largest > 0 else 0
+    floor = max(2 * terms * SMALLEST_NORMAL / U, math.ldexp(SMALLEST_NORMAL, -shift))
+    return values, terms, shift, floor
+
+
+def _lattice_product(first: _LatticeVector, second: _LatticeVector, l0: float, step: float,
+                     position_error: float, top: float, cut: Callable[[int], float],
+                     log_cutoff: float) -> _LatticeVector:
+    """first * second on the lattice (see :func:`_lattice_power`)."""
+    values, terms, shift, floor = _dense_convolve(first.values, second.values)
+    uses = first.uses + second.uses
+    rho = (first.rho + second.rho + first.rho * second.rho + (terms + 2) * U) * PAD
+    log_dropped = float(np.logaddexp(first.log_dropped, second.log_dropped)) + 1e-9
+    if not np.any(values > 0):
+        return _LatticeVector(np.zeros(1), first.origin + second.origin, 0, uses, rho, log_dropped,
+                              first.base_error)
+    vector = _LatticeVector(values, first.origin + second.origin, first.exponent + second.exponent, uses, rho,
+                            log_dropped, first.base_error)
+    vector = _lattice_trim(vector, l0, step, position_error, top, cut(uses), log_cutoff, floor)
+    return _LatticeVector(np.ldexp(vector.values, shift), vector.origin, vector.exponent - shift, uses, rho,
+                          vector.log_dropped, first.base_error)
+
+
+
+def _linear_lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: float, log_cutoff: float,
+                             log_dropped: float) -> LossAtoms:
+    """first * second on one lattice, each factor's masses spanning at most LATTICE_RANGE nats: each factor
+    as e^(log w - top) 2^LATTICE_EXPONENT (normal doubles), one :func:`_dense_convolve`, outputs below its
+    floor dropped (mass counted), one logarithm.  Errors as in :func:`_lattice_convolve`, with the scaling's
+    u (|log w - top| + 4) per factor, (g + 3) u for the sums and the underflow, and the logarithm and
+    offsets' u (|log value| + |offsets| + 2)."""
+    step, (k1, deviation1), (k2, deviation2) = lattice
+    vectors, tops, spreads = [], [], []
+    for atoms, k in ((first, k1), (second, k2)):
+        top = float(np.max(atoms.log_masses))
+        values = np.zeros(int(k[-1]) + 1)
+        values[k] = np.ldexp(np.exp(atoms.log_masses - top), LATTICE_EXPONENT)
+        vectors.append(values)
+        tops.append(top)
+        spreads.append(float(np.max(np.abs(atoms.log_masses - top))))
+    values, terms, _, floor = _dense_convolve(vectors[0], vectors[1])
+    rho = (terms + 3 + spreads[0] + spreads[1] + 8) * U
+    scale = -2 * LATTICE_EXPONENT * LN2
+    offset = tops[0] + tops[1]
+    light = (values > 0) & (values < floor)
+    if np.any(light):
+        lost = (float(np.sum(values[light])) * (1 + 2 * rho) + int(np.count_nonzero(light)) * floor)
+        log_dropped = float(np.logaddexp(log_dropped, math.log(lost) + scale + offset + 1e-9))
+    keep = values >= floor
+    with np.errstate(divide="ignore"):
+        log_values = np.where(keep, np.log(np.where(keep, values, 1.0)), -np.inf)
+    out = log_values + scale + offset
+    origin = float(first.losses[0]) + float(second.losses[0])
+    shifts = step * np.arange(values.size, dtype=float)
+    losses = origin + shifts
+    largest = (float(first.loss_errors.max()) + float(second.loss_errors.max()) + deviation1 + deviation2
+               + U * (abs(float(first.losses[0])) + abs(float(second.losses[0])) + abs(origin)))
+    loss_errors = (largest + 2 * U * (np.abs(shifts) + np.abs(losses))) * PAD
+    if threshold > -math.inf:
+        keep &= losses + loss_errors > threshold
+    losses, loss_errors, log_masses = losses[keep], loss_errors[keep], out[keep]
+    (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
+    beta = max(beta1, beta2)
+    positive = max(tops[0], 0.0) + max(tops[1], 0.0)
+    log_value_size = float(np.max(np.abs(log_values[keep]))) if np.any(keep) else 0.0
+    # Factors' errors (as in _lattice_convolve), rho, and the logarithm and the two offsets' additions
+    # (2 u |scale| for ln 2 and the product rounded, u |offset| for the tops' sum, u for the rest; the last
+    # addition's u |log mass| is in beta).
+    alpha = (alpha1 + alpha2 + 2 * beta * positive + beta * math.log(max(terms, 1)) - math.log1p(-rho)
+             + U * (log_value_size + 2 * abs(scale) + 2 * abs(offset) + 4)) * PAD
+    return _merged(losses, loss_errors, log_masses, alpha, beta + U, log_cutoff, log_dropped)
 
 
 #: Atom pairs (or their equivalent) one composition may form in all before it is refused (about 3 s).
@@ -670,8 +955,8 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
             log_expm1 = np.where(e > 40, e, np.log(np.expm1(np.minimum(e, 40.0))))
             shift = np.minimum(np.minimum(gap, 0.0) + log_expm1, 0.0)
             near = np.where(gap < e, lw + (alpha + beta * np.abs(lw)) + shift, -np.inf)
-            position = np.exp(special.logsumexp(near, axis=1))
-            slope = np.exp(special.logsumexp(np.where(above, lw + gap, -np.inf), axis=1))
+            position = np.exp(log_sum_exp(near, axis=1))
+            slope = np.exp(log_sum_exp(np.where(above, lw + gap, -np.inf), axis=1))
             error = (relative * value + position) * PAD
             # A contribution below the smallest subnormal still counts: never state 0 error above 0.
             error = np.where((size > 0) & (error == 0), 5e-324, error)
@@ -720,7 +1005,7 @@ def log_hockey_stick(losses: np.ndarray, log_masses: np.ndarray, epsilons) -> np
         gap = np.minimum(flat[start:start + chunk, None] - losses[None, :], 0.0)
         with np.errstate(divide="ignore"):
             log_terms = log_masses + np.log(-np.expm1(gap))
-        out[start:start + chunk] = special.logsumexp(log_terms, axis=1)
+        out[start:start + chunk] = log_sum_exp(log_terms, axis=1)
     return out.reshape(epsilons.shape)
 
 
@@ -853,8 +1138,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
         if k == atoms.size:
             return 0.0, 0.0
         log_masses, gaps = atoms.log_masses[k:], x - atoms.losses[k:]
-        log_value = special.logsumexp(log_masses + np.log(-np.expm1(gaps)))
-        return float(np.exp(log_value)), float(np.exp(special.logsumexp(log_masses + gaps)))
+        log_value = log_sum_exp(log_masses + np.log(-np.expm1(gaps)))
+        return float(np.exp(log_value)), float(np.exp(log_sum_exp(log_masses + gaps)))
 
     if value_at(floor)[0] <= target:
         return floor
@@ -877,8 +1162,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
             break
     low: float = float(losses[j - 1]) if j > k0 else floor
     high: float = float(losses[j])
-    tail_log_a = float(special.logsumexp(log_masses[j:]))
-    tail_log_b = float(special.logsumexp(log_masses[j:] - losses[j:]))
+    tail_log_a = float(log_sum_exp(log_masses[j:]))
+    tail_log_b = float(log_sum_exp(log_masses[j:] - losses[j:]))
     with np.errstate(divide="ignore"):
         guess = tail_log_a + math.log(-math.expm1(min(math.log(target) - tail_log_a, 0.0))) - tail_log_b
     point = min(max(guess, low), high) if math.isfinite(guess) else high

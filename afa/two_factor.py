@@ -38,7 +38,7 @@ import numpy as np
 
 from . import budget
 from ._accurate import UNIT_ROUNDOFF as U
-from ._lazy import special
+from ._accurate import log_sum_exp
 
 if TYPE_CHECKING:
     from .discrete import LossAtoms
@@ -165,8 +165,8 @@ class TwoFactorSum:
                 log_s = np.logaddexp(self._log_c[kk], gain + np.log(-np.expm1(gap)))
                 terms = np.where(inside, log_w[None, :] + log_s, -np.inf)
                 slopes = np.where(inside, log_w[None, :] + gain + gap, -np.inf)
-                value[start:start + rows] = np.exp(special.logsumexp(terms, axis=1))
-                slope[start:start + rows] = np.exp(special.logsumexp(slopes, axis=1))
+                value[start:start + rows] = np.exp(log_sum_exp(terms, axis=1))
+                slope[start:start + rows] = np.exp(log_sum_exp(slopes, axis=1))
         return value, slope
 
     def evaluate(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
