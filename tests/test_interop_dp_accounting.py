@@ -11,7 +11,6 @@ PermuteAndFlipDpEvent) are stood in for by attrs classes with the same fields (t
 from __future__ import annotations
 
 import itertools
-import logging
 import math
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
+from _peers import dp_accounting_epsilon_bracket
 from scipy.optimize import brentq
 from scipy.stats import norm
 
@@ -27,7 +27,6 @@ import afa
 dp_accounting = pytest.importorskip("dp_accounting")
 import attr  # noqa: E402  (dp_accounting's own dependency)
 from dp_accounting import dp_event as events  # noqa: E402
-from dp_accounting.pld import privacy_loss_distribution as dp_pld  # noqa: E402
 
 from afa.interop import (  # noqa: E402
     AfaPrivacyAccountant,
@@ -531,19 +530,7 @@ DELTAS = (1e-5, 1e-8, 1e-10)
 
 def dp_accounting_bracket(q: float, sigma: float, steps: int) -> list[tuple[float, float]]:
     """(optimistic, pessimistic) eps at each of DELTAS from dp_accounting's PLD (grid 1e-4, its default)."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # dp_accounting warns about the optimistic estimate's algorithm
-    try:
-        sides = []
-        for pessimistic in (False, True):
-            pld = dp_pld.from_gaussian_mechanism(sigma, pessimistic_estimate=pessimistic, sampling_prob=q,
-                                                 value_discretization_interval=1e-4,
-                                                 use_connect_dots=pessimistic).self_compose(steps)
-            sides.append([pld.get_epsilon_for_delta(delta) for delta in DELTAS])
-    finally:
-        root.setLevel(level)
-    return list(zip(*sides))
+    return dp_accounting_epsilon_bracket(sigma, q, steps, DELTAS)
 
 
 @pytest.mark.parametrize("q, sigma, steps", DP_SGD)

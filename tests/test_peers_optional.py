@@ -9,14 +9,12 @@ after 100 steps, 1.828237 after 1000) are checked to 1e-6.
 
 from __future__ import annotations
 
-import logging
-
 import pytest
+from _peers import dp_accounting_epsilon_bracket
 
 import afa
 
 dp_accounting = pytest.importorskip("dp_accounting")
-from dp_accounting.pld import privacy_loss_distribution as dp_pld  # noqa: E402
 
 DELTA = 1e-5
 
@@ -33,19 +31,7 @@ def afa_epsilon(q: float, sigma: float, steps: int) -> float:
 
 def dp_accounting_bracket(q: float, sigma: float, steps: int, interval: float) -> tuple[float, float]:
     """(optimistic, pessimistic) eps(DELTA) from dp_accounting's PLD (max over the add and remove directions)."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # dp_accounting warns about the optimistic estimate's algorithm
-    try:
-        bounds = []
-        for pessimistic in (False, True):
-            pld = dp_pld.from_gaussian_mechanism(sigma, pessimistic_estimate=pessimistic,
-                                                 value_discretization_interval=interval, sampling_prob=q,
-                                                 use_connect_dots=pessimistic)  # connect-the-dots: pessimistic only
-            bounds.append(pld.self_compose(steps).get_epsilon_for_delta(DELTA))
-    finally:
-        root.setLevel(level)
-    return bounds[0], bounds[1]
+    return dp_accounting_epsilon_bracket(sigma, q, steps, [DELTA], interval)[0]
 
 
 @pytest.mark.parametrize("q, sigma, steps, interval", CASES)

@@ -10,11 +10,11 @@ mechanism's closed form (Sommer, Meiser & Mohammadi 2019, Thm 5).
 
 from __future__ import annotations
 
-import logging
 import math
 
 import numpy as np
 import pytest
+from _peers import dp_accounting_epsilon_bracket
 from _subsampling_reference import delta_bracket_bruteforce
 from scipy.stats import norm
 
@@ -139,20 +139,7 @@ def test_kept_line_serves_newtons_iterates():
 
 def dp_accounting_bracket(sigma: float, q: float, count: int) -> tuple[float, float]:
     """(optimistic, pessimistic) eps(DELTA) from dp_accounting's PLDs (grid 1e-4)."""
-    pld_module = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # dp_accounting warns about the optimistic estimate's algorithm
-    try:
-        sides = []
-        for pessimistic in (False, True):
-            pld = pld_module.from_gaussian_mechanism(sigma, pessimistic_estimate=pessimistic, sampling_prob=q,
-                                                     value_discretization_interval=1e-4,
-                                                     use_connect_dots=pessimistic).self_compose(count)
-            sides.append(pld.get_epsilon_for_delta(DELTA))
-    finally:
-        root.setLevel(level)
-    return sides[0], sides[1]
+    return dp_accounting_epsilon_bracket(sigma, q, count, [DELTA])[0]
 
 
 @pytest.mark.slow
