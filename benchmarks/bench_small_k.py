@@ -72,32 +72,26 @@ def measure(sigma: float, q: float, count: int, delta: float) -> dict:
         clear_afa_caches()
         return afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
 
-    accountants: list = []
-
-    def cold_epsilon():
-        accountants.append(fresh())
-        return accountants[-1].epsilon_result(delta)
-
     row: dict = {}
-    wall, cpu, result = _medians(cold_epsilon for _ in range(REPEATS))
-    row["eps cold"] = (wall, cpu)
-    row["eps"] = (result.value, result.lower, result.upper, result.method)
-    last = accountants[-1]
-    wall, cpu, _ = _medians((lambda: last.epsilon_result(delta)) for _ in range(REPEATS))
-    row["eps again"] = (wall, cpu)
-    epsilon = result.value
-    accountants.clear()
 
-    def cold_delta():
-        accountants.append(fresh())
-        return accountants[-1].delta_result(epsilon)
+    def time_direction(name: str, query: str, argument: float):
+        """Cold (fresh accountant) and repeated timings of ``query(argument)``; its last answer."""
+        accountants: list = []
 
-    wall, cpu, answer = _medians(cold_delta for _ in range(REPEATS))
-    row["delta cold"] = (wall, cpu)
-    row["delta"] = (answer.value, answer.lower, answer.upper, answer.method)
-    last = accountants[-1]
-    wall, cpu, _ = _medians((lambda: last.delta_result(epsilon)) for _ in range(REPEATS))
-    row["delta again"] = (wall, cpu)
+        def cold():
+            accountants.append(fresh())
+            return getattr(accountants[-1], query)(argument)
+
+        wall, cpu, answer = _medians(cold for _ in range(REPEATS))
+        row[f"{name} cold"] = (wall, cpu)
+        row[name] = (answer.value, answer.lower, answer.upper, answer.method)
+        last = accountants[-1]
+        wall, cpu, _ = _medians((lambda: getattr(last, query)(argument)) for _ in range(REPEATS))
+        row[f"{name} again"] = (wall, cpu)
+        return answer
+
+    epsilon = time_direction("eps", "epsilon_result", delta).value
+    time_direction("delta", "delta_result", epsilon)
     return row
 
 
