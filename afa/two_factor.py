@@ -138,6 +138,8 @@ class TwoFactorSum:
         self._position = (float(small.loss_errors.max()) if small.size else 0.0) + \
             (float(large.loss_errors.max()) if large.size else 0.0)
         self._small_magnitude = float(np.max(np.abs(small.losses))) if small.size else 0.0
+        self._large_losses_magnitude = float(np.max(np.abs(large.losses))) if large.size else 0.0
+        self._small_log_mass_magnitude = float(np.max(np.abs(small.log_masses))) if small.size else 0.0
 
     @property
     def log_dropped(self) -> float:
@@ -180,7 +182,7 @@ class TwoFactorSum:
             zeros = np.zeros(epsilons.size)
             return zeros, np.full(epsilons.size, max(self._dropped, 0.0)), zeros
         reach = float(np.max(np.abs(epsilons))) if epsilons.size else 0.0
-        shift = (self._position + 4 * U * (reach + self._small_magnitude + float(np.max(np.abs(self.large.losses))))
+        shift = (self._position + 4 * U * (reach + self._small_magnitude + self._large_losses_magnitude)
                  + 1e-300) * PAD
         points = np.concatenate((epsilons, epsilons - shift, epsilons + shift))
         values, slopes = self._values(points)
@@ -188,7 +190,7 @@ class TwoFactorSum:
         value, high, low, slope = values[:n], values[n:2 * n], values[2 * n:], slopes[:n]
         finite = values[values > 0]
         magnitude = max(self._large_magnitude, self._small_magnitude, reach,
-                        float(np.max(np.abs(self.small.log_masses))),
+                        self._small_log_mass_magnitude,
                         float(np.max(np.abs(np.log(finite)))) if finite.size else 0.0) + 8
         rounding = math.expm1(U * magnitude * (2 * self._chain + 64) * PAD) + U * (self.small.size + 8)
         relative = (1 + rounding) * (1 + self._mass_error) - 1
