@@ -754,9 +754,9 @@ class Accountant:
         AUTO_FALLBACKS -- each with AutoOptions.share of the time left (the last with all of it), so no
         engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
         engine that cannot serve the composition) moves on to the next; a contour refused for its node
-        budget (:class:`afa.contour.NodeBudgetError`) is retried next with a larger one (AutoOptions.wide_share of
-        the time left), and once that retry fails, later queries of the same composition try the PLD
-        before the contour.  A certified answer whose
+        budget (:class:`afa.contour.NodeBudgetError`, a loss piled up near one value, where the PLD is at its
+        best) is retried with a larger one (AutoOptions.wide_share of the time left) right after the PLD, and
+        once that retry fails, later queries of the same composition try the PLD before the contour.  A certified answer whose
         ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method with a
         larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
@@ -869,7 +869,7 @@ class Accountant:
                     bracket = partial
                 if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
                     wide_tried = node_retry = True
-                    candidates.insert(0, WIDE_CONTOUR)
+                    candidates.insert(candidates.index("pld") + 1 if "pld" in candidates else 0, WIDE_CONTOUR)
                 elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
                 continue
@@ -881,9 +881,10 @@ class Accountant:
             attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
             if kept is None or width < kept[2]:
                 kept = (name, answer, width, len(attempts) - 1)
-            if not wide_tried:  # a finite but wide bracket: only the wide contour may beat it
-                wide_tried = True
-                candidates = [WIDE_CONTOUR] + (candidates if math.isinf(width) else [])
+            if not wide_tried or WIDE_CONTOUR in candidates:  # a finite but wide bracket: only the wide contour
+                wide_tried = True                                  # may beat it
+                rest = [other for other in candidates if other != WIDE_CONTOUR]
+                candidates = [WIDE_CONTOUR] + (rest if math.isinf(width) else [])
             elif math.isfinite(width):
                 break
         if kept is not None:

@@ -85,6 +85,16 @@ class LossTails(abc.ABC):
         """(log P[eps < L < inf], log Q[eps < L < inf]) for each eps (any shape, +-inf allowed),
         relatively accurate (-inf for 0).  At eps = -inf they are the finite part's masses."""
 
+    def log_lower_mass(self, epsilons: ArrayLike) -> np.ndarray:
+        """log P[L <= eps] for each eps (-inf for 0).
+
+        Here 1 - inf_mass - P[eps < L < inf], accurate to about u absolutely (a mass below u is
+        lost to rounding); subclasses that can reach a lower tail directly override it.
+        """
+        log_p = self.log_tails(epsilons)[0]
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(1.0 - self.inf_mass - np.exp(log_p), 0.0))
+
     def grid_log_tails(self, interval: float, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`log_tails` at the grid interval * (first + arange(count)), read-only; the latest grid's are
         kept, since a PLD's pessimistic and optimistic builders (:mod:`afa.pld`) ask for the same grid."""
@@ -270,6 +280,8 @@ class NoisePairTails(LossTails):
     #: is within 2u for about 95 % of eps (then one or two bisection steps reach an ulp), within 1e-15 for
     #: 99.6 % (subsampled Gaussian, q = 0.01), within 1e-13 for all but a few.
     GUESS_WIDTHS = (2 * U, 1e-15, 1e-13, 1e-9)
+    #: Most steps of :meth:`_newton` (quadratic convergence from a bracket takes some 5-10; more are bisections).
+    NEWTON_STEPS = 40
 
     def __init__(self, pair: NoiseMixturePair):
         pair = pair.without_empty_components()
@@ -344,7 +356,9 @@ class NoisePairTails(LossTails):
         """x* with g <= eps below it and g > eps above it (to an ulp), for eps in loss_range.
 
         The bracket starts at the closed-form guess (:meth:`_guess`) +- the first of GUESS_WIDTHS
-        that brackets x*, else at the centre +- one noise scale, widened by doubling.
+        that brackets x*, else at the centre +- one noise scale, widened by doubling; for Gaussian noise,
+        Newton's method inside that bracket (:meth:`_newton`) then gives a guess that GUESS_WIDTHS
+        brackets in turn.  Bisection settles what is left.
         """
         centre = self._orientation * self._centre
         scale = self.pair.scale
@@ -353,14 +367,7 @@ class NoisePairTails(LossTails):
             guess = np.full(eps.shape, np.nan)
         guess = self._orientation * guess
         low, high = np.full(eps.shape, np.nan), np.full(eps.shape, np.nan)
-        good = np.zeros(eps.shape, dtype=bool)
-        for relative_width in self.GUESS_WIDTHS:  # the narrowest bracket around the guess that holds x*
-            trying = np.flatnonzero(~good & np.isfinite(guess))
-            width = relative_width * (np.abs(guess[trying]) + scale)
-            below, above = guess[trying] - width, guess[trying] + width
-            holds = (self._loss_along(below) <= eps[trying]) & (self._loss_along(above) > eps[trying])
-            low[trying[holds]], high[trying[holds]] = below[holds], above[holds]
-            good[trying[holds]] = True
+        good = self._bracket_guess(eps, guess, low, high, np.zeros(eps.shape, dtype=bool))
         bounds = []
         for outward in (-1.0, 1.0):  # widen [centre - scale, centre + scale] until it brackets x*
             x = np.where(good, low if outward < 0 else high, centre + outward * scale)
@@ -372,6 +379,11 @@ class NoisePairTails(LossTails):
                 active = active[beyond & (np.abs(x[active] - centre) < self._reach)]
             bounds.append(x)
         low, high = bounds
+        if self.pair.noise == "gaussian" and not np.all(good):
+            rest = np.flatnonzero(~good)
+            guess = np.full(eps.shape, np.nan)
+            guess[rest] = self._newton(eps[rest], low[rest], high[rest])
+            self._bracket_guess(eps, guess, low, high, good)
         active = np.arange(eps.size)
         while active.size:
             middle = low[active] / 2 + high[active] / 2
@@ -381,6 +393,48 @@ class NoisePairTails(LossTails):
             width = high[active] - low[active]
             active = active[width > 2 * U * np.maximum(np.maximum(np.abs(low[active]), np.abs(high[active])), scale)]
         return low / 2 + high / 2
+
+    def _bracket_guess(self, eps: np.ndarray, guess: np.ndarray, low: np.ndarray, high: np.ndarray,
+                       good: np.ndarray) -> np.ndarray:
+        """Mark ``good`` (and set ``low``, ``high``) where guess -+ one of GUESS_WIDTHS brackets the crossing
+        (the narrowest that does); the others are left as they were.  Returns ``good``."""
+        for relative_width in self.GUESS_WIDTHS:
+            trying = np.flatnonzero(~good & np.isfinite(guess))
+            width = relative_width * (np.abs(guess[trying]) + self.pair.scale)
+            below, above = guess[trying] - width, guess[trying] + width
+            holds = (self._loss_along(below) <= eps[trying]) & (self._loss_along(above) > eps[trying])
+            low[trying[holds]], high[trying[holds]] = below[holds], above[holds]
+            good[trying[holds]] = True
+        return good
+
+    def _newton(self, eps: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """Safeguarded Newton's method for g(x) = eps inside the brackets [low, high] (Gaussian noise).
+
+        Each step is Newton's from the last point, or the bracket's midpoint where that leaves the
+        bracket; the bracket shrinks to the side that the new point's sign allows.  A point stops once its
+        Newton step is below 4u (|x| + scale); all stop after NEWTON_STEPS steps.  Returns the last points
+        (a guess: :meth:`_crossing` verifies it).
+        """
+        low, high = low.copy(), high.copy()
+        x = low / 2 + high / 2
+        active = np.arange(eps.size)
+        for _ in range(self.NEWTON_STEPS):
+            loss, slope = self.pair.loss_and_slope(self._orientation * x[active])
+            gap = loss - eps[active]
+            above = gap > 0
+            high[active[above]] = x[active[above]]
+            low[active[~above]] = x[active[~above]]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = gap / (self._orientation * slope)
+            candidate = x[active] - step
+            settled = np.abs(step) <= 4 * U * (np.abs(x[active]) + self.pair.scale)
+            inside = np.isfinite(candidate) & (candidate >= low[active]) & (candidate <= high[active])
+            x[active] = np.where(settled, x[active],
+                                 np.where(inside, candidate, low[active] / 2 + high[active] / 2))
+            active = active[~settled]
+            if active.size == 0:
+                break
+        return x
 
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         epsilons = _epsilons(epsilons)
@@ -396,6 +450,21 @@ class NoisePairTails(LossTails):
             log_p[inside] = _log_half_line_mass(pair, pair.a_shifts, pair.a_log_weights, o_star, upper)
             log_q[inside] = _log_half_line_mass(pair, pair.b_shifts, pair.b_log_weights, o_star, upper)
         return log_p.reshape(epsilons.shape), log_q.reshape(epsilons.shape)
+
+    def log_lower_mass(self, epsilons: ArrayLike) -> np.ndarray:
+        """log P[L <= eps], from the half-line of outputs on the other side of o*(eps): relatively accurate
+        however small (no difference from 1)."""
+        epsilons = _epsilons(epsilons)
+        flat = epsilons.ravel()
+        low, high = self.loss_range
+        nothing = (flat < low) | ((flat == low) & (not self._bottom_attained))
+        log_lower = np.where(nothing, -np.inf, 0.0)
+        inside = np.flatnonzero(~nothing & (flat < high))
+        if inside.size:
+            o_star = self._orientation * self._crossing(flat[inside])
+            pair, upper = self.pair, self._orientation < 0  # {L <= eps} is (-inf, o*], or [o*, inf)
+            log_lower[inside] = _log_half_line_mass(pair, pair.a_shifts, pair.a_log_weights, o_star, upper)
+        return log_lower.reshape(epsilons.shape)
 
 
 def _log_half_line_mass(pair: NoiseMixturePair, shifts, log_weights, edges: np.ndarray, upper: bool) -> np.ndarray:

@@ -126,6 +126,32 @@ class NoiseMixturePair:
         log_a, log_b = self.log_ratios(o)
         return log_a - log_b
 
+    def loss_and_slope(self, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(L(o), L'(o)) for Gaussian noise.
+
+        L' is the difference of the two sides' posterior means of the components' log-density slopes,
+        sum_i pi^A_i(o) c_i / scale^2 - sum_j pi^B_j(o) c_j / scale^2, with pi^A_i(o) proportional to
+        a_i mu(o - c_i) (Zhu, Dong & Wang 2022, App. E).
+
+        Raises
+        ------
+        ValueError
+            For Laplace noise (its L' is piecewise constant and zero beyond the outermost shifts).
+        """
+        if self.noise != "gaussian":
+            raise ValueError(f"loss_and_slope needs Gaussian noise, got {self.noise!r}")
+        o = np.asarray(o, dtype=float)
+        sides = []
+        for shifts, log_weights in ((self.a_shifts, self.a_log_weights), (self.b_shifts, self.b_log_weights)):
+            kept = [(c, w) for c, w in zip(shifts, log_weights) if w > -np.inf]
+            exponents = np.array([w + self.kappa(o, c) for c, w in kept])
+            log_total = np.logaddexp.reduce(exponents, axis=0)
+            centres = np.array([c for c, _ in kept]).reshape((-1,) + (1,) * o.ndim)
+            mean_shift = np.sum(np.exp(exponents - log_total) * centres, axis=0)
+            sides.append((log_total, mean_shift))
+        (log_a, mean_a), (log_b, mean_b) = sides
+        return log_a - log_b, (mean_a - mean_b) / self.scale ** 2
+
 
 class PairMGF:
     """log M(s) = log int A(o)^{1+s} B(o)^{-s} do for complex s, by composite Gauss-Legendre over o.

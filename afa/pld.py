@@ -824,10 +824,9 @@ def _loss_grid(tails: LossTails, interval: float, tail_mass: float,
         top = _first_true(lambda i: tail(i) <= log_half, 1, index_limit(high_limit))
     if math.isfinite(low) and low >= low_limit:
         bottom = math.floor(low / interval) if -low / interval < most else -most
-    else:  # P[L <= x] = 1 - a - P[x < L < inf]
-        below = 1.0 - tails.inf_mass
+    else:
         stop = index_limit(-low_limit)
-        bottom = -_first_true(lambda j: below - np.exp(tail(-j)) <= tail_mass / 2, 1, stop)
+        bottom = -_first_true(lambda j: tails.log_lower_mass(-j * interval) <= log_half, 1, stop)
         if math.isfinite(low):
             bottom = max(bottom, math.floor(low / interval))
     bottom, top = min(bottom, -1), max(top, 1)

@@ -389,6 +389,64 @@ def test_noise_pair_tails_against_mpmath(noise, q, relation):
                 assert abs(value - reference) <= 1e-13 * (1 + abs(reference)), (eps, value, reference)
 
 
+@pytest.mark.parametrize("noise", ["gaussian", "laplace"])
+@pytest.mark.parametrize("relation", ["remove", "add", "substitution"])
+def test_noise_pair_lower_mass_against_mpmath(noise, relation):
+    """P[L <= eps] from the half-line below the crossing keeps its relative accuracy far below the unit
+    roundoff (where 1 - P[L > eps] is all rounding), against 60-digit mpmath."""
+    scale, q = 0.67, 1.4e-3
+    if relation == "substitution":
+        pair = NoiseMixturePair(noise, scale, (0.0, -1.0), (math.log1p(-q), math.log(q)),
+                                (0.0, 1.0), (math.log1p(-q), math.log(q)))
+        a_side, b_side, increasing = [(1 - q, 0), (q, -1)], [(1 - q, 0), (q, 1)], False
+    else:
+        pair = _remove_pair(noise, scale, q)
+        a_side, b_side, increasing = [(1 - q, 0), (q, 1)], [(1, 0)], True
+        if relation == "add":
+            pair, a_side, b_side, increasing = pair.swapped(), b_side, a_side, False
+    tails = NoisePairTails(pair)
+    low, high = tails.loss_range
+    chosen = [eps for eps in (-8.0, -5.0, -3.0, -1.0, -1e-3, 0.0, 1e-3, 1.0) if low < eps < high]
+    values = tails.log_lower_mass(np.array(chosen))
+    smallest = math.inf
+    for eps, value in zip(chosen, values):
+        with mp.workdps(60):
+            above = mixture_tails_mp(noise, scale, a_side, b_side, eps, increasing)[0]
+            total = mp.fsum(mp.mpf(w) for w, _ in a_side)  # the float weights' own sum, within an ulp of 1
+            reference = float(mp.log(total - above))
+        smallest = min(smallest, reference)
+        assert abs(value - reference) <= 1e-12 * (1 + abs(reference)), (eps, value, reference)
+    assert tails.log_lower_mass(np.array([low - 1.0]))[0] == -math.inf if math.isfinite(low) else True
+    assert tails.log_lower_mass(np.array([high + 1.0]))[0] == 0.0 if math.isfinite(high) else True
+    if noise == "gaussian" and relation == "substitution":
+        assert smallest < math.log(1e-20)  # the check reached far below the unit roundoff
+
+
+@pytest.mark.parametrize("relation", ["remove", "substitution"])
+def test_noise_pair_loss_slope_against_mpmath(relation):
+    """L'(o) of a Gaussian mixture pair (used by the crossing's Newton steps) against mpmath's derivative."""
+    scale, q = 0.7, 0.01
+    if relation == "substitution":
+        pair = NoiseMixturePair("gaussian", scale, (0.0, -1.0), (math.log1p(-q), math.log(q)),
+                                (0.0, 1.0), (math.log1p(-q), math.log(q)))
+        a_side, b_side = [(1 - q, 0), (q, -1)], [(1 - q, 0), (q, 1)]
+    else:
+        pair = _remove_pair("gaussian", scale, q)
+        a_side, b_side = [(1 - q, 0), (q, 1)], [(1, 0)]
+    outputs = np.array([-6.0, -1.0, 0.0, 0.4, 2.5, 8.0])
+    losses, slopes = pair.loss_and_slope(outputs)
+    with mp.workdps(40):
+        def loss(o):
+            return (mp.log(mp.fsum(mp.mpf(w) * mp.exp(-((o - c) / scale) ** 2 / 2) for w, c in a_side))
+                    - mp.log(mp.fsum(mp.mpf(w) * mp.exp(-((o - c) / scale) ** 2 / 2) for w, c in b_side)))
+        for o, value, slope in zip(outputs, losses, slopes):
+            assert abs(value - float(loss(mp.mpf(o)))) <= 1e-13 * (1 + abs(value))
+            reference = float(mp.diff(loss, mp.mpf(o)))
+            assert abs(slope - reference) <= 1e-12 * (1 + abs(reference)), (o, slope, reference)
+    with pytest.raises(ValueError, match="Gaussian noise"):
+        _remove_pair("laplace", scale, q).loss_and_slope(outputs)
+
+
 @pytest.mark.parametrize("q", [0.3, 1e-4])
 def test_subsampled_loss_ranges_and_their_ends(q):
     """Gaussian remove: inf L = log(1 - q), approached as o -> -inf but not attained (so P[L > log(1 - q)] = 1);

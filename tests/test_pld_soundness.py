@@ -212,6 +212,23 @@ def test_issue_case_certified_and_pld_agree_on_one_subsampled_gaussian():
     assert certified.lower <= pld.upper and pld.lower <= certified.upper
 
 
+def test_grid_bottom_of_a_tiny_tail_follows_the_lower_tail_not_the_rounding_of_one():
+    """Substitution-subsampled Gaussian (sigma = 0.67, q = 0.0014; fuzz seed 3467): for a truncation of 1e-17
+    the grid's bottom is where P[L <= x] falls below it (x > -6 here: the lower tail is Gaussian in the output),
+    not -700, where 1 - P[L > x] stops being pure rounding; the bounds still hold the mpmath truth."""
+    sigma, q = 0.6690886078239712, 0.001435627085347604
+    tails = afa.Gaussian(sigma).poisson_subsampled(q).loss_tails("substitution")[0]
+    pessimistic = connect_the_dots(tails, 1e-4, 1e-17)
+    optimistic = greedy_hull_optimistic(tails, 1e-4, 1e-17)
+    for built in (pessimistic, optimistic):
+        assert -8.0 < built.losses[0] < -3.0
+    epsilons = np.array([0.0, 0.5, 1.0])
+    upper, lower = pessimistic.delta(epsilons), optimistic.delta(epsilons)
+    for eps, high, low in zip(epsilons, upper, lower):
+        truth = float(delta_one_use_mpmath(float(eps), "gaussian", sigma, q, 1.0, "substitution", dps=30))
+        assert low <= truth <= high and high - low <= 1e-3 * truth, (eps, low, truth, high)
+
+
 @pytest.mark.parametrize("noise, scale, q, epsilons", [
     ("gaussian", 1.0, 0.05, (1.0, 3.0, 6.0)),
     ("laplace", 1e-3, 0.01, (0.0, 1.0, 990.0)),

@@ -197,6 +197,23 @@ def test_auto_records_every_attempt_and_moves_on_only_after_a_declared_refusal(m
         afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
 
 
+def test_a_contour_out_of_nodes_hands_over_to_the_pld_before_its_wide_retry(monkeypatch):
+    """A contour refused for its node budget (a loss piled up near one value) is followed by the PLD, and the
+    wide-node contour runs only if the PLD's bracket is too wide: the attempts are contour (refused), pld
+    (answered).  The answer holds the closed form: Laplace(1) x 3 through the PLD, as in the test above."""
+    from afa.contour import NodeBudgetError
+    from afa.engines import ContourEngine
+    reference = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0, method="pld")
+
+    def out_of_nodes(self, epsilons):
+        raise NodeBudgetError("needs more nodes (raised by the test)")
+
+    monkeypatch.setattr(ContourEngine, "delta", out_of_nodes)
+    result = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
+    assert [(a.method, a.outcome) for a in result.attempts] == [("contour", "refused"), ("pld", "answered")]
+    assert reference.lower <= result.value <= reference.upper
+
+
 def test_a_named_method_records_one_attempt_and_refusals_carry_theirs():
     result = afa.Accountant().compose(afa.Gaussian(2.0), 4).epsilon_result(1e-6, method="exact")
     assert [(a.method, a.outcome) for a in result.attempts] == [("exact", "answered")]
