@@ -41,6 +41,7 @@ from .engines import (
     gaussian_epsilon_bracket,
 )
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
+from .mixed_pld import MixedPLDEngine, exact_part
 from .options import METHODS, Options
 from .pld import PLDTooLargeError, largest_interval
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
@@ -562,9 +563,25 @@ class Accountant:
     def _quadrature_engine(self, index: int) -> QuadratureEngine:
         return QuadratureEngine(self._composed(index))
 
-    def _pld_engine(self, index: int) -> PLDEngine:
+    def _pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
+        """The PLD engine of one direction.  The finite-output terms that :func:`afa.mixed_pld.exact_part` picks
+        are composed exactly and mixed over the PLDs of the other terms, on a grid fitted to those alone
+        (:class:`afa.mixed_pld.MixedPLDEngine`), when both groups are non-empty; otherwise every term goes on
+        one grid."""
         terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self._counts.items()]
         loss = self._composed(index)
+        finite = [mechanism for mechanism in self._counts if not self._losses[mechanism][index].continuous]
+        if finite:
+            flags, composition = exact_part([(self._losses[mechanism][index], self._counts[mechanism])
+                                             for mechanism in finite])
+            exact = {mechanism for mechanism, flag in zip(finite, flags) if flag}
+            if composition is not None and len(exact) < len(self._counts):
+                gridded = [(tails, count) for (tails, count), mechanism in zip(terms, self._counts)
+                           if mechanism not in exact]
+                interval = self._pld_interval(self._composed(index, lambda mechanism: mechanism not in exact))
+                return MixedPLDEngine(composition, [(tails, count) for (tails, count), mechanism
+                                                    in zip(terms, self._counts) if mechanism in exact],
+                                      PLDEngine(gridded, interval, loss), loss)
         return PLDEngine(terms, self._pld_interval(loss), loss)
 
     def _pld_interval(self, loss: ComposedLoss) -> float:
@@ -755,10 +772,11 @@ class Accountant:
         engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
         engine that cannot serve the composition) moves on to the next; a contour refused for its node
         budget (:class:`afa.contour.NodeBudgetError`, a loss piled up near one value, where the PLD is at its
-        best) is retried with a larger one (AutoOptions.wide_share of the time left) right after the PLD, and
-        once that retry fails, later queries of the same composition try the PLD before the contour.  A certified answer whose
-        ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method with a
-        larger node budget; a certified answer with an infinite upper bound lets the remaining
+        best) is retried with a larger one (AutoOptions.wide_share of the time left) right after the PLD unless
+        the PLD's bracket is within AutoOptions.retry_rtol (it is kept in case the retry fails); once that retry
+        fails, later queries of the same composition try the PLD before the contour.  A certified
+        answer whose ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method
+        with a larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
         result.  When nothing answers, the AccuracyError lists what was tried (and carries the attempts).
         Only declared refusals move on: an AccuracyError (BudgetExceededError included) or an
@@ -845,7 +863,7 @@ class Accountant:
         wide_tried, node_retry = self._contour_demoted, False
         while candidates:
             name = candidates.pop(0)
-            later = any(self._may_serve(other, delta) for other in candidates)
+            later = kept is not None or any(self._may_serve(other, delta) for other in candidates)
             policy = self.options.auto
             share = policy.wide_share if name == WIDE_CONTOUR else policy.share
             share = budgets.remaining() * (share if later else 1.0)
@@ -876,7 +894,9 @@ class Accountant:
             seconds = time.monotonic() - began
             width = relative_width(answer) if relative_width is not None else 0.0
             certified = engines[0].certified
-            if not certified or width <= policy.bracket_rtol:
+            # after the contour ran out of nodes, its wide retry may still give a tighter answer than a bracket
+            pending = node_retry and WIDE_CONTOUR in candidates and width > policy.retry_rtol
+            if not certified or (width <= policy.bracket_rtol and not pending):
                 return _Answer(name, answer, tuple(attempts) + (Attempt(name, "answered", "", seconds),), certified)
             attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
             if kept is None or width < kept[2]:

@@ -770,14 +770,14 @@ class CertifiedEngine(Engine):
         def side(bound):
             return lambda eps: float(bound(np.array([eps]), tilt)[0])
 
-        upper = _checked_crossing(side(bracket.upper), delta, self.epsilon_scale, above=False)
-        lower = _checked_crossing(side(bracket.lower), delta, self.epsilon_scale, above=True)
+        upper = checked_crossing(side(bracket.upper), delta, self.epsilon_scale, above=False)
+        lower = checked_crossing(side(bracket.lower), delta, self.epsilon_scale, above=True)
         lower = min(lower, upper)
-        _refuse_infinite(self.method, delta, 0.0, lower, upper)
+        refuse_infinite(self.method, delta, 0.0, lower, upper)
         return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
 
 
-def _refuse_infinite(method: str, delta: float, inf_mass: float, lower: float, upper: float) -> None:
+def refuse_infinite(method: str, delta: float, inf_mass: float, lower: float, upper: float) -> None:
     """Refuse (AccuracyError) an infinite upper eps where the truth is finite (delta above the exact mass at
     +infinity): the engine did not reach a finite bound, which is not an answer."""
     if math.isinf(upper) and delta > inf_mass:
@@ -788,14 +788,16 @@ def _refuse_infinite(method: str, delta: float, inf_mass: float, lower: float, u
             bracket=Result(lower, lower, math.inf, math.inf, method, certified=True))
 
 
-def _checked_crossing(bound: Callable[[float], float], target: float, scale: float, above: bool) -> float:
+def checked_crossing(bound: Callable[[float], float], target: float, scale: float, above: bool,
+                     near: float | None = None) -> float:
     """From a non-increasing certified bound on delta, a certified bound on eps(target).
 
     ``above=False`` (an upper bound on delta): the smallest eps found with bound(eps) <= target, moved up
     until that holds (then eps(target) <= it).  ``above=True`` (a lower bound on delta): an eps with
-    bound(eps) > target, moved down until that holds, or 0 (then eps(target) >= it).
+    bound(eps) > target, moved down until that holds, or 0 (then eps(target) >= it).  ``near``, a guess of
+    the crossing, starts the search there (:func:`smallest_epsilon`).
     """
-    epsilon = smallest_epsilon(bound, target, scale)
+    epsilon = smallest_epsilon(bound, target, scale, near=near)
     if not math.isfinite(epsilon):
         return epsilon
     step = 4 * np.finfo(float).eps * max(1.0, epsilon)
@@ -1015,7 +1017,7 @@ class PLDEngine(Engine):
             largest = float(np.max(epsilons[unresolved]))
             chernoff = math.exp(chernoff_log_mass(self.bases(connect_the_dots, self.FIRST_TAIL), largest))
             smallest = float(np.min(lower[unresolved])) or min(float(np.min(upper[unresolved])), chernoff)
-            tail_mass = min(_pld_tail_mass(smallest), self.FIRST_TAIL)
+            tail_mass = min(pld_tail_mass(smallest), self.FIRST_TAIL)
             tilt = self.tilt_for(tail_mass, epsilon=largest)
             pessimistic, optimistic = self.bounds(tail_mass, tilt)
             chosen = epsilons[unresolved]
@@ -1062,16 +1064,16 @@ class PLDEngine(Engine):
             No finite upper bound was reached although ``delta`` exceeds the mass at +infinity; the error's
             ``bracket`` holds the certified lower bound.
         """
-        tail_mass = _pld_tail_mass(delta)
+        tail_mass = pld_tail_mass(delta)
         tilt = self.tilt_for(tail_mass, delta=delta)
         pessimistic, optimistic = self.bounds(tail_mass, tilt)
         upper, lower = pessimistic.epsilon(delta), optimistic.epsilon(delta)
         lower = min(lower, upper)
-        _refuse_infinite(self.method, delta, self._inf_mass, lower, upper)
+        refuse_infinite(self.method, delta, self._inf_mass, lower, upper)
         return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
 
 
-def _pld_tail_mass(delta: float) -> float:
+def pld_tail_mass(delta: float) -> float:
     """The tail mass the PLD truncates for a query about ``delta`` (the active :class:`afa.PLDOptions`)."""
     options = settings.current().pld
     return max(delta * options.tail_fraction, options.smallest_tail)

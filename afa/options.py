@@ -199,6 +199,9 @@ class AutoOptions(_Validated):
     bracket_rtol : float
         A certified bracket wider than this, relative to its value, makes 'auto' try the contour with the
         wide node budget for a tighter answer (default 0.01, in (0, inf]).
+    retry_rtol : float
+        After the contour ran out of nodes, a certified bracket wider than this, relative to its value, is
+        kept while the contour retries with the wide node budget (default 1e-6, in (0, inf]).
     reserve : float
         The share of an eps(delta) query's time kept back for a certified lower bound to attach to a refusal
         when no engine answers in the rest (default 0.1, in [0, 0.5]; 0: none).
@@ -214,17 +217,19 @@ class AutoOptions(_Validated):
     --------
     >>> import afa
     >>> afa.AutoOptions(share=0.25)
-    AutoOptions(share=0.25, wide_share=0.25, bracket_rtol=0.01, reserve=0.1)
+    AutoOptions(share=0.25, wide_share=0.25, bracket_rtol=0.01, retry_rtol=1e-06, reserve=0.1)
     """
 
     share: float = 0.5
     wide_share: float = 0.25
     bracket_rtol: float = 1e-2
+    retry_rtol: float = 1e-6
     reserve: float = 0.1
 
     _CHECKS = {"share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "wide_share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "bracket_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
+               "retry_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
                "reserve": lambda o, n, v: _check_real(o, n, v, 0.0, 0.5, low_open=False)}
 
 

@@ -198,9 +198,10 @@ def test_auto_records_every_attempt_and_moves_on_only_after_a_declared_refusal(m
 
 
 def test_a_contour_out_of_nodes_hands_over_to_the_pld_before_its_wide_retry(monkeypatch):
-    """A contour refused for its node budget (a loss piled up near one value) is followed by the PLD, and the
-    wide-node contour runs only if the PLD's bracket is too wide: the attempts are contour (refused), pld
-    (answered).  The answer holds the closed form: Laplace(1) x 3 through the PLD, as in the test above."""
+    """A contour refused for its node budget (a loss piled up near one value) is followed by the PLD.  A bracket
+    within AutoOptions.retry_rtol is the answer; a wider one is kept while the wide-node contour tries for a
+    tighter answer, and is the answer when that retry is refused too.  It holds Laplace(1) x 3 through the PLD
+    alone, as in the test above."""
     from afa.contour import NodeBudgetError
     from afa.engines import ContourEngine
     reference = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0, method="pld")
@@ -210,7 +211,13 @@ def test_a_contour_out_of_nodes_hands_over_to_the_pld_before_its_wide_retry(monk
 
     monkeypatch.setattr(ContourEngine, "delta", out_of_nodes)
     result = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
+    assert result.upper - result.lower <= 1e-6 * result.value
     assert [(a.method, a.outcome) for a in result.attempts] == [("contour", "refused"), ("pld", "answered")]
+    assert reference.lower <= result.value <= reference.upper
+    strict = afa.Options(auto=afa.AutoOptions(retry_rtol=1e-300))
+    result = afa.Accountant(options=strict).compose(afa.Laplace(1.0), 3).delta_result(1.0)
+    assert [(a.method, a.outcome) for a in result.attempts] == [
+        ("contour", "refused"), ("pld", "answered"), ("contour (wide node budget)", "refused")]
     assert reference.lower <= result.value <= reference.upper
 
 

@@ -1,0 +1,312 @@
+"""Certified bounds for finite-output mechanisms composed with continuous ones: exact atoms mixed over PLDs.
+
+Write the composed loss of one direction as L = D + C, D the finite-output part (randomized response,
+discrete Laplace and Gaussian, any finite pair) and C the rest, independent of D.  With D's atoms
+(a_i, w_i) and its mass m at +infinity,
+
+    delta(eps) = E[(1 - e^{eps - L})_+] = m + sum_i w_i delta_C(eps - a_i),
+
+delta_C the privacy profile of C alone, read at every real argument (Google DP team 2025, Sec. 5.1 evaluates
+the divergence of two composed PLDs this way).  :class:`MixedPLDEngine` composes D exactly
+(:class:`afa.discrete.DiscreteComposition`: atoms with position and mass error bounds) and C as discretized
+PLDs (:class:`afa.engines.PLDEngine`: a pessimistic and an optimistic PLD, whose deltas bound delta_C from
+above and below at every real argument, :mod:`afa.pld`).  As delta_C is non-increasing, the upper bound takes
+each atom at the top of its position interval and its mass at the top of its mass interval, the pessimistic
+delta_C, the mass dropped as negligible counted whole and the rounding of the sum added; the lower bound takes
+the other ends and the optimistic delta_C.  Both are certified.
+
+This keeps the finite part off the PLD's grid: a large composition of discrete mechanisms (a discrete
+Laplace used 7000 times reaches eps in the thousands) would need a grid spanning all of its loss at the step
+the continuous part needs, while here the grid spans the continuous part alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import budget
+from . import options as settings
+from ._accurate import UNIT_ROUNDOFF as U
+from .composition import ComposedLoss
+from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, LossAtoms, estimated_atoms
+from .engines import Engine, PLDEngine, checked_crossing, loss_epsilon_scale, pld_tail_mass, refuse_infinite
+from .loss_tails import LossTails
+from .pld import composition_tilt, connect_the_dots
+from .privacy_loss import PrivacyLoss
+
+__all__ = ["MAX_ATOMS", "MixedPLDEngine", "exact_part"]
+
+#: Most composed atoms of the finite part that the mixture is formed over (each bound looks up the PLD once per
+#: atom whose shifted argument falls on the continuous part's grid, and sums the rest by groups).
+MAX_ATOMS = 2_000_000
+#: Atoms whose shifted argument eps - a lies more than FAR below the continuous grid's first point are bounded
+#: as one group: there delta_C is within e^-FAR (relatively) of 1.
+FAR = 40.0
+
+
+def exact_part(terms: list[tuple[PrivacyLoss, int]]) -> tuple[list[bool], DiscreteComposition | None]:
+    """Which finite-output terms to compose exactly (True) rather than on the other terms' grid, and their
+    exact composition (None if no term is chosen).
+
+    A term on the grid costs grid points in proportion to its loss's reach (count times its atoms' range), an
+    exact one multiplies the composed atoms.  Terms are taken widest reach first, each kept if the estimated
+    composition (:func:`afa.discrete.estimated_atoms`) stays within MAX_ATOMS and the composition of the terms
+    kept so far with it can be formed in full (:class:`afa.discrete.DiscreteComposition`); the rest go on the
+    grid.  The query's time budget is checked between terms.
+
+    Parameters
+    ----------
+    terms : list of (afa.privacy_loss.PrivacyLoss, int)
+        Finite-output losses (``continuous`` False) and their counts.
+
+    Returns
+    -------
+    flags : list of bool
+        One per term, in order.
+    composition : afa.discrete.DiscreteComposition or None
+        The exact composition of the flagged terms, composed in full (``.full``).
+    """
+    def reach(item):
+        loss, count = item[1]
+        atoms = loss.atoms
+        return count * float(atoms.losses[-1] - atoms.losses[0]) if atoms.size else 0.0
+
+    chosen = [False] * len(terms)
+    kept: dict[PrivacyLoss, int] = {}
+    composition = None
+    for index, (loss, count) in sorted(enumerate(terms), key=reach, reverse=True):
+        trial = {**kept, loss: kept.get(loss, 0) + count}
+        atoms = [(term.atoms, uses) for term, uses in trial.items()]
+        if estimated_atoms(atoms, LOG_NEGLIGIBLE) > MAX_ATOMS:
+            continue
+        budget.check("composing the finite-output terms exactly")
+        candidate = DiscreteComposition(atoms, ComposedLoss(trial).inf_mass)
+        if candidate.full is not None and candidate.full.size <= MAX_ATOMS:
+            kept, composition, chosen[index] = trial, candidate, True
+    return chosen, composition
+
+
+class MixedPLDEngine(Engine):
+    """Certified bounds on delta of one direction whose finite-output part is composed exactly and whose
+    continuous part is a pair of discretized PLDs (see the module docstring).
+
+    Parameters
+    ----------
+    composition : afa.discrete.DiscreteComposition
+        The exact composition of the finite-output terms kept off the grid (:func:`exact_part`).
+    finite_tails : list of (afa.loss_tails.LossTails, int)
+        The loss tails of the finite-output terms and their counts: their pessimistic PLDs on the continuous
+        part's grid join that part's bases in the search for the whole composition's tilt for a query
+        (:func:`afa.pld.composition_tilt`); they are never composed.
+    continuous : afa.engines.PLDEngine
+        The PLD engine of the other terms.
+    loss : afa.composition.ComposedLoss
+        The direction's composed loss: its mass at +infinity and the scale of the eps searches.
+
+    Attributes
+    ----------
+    atoms : afa.discrete.LossAtoms
+        The finite part's composed atoms.
+    inf_mass : float
+        The finite part's mass at +infinity.
+    epsilon_scale : float
+        The scale of the eps searches (:func:`afa.engines.loss_epsilon_scale`).
+
+    Raises
+    ------
+    afa.discrete.CompositionTooLargeError
+        The composition was not formed in full, or has more than MAX_ATOMS atoms.
+
+    Examples
+    --------
+    >>> import afa
+    >>> acc = afa.Accountant().compose(afa.RandomizedResponse(0.75), 40)
+    >>> _ = acc.compose(afa.Laplace(2.0), 10)
+    >>> result = acc.epsilon_result(1e-6, method="pld")
+    >>> bool(result.upper - result.lower < 1e-3 * result.value), result.certified
+    (True, True)
+    """
+
+    method = "pld"
+    certified = True
+
+    def __init__(self, composition: DiscreteComposition, finite_tails: list[tuple[LossTails, int]],
+                 continuous: PLDEngine, loss: ComposedLoss):
+        if composition.full is None:
+            raise CompositionTooLargeError("the finite-output part cannot be composed in full")
+        if composition.full.size > MAX_ATOMS:
+            raise CompositionTooLargeError(f"the finite-output part has {composition.full.size} atoms "
+                                           f"(limit {MAX_ATOMS})")
+        self.atoms: LossAtoms = composition.full
+        self.inf_mass = composition.inf_mass
+        self._inf_mass_error = composition.inf_mass_error
+        self._total_inf_mass = loss.inf_mass
+        self._continuous = continuous
+        self._finite_tails = finite_tails
+        self._finite_bases: dict[float, list] = {}
+        self._tilts: dict[tuple, float] = {}
+        self._latest: tuple[float, float] | None = None  # (tail mass, tilt) of the latest eps(delta) query
+        self.epsilon_scale: float = loss_epsilon_scale(loss)
+        atoms = self.atoms
+        budget.reserve(12 * 8 * atoms.size, "the moved atoms and running sums of a mixed PLD")
+        alpha, beta = atoms.log_mass_error
+        # exp of a log-mass y is within 2u (|y| + 1) of the truth, relatively
+        spread = alpha + beta * np.abs(atoms.log_masses) + 2 * U * (np.abs(atoms.log_masses) + 1)
+        shift = atoms.loss_errors * (1 + 1e-9) + 2 * U * np.abs(atoms.losses)
+        self._upper_atoms = (atoms.losses + shift, np.exp(atoms.log_masses + spread))
+        self._lower_atoms = (atoms.losses - shift, np.exp(atoms.log_masses - spread))
+        # Running sums of the masses from either end (no differences of sums) and running extremes of the moved
+        # atoms, for the groups of atoms beyond the continuous grid.  A sum of n non-negative products, each
+        # rounded, is within (n + 2) u of the truth relatively (running sums; the window's dot product does better).
+        self._prefix_mass = {True: np.cumsum(self._upper_atoms[1]), False: np.cumsum(self._lower_atoms[1])}
+        self._suffix_mass = {side: np.cumsum(masses[::-1])[::-1]
+                             for side, masses in ((True, self._upper_atoms[1]), (False, self._lower_atoms[1]))}
+        self._prefix_max = np.maximum.accumulate(self._upper_atoms[0])
+        self._prefix_min = np.minimum.accumulate(self._lower_atoms[0])
+        self._suffix_max = np.maximum.accumulate(self._upper_atoms[0][::-1])[::-1]
+        self._suffix_min = np.minimum.accumulate(self._lower_atoms[0][::-1])[::-1]
+        self._sum_rtol = (atoms.size + 4) * U
+        self._settled: dict[int, tuple] = {}  # id(pld) -> (pld, where its delta settles)
+        self._dropped = math.exp(atoms.log_dropped) if atoms.log_dropped > -math.inf else 0.0
+
+    def _tilt(self, tail_mass: float, *, delta: float | None = None, epsilon: float | None = None) -> float:
+        """The whole composition's Chernoff order for ``delta`` or saddle point at ``epsilon``: the continuous
+        part's pessimistic bases and the finite terms' on the same grid (built once per ``tail_mass``; each
+        answer kept)."""
+        key = (tail_mass, delta, epsilon)
+        if key in self._tilts:
+            return self._tilts[key]
+        if tail_mass not in self._finite_bases:
+            uses = sum(count for _, count in self._finite_tails)
+            self._finite_bases[tail_mass] = [
+                (connect_the_dots(tails, self._continuous.interval, tail_mass / (4 * uses)), count)
+                for tails, count in self._finite_tails]
+        bases = self._continuous.bases(connect_the_dots, tail_mass) + self._finite_bases[tail_mass]
+        self._tilts[key] = composition_tilt(bases, delta=delta, epsilon=epsilon)
+        return self._tilts[key]
+
+    def _mixture(self, epsilons: np.ndarray, pld, upper: bool) -> np.ndarray:
+        """A bound on sum_i w_i delta_C(eps - a_i) at every eps from ``pld`` (pessimistic for the upper bound,
+        optimistic for the lower), over the atoms moved to the matching ends of their intervals.
+
+        Atoms whose x = eps - a lies within [first grid point - FAR, the point beyond the grid from which the
+        PLD's delta stays at its floor (:func:`_settled`)] are evaluated one by one; the others form two groups,
+        above and below, each bounded by the PLD's delta at the group's extreme x (delta is non-increasing)
+        times the group's mass, from running sums.
+        """
+        losses, masses = self._upper_atoms if upper else self._lower_atoms
+        key = id(pld)
+        if key not in self._settled or self._settled[key][0] is not pld:
+            if len(self._settled) >= 4 * PLDEngine.CACHED:  # the PLDs the continuous engine has let go
+                self._settled.clear()
+            self._settled[key] = (pld, _settled(pld))
+        first, last = float(pld.losses[0]) - FAR, self._settled[key][1]
+        prefix, suffix = self._prefix_mass[upper], self._suffix_mass[upper]
+        # x = eps - a is rounded once: moving it by 2u (|eps| + |a|) towards the side of the bound covers that
+        toward = -2 * U if upper else 2 * U
+        values = np.empty(epsilons.size)
+        for index, eps in enumerate(epsilons.ravel()):
+            budget.check("mixing the continuous part's PLD over the discrete atoms")
+            begin = int(np.searchsorted(self.atoms.losses, eps - last, side="left"))    # below: x above the grid
+            end = int(np.searchsorted(self.atoms.losses, eps - first, side="right"))   # from here: x below it
+            total = 0.0
+            if end > begin:
+                window = losses[begin:end]
+                shifted = eps - window
+                shifted += toward * (abs(eps) + np.abs(window))
+                total = float(pld.delta(shifted) @ masses[begin:end])
+            if begin > 0:  # x above the window: the largest delta at the smallest x (upper), or the other way
+                extreme = self._prefix_max[begin - 1] if upper else self._prefix_min[begin - 1]
+                at = eps - extreme + toward * (abs(eps) + abs(extreme))
+                total += prefix[begin - 1] * float(pld.delta(np.array([at]))[0])
+            if end < losses.size:  # x below the window
+                extreme = self._suffix_max[end] if upper else self._suffix_min[end]
+                at = eps - extreme + toward * (abs(eps) + abs(extreme))
+                total += suffix[end] * float(pld.delta(np.array([at]))[0])
+            values[index] = total
+        return values.reshape(epsilons.shape)
+
+    def _bounds(self, epsilons: np.ndarray, tail_mass: float, tilt: float | None) -> tuple[np.ndarray, np.ndarray]:
+        """(upper, lower) certified bounds on delta at ``epsilons`` from the continuous part's PLDs truncated to
+        ``tail_mass`` and composed at ``tilt``."""
+        pessimistic, optimistic = self._continuous.bounds(tail_mass, tilt)
+        upper = self._mixture(epsilons, pessimistic, True) * (1 + self._sum_rtol)
+        upper = upper + self.inf_mass + self._inf_mass_error + self._dropped
+        lower = self._mixture(epsilons, optimistic, False) * (1 - self._sum_rtol)
+        lower = lower + max(self.inf_mass - self._inf_mass_error, 0.0)
+        return np.minimum(upper, 1.0), np.minimum(np.maximum(lower, 0.0), upper)
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Midpoints and half-widths of the certified brackets: from PLDs truncated at PLDEngine.FIRST_TAIL, then,
+        where an upper bound is below the truncation / PLDEngine.DELTA_TAIL (the truncation matters there), once
+        more with the truncation scaled to the smallest such lower bound (upper bound, if that is 0), composed
+        at the saddle point of the largest such eps; up to PLDOptions.delta_rounds rounds while they tighten.
+        The better bound of each side is kept."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        tail_mass = PLDEngine.FIRST_TAIL
+        upper, lower = self._bounds(epsilons, tail_mass, None)
+        for _ in range(settings.current().pld.delta_rounds):
+            small = np.flatnonzero(upper < tail_mass / PLDEngine.DELTA_TAIL)
+            scale = (float(np.min(lower[small])) or float(np.min(upper[small]))) if small.size else 0.0
+            if scale <= 0 or pld_tail_mass(scale) >= tail_mass:
+                break
+            tail_mass = pld_tail_mass(scale)
+            tilt = self._tilt(tail_mass, epsilon=float(np.max(epsilons[small])))
+            refined_upper, refined_lower = self._bounds(epsilons[small], tail_mass, tilt)
+            progress = np.any(refined_upper < upper[small] / 2)
+            upper[small] = np.minimum(upper[small], refined_upper)
+            lower[small] = np.maximum(lower[small], refined_lower)
+            if not progress:
+                break
+        lower = np.minimum(lower, upper)
+        return (lower + upper) / 2, (upper - lower) / 2
+
+    def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
+        """A certified upper bound on delta at ``epsilons``: with a ``target``, from the continuous part's PLDs
+        as an eps(delta) query of ``target`` builds them (cached: that query reuses them); else from those of the
+        latest eps(delta) query, or the upper ends of :meth:`delta` if there was none."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        if target is not None and target > 0:
+            tail_mass = pld_tail_mass(target)
+            return self._bounds(epsilons, tail_mass, self._tilt(tail_mass, delta=target))[0]
+        if self._latest is not None:
+            return self._bounds(epsilons, *self._latest)[0]
+        values, errors = self.delta(epsilons)
+        return values + errors
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(midpoint, lower, upper) of eps(delta): the crossings of the certified bounds, the continuous part's
+        PLDs truncated for ``delta`` and composed at the whole composition's Chernoff order for it.
+
+        Raises
+        ------
+        AccuracyError
+            No finite upper bound was reached although ``delta`` exceeds the mass at +infinity; the error's
+            ``bracket`` holds the certified lower bound.
+        """
+        tail_mass = pld_tail_mass(delta)
+        tilt = self._tilt(tail_mass, delta=delta)
+        self._latest = (tail_mass, tilt)
+
+        def side(index: int):
+            return lambda eps: float(self._bounds(np.array([eps]), tail_mass, tilt)[index][0])
+
+        upper = checked_crossing(side(0), delta, self.epsilon_scale, above=False)
+        near = upper if math.isfinite(upper) and upper > 0 else None
+        lower = min(checked_crossing(side(1), delta, self.epsilon_scale, above=True, near=near), upper)
+        refuse_infinite(self.method, delta, self._total_inf_mass, lower, upper)
+        return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+
+
+def _settled(pld) -> float:
+    """A point beyond ``pld``'s grid from which its delta is within 1e-9 of its value far out (the mass at
+    +infinity; a pessimistic PLD's error term still decays beyond the grid, at the rate of its tilt), found by
+    doubling the distance from the last grid point, at most 2^14 of them."""
+    last = float(pld.losses[-1])
+    far = float(pld.delta(np.array([last + 2.0 ** 14]))[0])
+    distance = 1.0
+    while distance < 2.0 ** 14 and float(pld.delta(np.array([last + distance]))[0]) > far * (1 + 1e-9) + 1e-300:
+        distance *= 2
+    return last + distance
