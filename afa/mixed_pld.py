@@ -44,6 +44,9 @@ MAX_ATOMS = 2_000_000
 #: Atoms whose shifted argument eps - a lies more than FAR below the continuous grid's first point are bounded
 #: as one group: there delta_C is within e^-FAR (relatively) of 1.
 FAR = 40.0
+#: Width, times the PLD's tilt, of the groups of atoms whose shifted argument lies above the grid: across one,
+#: the PLD's error term changes by a factor e^CHUNK at most.
+CHUNK = 0.25
 
 
 def exact_part(terms: list[tuple[PrivacyLoss, int]]) -> tuple[list[bool], DiscreteComposition | None]:
@@ -150,21 +153,19 @@ class MixedPLDEngine(Engine):
         self._latest: tuple[float, float] | None = None  # (tail mass, tilt) of the latest eps(delta) query
         self.epsilon_scale: float = loss_epsilon_scale(loss)
         atoms = self.atoms
-        budget.reserve(12 * 8 * atoms.size, "the moved atoms and running sums of a mixed PLD")
+        budget.reserve(10 * 8 * atoms.size, "the moved atoms and running sums of a mixed PLD")
         alpha, beta = atoms.log_mass_error
         # exp of a log-mass y is within 2u (|y| + 1) of the truth, relatively
         spread = alpha + beta * np.abs(atoms.log_masses) + 2 * U * (np.abs(atoms.log_masses) + 1)
         shift = atoms.loss_errors * (1 + 1e-9) + 2 * U * np.abs(atoms.losses)
         self._upper_atoms = (atoms.losses + shift, np.exp(atoms.log_masses + spread))
         self._lower_atoms = (atoms.losses - shift, np.exp(atoms.log_masses - spread))
-        # Running sums of the masses from either end (no differences of sums) and running extremes of the moved
-        # atoms, for the groups of atoms beyond the continuous grid.  A sum of n non-negative products, each
-        # rounded, is within (n + 2) u of the truth relatively (running sums; the window's dot product does better).
-        self._prefix_mass = {True: np.cumsum(self._upper_atoms[1]), False: np.cumsum(self._lower_atoms[1])}
+        # Running sums of the masses from the top (the group below the grid: no differences of sums) and running
+        # extremes of the moved atoms, for the groups of atoms off the continuous grid.  A sum of n non-negative
+        # products, each rounded, is within (n + 2) u of the truth relatively.
         self._suffix_mass = {side: np.cumsum(masses[::-1])[::-1]
                              for side, masses in ((True, self._upper_atoms[1]), (False, self._lower_atoms[1]))}
         self._prefix_max = np.maximum.accumulate(self._upper_atoms[0])
-        self._prefix_min = np.minimum.accumulate(self._lower_atoms[0])
         self._suffix_max = np.maximum.accumulate(self._upper_atoms[0][::-1])[::-1]
         self._suffix_min = np.minimum.accumulate(self._lower_atoms[0][::-1])[::-1]
         self._sum_rtol = (atoms.size + 4) * U
@@ -191,10 +192,11 @@ class MixedPLDEngine(Engine):
         """A bound on sum_i w_i delta_C(eps - a_i) at every eps from ``pld`` (pessimistic for the upper bound,
         optimistic for the lower), over the atoms moved to the matching ends of their intervals.
 
-        Atoms whose x = eps - a lies within [first grid point - FAR, the point beyond the grid from which the
-        PLD's delta stays at its floor (:func:`_settled`)] are evaluated one by one; the others form two groups,
-        above and below, each bounded by the PLD's delta at the group's extreme x (delta is non-increasing)
-        times the group's mass, from running sums.
+        Atoms whose x = eps - a lies on the grid or up to FAR below it are evaluated one by one.  The others
+        are bounded in groups, each by the PLD's delta at the group's extreme x (delta is non-increasing) times
+        the group's mass: below, one group; above the grid, where delta is the mass at +infinity plus an
+        error term decaying like e^{-tilt x} (:class:`afa.pld.DiscretePLD`), groups CHUNK / tilt wide up to
+        the point where it has settled (:func:`_settled`), then one group.
         """
         losses, masses = self._upper_atoms if upper else self._lower_atoms
         key = id(pld)
@@ -202,30 +204,42 @@ class MixedPLDEngine(Engine):
             if len(self._settled) >= 4 * PLDEngine.CACHED:  # the PLDs the continuous engine has let go
                 self._settled.clear()
             self._settled[key] = (pld, _settled(pld))
-        first, last = float(pld.losses[0]) - FAR, self._settled[key][1]
-        prefix, suffix = self._prefix_mass[upper], self._suffix_mass[upper]
+        first, top, settled = float(pld.losses[0]) - FAR, float(pld.losses[-1]), self._settled[key][1]
+        width = CHUNK / pld.tilt if pld.tilt > 0 else math.inf
+        edges = np.append(np.arange(top, settled, width), settled) if settled > top else np.array([top])
         # x = eps - a is rounded once: moving it by 2u (|eps| + |a|) towards the side of the bound covers that
         toward = -2 * U if upper else 2 * U
         values = np.empty(epsilons.size)
         for index, eps in enumerate(epsilons.ravel()):
             budget.check("mixing the continuous part's PLD over the discrete atoms")
-            begin = int(np.searchsorted(self.atoms.losses, eps - last, side="left"))    # below: x above the grid
+            # atoms [cuts[k + 1], cuts[k]) have x in [edges[k], edges[k + 1]); [0, cuts[-1]): x beyond them all
+            cuts = np.searchsorted(self.atoms.losses, eps - edges, side="left")
             end = int(np.searchsorted(self.atoms.losses, eps - first, side="right"))   # from here: x below it
-            total = 0.0
+            begin = int(cuts[0])
+            points, weights = [], []
             if end > begin:
                 window = losses[begin:end]
                 shifted = eps - window
                 shifted += toward * (abs(eps) + np.abs(window))
-                total = float(pld.delta(shifted) @ masses[begin:end])
-            if begin > 0:  # x above the window: the largest delta at the smallest x (upper), or the other way
-                extreme = self._prefix_max[begin - 1] if upper else self._prefix_min[begin - 1]
-                at = eps - extreme + toward * (abs(eps) + abs(extreme))
-                total += prefix[begin - 1] * float(pld.delta(np.array([at]))[0])
+                points.append(shifted)
+                weights.append(masses[begin:end])
+            # the groups above the grid in index order: x beyond ``settled`` first, then the chunks down to the top
+            stops = cuts[::-1]
+            starts = np.concatenate(([0], stops[:-1]))
+            filled = stops > starts  # (dropping empty groups keeps the others contiguous)
+            if np.any(filled):
+                starts, stops = starts[filled], stops[filled]
+                sums = np.add.reduceat(masses[:begin], starts)  # plain sums: no differences of running sums
+                # the extreme a of each group, or one beyond it: the largest a^+ up to its end (upper bound), the
+                # smallest a^- from its start on (lower bound)
+                extreme = self._prefix_max[stops - 1] if upper else self._suffix_min[starts]
+                points.append(eps - extreme + toward * (abs(eps) + np.abs(extreme)))
+                weights.append(sums)
             if end < losses.size:  # x below the window
                 extreme = self._suffix_max[end] if upper else self._suffix_min[end]
-                at = eps - extreme + toward * (abs(eps) + abs(extreme))
-                total += suffix[end] * float(pld.delta(np.array([at]))[0])
-            values[index] = total
+                points.append(np.array([eps - extreme + toward * (abs(eps) + abs(extreme))]))
+                weights.append(np.array([self._suffix_mass[upper][end]]))
+            values[index] = float(pld.delta(np.concatenate(points)) @ np.concatenate(weights)) if points else 0.0
         return values.reshape(epsilons.shape)
 
     def _bounds(self, epsilons: np.ndarray, tail_mass: float, tilt: float | None) -> tuple[np.ndarray, np.ndarray]:
