@@ -211,7 +211,7 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
 
 
 def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: float,
-                     near: float | None = None) -> float:
+                     near: float | None = None, rtol: float = 4 * np.finfo(float).eps) -> float:
     """The smallest eps >= 0 with delta_of(eps) <= target for a non-increasing delta_of, to ~4 ulps.
 
     Parameters
@@ -224,6 +224,8 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
         The first upper end of the bracket, > 0 (e.g. :func:`loss_epsilon_scale`).
     near : float, optional
         A guess of the root: the bracket then grows outwards from it.
+    rtol : float, optional
+        The relative tolerance of the root (default 4 ulps; at least that).
 
     Returns
     -------
@@ -273,7 +275,7 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
             high = np.finfo(float).max
             if gap(high) > 0:
                 return math.inf
-    return brentq(gap, low, high, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=400)
+    return brentq(gap, low, high, xtol=1e-300, rtol=max(rtol, 4 * np.finfo(float).eps), maxiter=400)
 
 
 def _closed_form_rtol(log_value):
@@ -789,18 +791,19 @@ def refuse_infinite(method: str, delta: float, inf_mass: float, lower: float, up
 
 
 def checked_crossing(bound: Callable[[float], float], target: float, scale: float, above: bool,
-                     near: float | None = None) -> float:
+                     near: float | None = None, rtol: float = 4 * np.finfo(float).eps) -> float:
     """From a non-increasing certified bound on delta, a certified bound on eps(target).
 
     ``above=False`` (an upper bound on delta): the smallest eps found with bound(eps) <= target, moved up
     until that holds (then eps(target) <= it).  ``above=True`` (a lower bound on delta): an eps with
     bound(eps) > target, moved down until that holds, or 0 (then eps(target) >= it).  ``near``, a guess of
-    the crossing, starts the search there (:func:`smallest_epsilon`).
+    the crossing, starts the search there, and ``rtol`` is its relative tolerance (:func:`smallest_epsilon`;
+    the first move is twice that).
     """
-    epsilon = smallest_epsilon(bound, target, scale, near=near)
+    epsilon = smallest_epsilon(bound, target, scale, near=near, rtol=rtol)
     if not math.isfinite(epsilon):
         return epsilon
-    step = 4 * np.finfo(float).eps * max(1.0, epsilon)
+    step = 2 * max(rtol, 2 * np.finfo(float).eps) * max(1.0, epsilon)
     for _ in range(200):
         if above:
             if epsilon <= 0.0:

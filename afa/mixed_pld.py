@@ -1,8 +1,9 @@
 """Certified bounds for finite-output mechanisms composed with continuous ones: exact atoms mixed over PLDs.
 
-Write the composed loss of one direction as L = D + C, D the finite-output part (randomized response,
-discrete Laplace and Gaussian, any finite pair) and C the rest, independent of D.  With D's atoms
-(a_i, w_i) and its mass m at +infinity,
+Write the composed loss of one direction as L = D + C, D the finite-output terms kept exact (randomized
+response, discrete Laplace and Gaussian, any finite pair: those :func:`exact_part` picks) and C the rest
+(the continuous mechanisms, and the finite terms that would make D too large), independent of D.  With D's
+atoms (a_i, w_i) and its mass m at +infinity,
 
     delta(eps) = E[(1 - e^{eps - L})_+] = m + sum_i w_i delta_C(eps - a_i),
 
@@ -13,7 +14,9 @@ PLDs (:class:`afa.engines.PLDEngine`: a pessimistic and an optimistic PLD, whose
 above and below at every real argument, :mod:`afa.pld`).  As delta_C is non-increasing, the upper bound takes
 each atom at the top of its position interval and its mass at the top of its mass interval, the pessimistic
 delta_C, the mass dropped as negligible counted whole and the rounding of the sum added; the lower bound takes
-the other ends and the optimistic delta_C.  Both are certified.
+the other ends and the optimistic delta_C.  Both are certified.  Atoms whose argument eps - a_i falls off
+C's grid are bounded in groups (delta_C at the group's end times its mass), so a bound costs one PLD
+lookup per atom on the grid.
 
 This keeps the finite part off the PLD's grid: a large composition of discrete mechanisms (a discrete
 Laplace used 7000 times reaches eps in the thousands) would need a grid spanning all of its loss at the step
@@ -33,7 +36,7 @@ from .composition import ComposedLoss
 from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, LossAtoms, estimated_atoms
 from .engines import Engine, PLDEngine, checked_crossing, loss_epsilon_scale, pld_tail_mass, refuse_infinite
 from .loss_tails import LossTails
-from .pld import composition_tilt, connect_the_dots
+from .pld import composition_tilt, connect_the_dots, greedy_hull_optimistic
 from .privacy_loss import PrivacyLoss
 
 __all__ = ["MAX_ATOMS", "MixedPLDEngine", "exact_part"]
@@ -44,6 +47,9 @@ MAX_ATOMS = 2_000_000
 #: Atoms whose shifted argument eps - a lies more than FAR below the continuous grid's first point are bounded
 #: as one group: there delta_C is within e^-FAR (relatively) of 1.
 FAR = 40.0
+#: Relative tolerance of the crossings of the bounds with delta: far below a bracket's width (the grid's
+#: discretization), and a few bound evaluations fewer than to an ulp.
+CROSSING_RTOL = 1e-11
 #: Width, times the PLD's tilt, of the groups of atoms whose shifted argument lies above the grid: across one,
 #: the PLD's error term changes by a factor e^CHUNK at most.
 CHUNK = 0.25
@@ -242,15 +248,23 @@ class MixedPLDEngine(Engine):
             values[index] = float(pld.delta(np.concatenate(points)) @ np.concatenate(weights)) if points else 0.0
         return values.reshape(epsilons.shape)
 
-    def _bounds(self, epsilons: np.ndarray, tail_mass: float, tilt: float | None) -> tuple[np.ndarray, np.ndarray]:
-        """(upper, lower) certified bounds on delta at ``epsilons`` from the continuous part's PLDs truncated to
+    def _upper(self, epsilons: np.ndarray, tail_mass: float, tilt: float | None) -> np.ndarray:
+        """Certified upper bounds on delta at ``epsilons`` from the continuous part's pessimistic PLD truncated to
         ``tail_mass`` and composed at ``tilt``."""
-        pessimistic, optimistic = self._continuous.bounds(tail_mass, tilt)
+        pessimistic = self._continuous.composed(connect_the_dots, tail_mass, tilt)
         upper = self._mixture(epsilons, pessimistic, True) * (1 + self._sum_rtol)
-        upper = upper + self.inf_mass + self._inf_mass_error + self._dropped
+        return np.minimum(upper + self.inf_mass + self._inf_mass_error + self._dropped, 1.0)
+
+    def _lower(self, epsilons: np.ndarray, tail_mass: float, tilt: float | None) -> np.ndarray:
+        """Certified lower bounds on delta at ``epsilons`` from the continuous part's optimistic PLD likewise."""
+        optimistic = self._continuous.composed(greedy_hull_optimistic, tail_mass, tilt)
         lower = self._mixture(epsilons, optimistic, False) * (1 - self._sum_rtol)
-        lower = lower + max(self.inf_mass - self._inf_mass_error, 0.0)
-        return np.minimum(upper, 1.0), np.minimum(np.maximum(lower, 0.0), upper)
+        return np.minimum(np.maximum(lower + max(self.inf_mass - self._inf_mass_error, 0.0), 0.0), 1.0)
+
+    def _bounds(self, epsilons: np.ndarray, tail_mass: float, tilt: float | None) -> tuple[np.ndarray, np.ndarray]:
+        """(upper, lower): :meth:`_upper` and :meth:`_lower` (the lower no higher than the upper)."""
+        upper = self._upper(epsilons, tail_mass, tilt)
+        return upper, np.minimum(self._lower(epsilons, tail_mass, tilt), upper)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Midpoints and half-widths of the certified brackets: from PLDs truncated at PLDEngine.FIRST_TAIL, then,
@@ -284,9 +298,9 @@ class MixedPLDEngine(Engine):
         epsilons = np.asarray(epsilons, dtype=float)
         if target is not None and target > 0:
             tail_mass = pld_tail_mass(target)
-            return self._bounds(epsilons, tail_mass, self._tilt(tail_mass, delta=target))[0]
+            return self._upper(epsilons, tail_mass, self._tilt(tail_mass, delta=target))
         if self._latest is not None:
-            return self._bounds(epsilons, *self._latest)[0]
+            return self._upper(epsilons, *self._latest)
         values, errors = self.delta(epsilons)
         return values + errors
 
@@ -304,12 +318,13 @@ class MixedPLDEngine(Engine):
         tilt = self._tilt(tail_mass, delta=delta)
         self._latest = (tail_mass, tilt)
 
-        def side(index: int):
-            return lambda eps: float(self._bounds(np.array([eps]), tail_mass, tilt)[index][0])
+        def side(bound):
+            return lambda eps: float(bound(np.array([eps]), tail_mass, tilt)[0])
 
-        upper = checked_crossing(side(0), delta, self.epsilon_scale, above=False)
+        upper = checked_crossing(side(self._upper), delta, self.epsilon_scale, above=False, rtol=CROSSING_RTOL)
         near = upper if math.isfinite(upper) and upper > 0 else None
-        lower = min(checked_crossing(side(1), delta, self.epsilon_scale, above=True, near=near), upper)
+        lower = min(checked_crossing(side(self._lower), delta, self.epsilon_scale, above=True, near=near,
+                                     rtol=CROSSING_RTOL), upper)
         refuse_infinite(self.method, delta, self._total_inf_mass, lower, upper)
         return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
 
