@@ -790,12 +790,12 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
 #: fuzz's latest counts (``benchmarks/fuzz.py --markdown``), the sweep timings (``benchmarks/sweep.py``), the
 #: trade-off curve timings (``benchmarks/bench_tradeoff.py``), the targeted scripts' timings
 #: (``bench_gaussian_closed_form.py``, ``bench_mixture_of_gaussians.py``, ``first_epsilon.py``,
-#: ``bench_heterogeneous.py``, ``bench_small_k.py``), the start-up times (``import_time.py``) and the exact
-#: lattice compositions (``bench_lattice.py``).
+#: ``bench_heterogeneous.py``, ``bench_small_k.py``), the start-up times (``import_time.py``), the exact
+#: lattice compositions (``bench_lattice.py``) and the mixed PLD (``bench_mixed_pld.py``).
 KEPT_RESULTS = [Path(__file__).resolve().parent / name
                 for name in ("fuzz_results.md", "sweep_results.md", "tradeoff_results.md", "targeted_results.md",
                              "first_epsilon_results.md", "heterogeneous_results.md", "small_k_results.md",
-                             "import_time_results.md", "lattice_results.md")]
+                             "import_time_results.md", "lattice_results.md", "mixed_pld_results.md")]
 
 
 def main() -> None:
