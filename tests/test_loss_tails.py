@@ -363,20 +363,25 @@ def _remove_pair(noise, scale, q, shift=1.0):
     return NoiseMixturePair(noise, scale, (0.0, shift), (math.log1p(-q), math.log(q)), (0.0,), (0.0,))
 
 
+def _subsampled_pair(noise, scale, q, relation):
+    """(pair, A's [(weight, shift)], B's, whether L increases in the output) of Poisson subsampling with rate q
+    under ``relation`` ("remove", "add" or "substitution"), for :func:`mixture_tails_mp`."""
+    if relation == "substitution":
+        pair = NoiseMixturePair(noise, scale, (0.0, -1.0), (math.log1p(-q), math.log(q)),
+                                (0.0, 1.0), (math.log1p(-q), math.log(q)))
+        return pair, [(1 - q, 0), (q, -1)], [(1 - q, 0), (q, 1)], False
+    pair, a_side, b_side = _remove_pair(noise, scale, q), [(1 - q, 0), (q, 1)], [(1, 0)]
+    if relation == "add":
+        return pair.swapped(), b_side, a_side, False
+    return pair, a_side, b_side, True
+
+
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 @pytest.mark.parametrize("q", [0.5, 1e-3])
 @pytest.mark.parametrize("relation", ["remove", "add", "substitution"])
 def test_noise_pair_tails_against_mpmath(noise, q, relation):
     scale = 0.9
-    if relation == "substitution":
-        pair = NoiseMixturePair(noise, scale, (0.0, -1.0), (math.log1p(-q), math.log(q)),
-                                (0.0, 1.0), (math.log1p(-q), math.log(q)))
-        a_side, b_side, increasing = [(1 - q, 0), (q, -1)], [(1 - q, 0), (q, 1)], False
-    else:
-        pair = _remove_pair(noise, scale, q)
-        a_side, b_side, increasing = [(1 - q, 0), (q, 1)], [(1, 0)], True
-        if relation == "add":
-            pair, a_side, b_side, increasing = pair.swapped(), b_side, a_side, False
+    pair, a_side, b_side, increasing = _subsampled_pair(noise, scale, q, relation)
     tails = NoisePairTails(pair)
     low, high = tails.loss_range
     inner = [eps for eps in (-30.0, -3.0, -0.3, -1e-4, 0.0, 1e-5, 0.05, 0.3, 3.0, 30.0, 300.0) if low < eps < high]
@@ -395,15 +400,7 @@ def test_noise_pair_lower_mass_against_mpmath(noise, relation):
     """P[L <= eps] from the half-line below the crossing keeps its relative accuracy far below the unit
     roundoff (where 1 - P[L > eps] is all rounding), against 60-digit mpmath."""
     scale, q = 0.67, 1.4e-3
-    if relation == "substitution":
-        pair = NoiseMixturePair(noise, scale, (0.0, -1.0), (math.log1p(-q), math.log(q)),
-                                (0.0, 1.0), (math.log1p(-q), math.log(q)))
-        a_side, b_side, increasing = [(1 - q, 0), (q, -1)], [(1 - q, 0), (q, 1)], False
-    else:
-        pair = _remove_pair(noise, scale, q)
-        a_side, b_side, increasing = [(1 - q, 0), (q, 1)], [(1, 0)], True
-        if relation == "add":
-            pair, a_side, b_side, increasing = pair.swapped(), b_side, a_side, False
+    pair, a_side, b_side, increasing = _subsampled_pair(noise, scale, q, relation)
     tails = NoisePairTails(pair)
     low, high = tails.loss_range
     chosen = [eps for eps in (-8.0, -5.0, -3.0, -1.0, -1e-3, 0.0, 1e-3, 1.0) if low < eps < high]

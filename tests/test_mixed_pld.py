@@ -145,22 +145,22 @@ def test_a_finite_part_too_large_falls_back_to_one_grid(monkeypatch):
 
 
 def test_finite_terms_beyond_the_exact_limit_go_on_the_grid_and_keep_the_truth(monkeypatch):
-    """Finite-output terms only, too many atoms together for the exact part (MAX_ATOMS lowered to 200): the
-    widest-reaching one is composed exactly (RR x 150, 151 atoms) and the other (k-RR x 100) goes on the grid;
+    """Finite-output terms only, too many atoms together for the exact part (MAX_ATOMS lowered to 100): the
+    widest-reaching one is composed exactly (RR x 60, 61 atoms) and the other (k-RR x 40) goes on the grid;
     the certified bounds hold the enumerated truth (tests/_fuzz.py ``Reference``), tighter than one grid."""
-    monkeypatch.setattr(mixed_pld, "MAX_ATOMS", 200)
-    composition = _gaussian_and_finite(0, "add_remove", [("rr", (0.7,), 150), ("krr", (3, 0.5), 100)])
+    monkeypatch.setattr(mixed_pld, "MAX_ATOMS", 100)
+    composition = _gaussian_and_finite(0, "add_remove", [("rr", (0.7,), 60), ("krr", (3, 0.5), 40)])
     reference = _fuzz.Reference(composition)
     assert reference.available
     acc = composition.accountant()
     loss = acc.composed_losses["remove"]
     flags, exact = mixed_pld.exact_part([(term, count) for term, count in loss.terms.items()])
-    assert sorted(flags) == [False, True] and exact.full.size == 151
+    assert sorted(flags) == [False, True] and exact.full.size == 61
     for delta in (1e-4, 1e-10):
         result = acc.epsilon_result(delta, method="pld")
         assert result.certified
         assert reference.delta(result.upper) <= delta * (1 + 1e-9)
         assert reference.delta(result.lower) >= delta * (1 - 1e-9)
-        terms = [(mechanism.loss_tails("add_remove")[0], count) for mechanism, count in acc.mechanisms.items()]
-        single = PLDEngine(terms, 1e-4, loss).epsilon_bracket(delta)
-        assert result.upper - result.lower <= single[2] - single[1]
+    terms = [(mechanism.loss_tails("add_remove")[0], count) for mechanism, count in acc.mechanisms.items()]
+    single = PLDEngine(terms, 1e-4, loss).epsilon_bracket(1e-10)
+    assert result.upper - result.lower <= single[2] - single[1]
