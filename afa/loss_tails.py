@@ -262,8 +262,9 @@ class NoisePairTails(LossTails):
     case.  This covers Poisson and subset subsampling (remove and add) and Poisson subsampling under
     substitution (Zhu, Dong & Wang 2022, Thm 11, Google DP team 2025, Secs. 4.1-4.2) and the mixture of Gaussians
     (Google DP team 2025, Sec. 3.3).  Then {L > eps} is a half-line beyond o*(eps) = the crossing of L with eps,
-    found by bisection on o to an ulp (vectorised over eps), and the tails are that half-line's
-    A- and B-masses from the component CDFs in log space (:func:`_log_half_line_mass`).
+    found to an ulp by bisection on o, with Newton steps for Gaussian noise (vectorised over eps), and the
+    tails are that half-line's A- and B-masses from the component CDFs in log space
+    (:func:`_log_half_line_mass`); the lower tail P[L <= eps] is the other half-line's A-mass.
     A Laplace loss is constant beyond the outermost shifts: those flat parts are atoms of L, at the
     ends of ``loss_range``, and come out of the same half-lines.
 
