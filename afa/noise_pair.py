@@ -324,29 +324,20 @@ def _power_of_two(frequency: float) -> float:
 
 
 def fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """sum_j weights_j e^{i f_n values_j} for every frequency f_n.
+    """sum_j weights_j e^{i f_n values_j} for every frequency f_n: the one-row case of
+    :func:`batched_fourier_sums`.
 
     When the frequencies lie on a lattice f_n = f_0 + m_n d with integers 0 <= m_n < span (a
     trapezoid's nodes, or the part of them not cached yet) and span is at most LATTICE_SPAN_FACTOR
     times their number, every lattice point is summed at once: from GRIDDED_SPAN points on by a
-    non-uniform FFT (:func:`_gridded_sums`, cost about the number of values), below it by factoring
+    non-uniform FFT (:func:`_batched_gridded_sums`, cost about the number of values), below it by factoring
     the exponentials, e^{i (f_0 + (a r + b) d) x} = e^{i (f_0 + a r d) x} e^{i b d x} with r about
     sqrt(span): 2 sqrt(span) rows of complex exponentials and one matrix product instead of one row
     per frequency.  Both keep the phases' rounding that of the direct product (a few ulps of f x).
+    Other frequencies are summed directly, a bounded number of exponentials at a time, with the time
+    budget checked in between.
     """
-    frequencies = np.asarray(frequencies, dtype=float)
-    lattice = _lattice(frequencies) if frequencies.size >= 64 else None
-    if lattice is None:
-        return np.exp(1j * np.outer(frequencies, values)) @ weights
-    first, step, multiples = lattice
-    span = int(multiples.max()) + 1
-    if span >= GRIDDED_SPAN:
-        return _gridded_sums(first, step, span, values, weights)[multiples]
-    width = math.isqrt(span)
-    rows = -(-span // width)
-    left = np.exp(1j * np.outer(first + step * width * np.arange(rows), values)) * weights
-    right = np.exp(1j * np.outer(step * np.arange(width), values))
-    return (left @ right.T).ravel()[multiples]
+    return batched_fourier_sums(frequencies, np.asarray(values)[None, :], np.asarray(weights)[None, :])[:, 0]
 
 
 #: Lattices spanning at least this many frequencies are summed by the non-uniform FFT (below it the
@@ -354,38 +345,6 @@ def fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarra
 GRIDDED_SPAN = 256
 #: Gaussian gridding: kernel half-width in grid points, and grid size over the span of frequencies.
 GRID_SPREAD, GRID_OVERSAMPLING = 14, 4
-
-
-def _gridded_sums(first: float, step: float, span: int, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """sum_j w_j e^{i (first + k step) x_j} for k = 0, ..., span - 1 by a type-1 non-uniform FFT.
-
-    Gaussian gridding (Greengard & Lee, SIAM Review 46 (2004)): with theta_j = step x_j the sums are
-    F_k = sum_j c_j e^{i k theta_j}, c_j = w_j e^{i first x_j}.  Spreading c_j with the 2 pi-periodic
-    Gaussian g(theta) = sum_p e^{-(theta - 2 pi p)^2 / (4 tau)} onto a grid of size
-    M >= GRID_OVERSAMPLING (2 span) and one FFT give the Fourier coefficients of the spread sum, g_k F_k
-    with g_k = sqrt(tau / pi) e^{-k^2 tau}; dividing by g_k leaves F_k.  tau balances the kernel's
-    truncation at GRID_SPREAD points, e^{-pi GRID_SPREAD sqrt(1 - 2 span / M)} ~ 1e-17, against aliasing
-    of the band |k| < span; the division amplifies rounding by at most e^{span^2 tau} < 2.3.  The band is
-    not centred on the frequencies asked for: the common phase factor would then be e^{i f_mid x_j}, whose
-    rounding (an ulp of f_mid x_j) would reach the low frequencies, which carry most of a contour integral;
-    as it is, frequency f's phases carry about an ulp of f x_j, as in the direct product.  theta_j is not
-    reduced modulo 2 pi either (an ulp of 2 pi in every phase, times k): the grid index is, exactly.
-    Rounding: a few ulps of sum |w| (the FFT's) plus that of the phases (checked against 30-digit sums
-    in tests/test_subsampling.py).
-    """
-    band = 2 * span
-    size = 1 << max(6, math.ceil(math.log2(GRID_OVERSAMPLING * band)))
-    tau = math.pi * GRID_SPREAD / (size * math.sqrt(size * (size - band)))
-    spacing = 2 * math.pi / size
-    theta = step * values
-    nearest = np.floor(theta / spacing)
-    offsets = np.arange(1 - GRID_SPREAD, GRID_SPREAD + 1)
-    distance = (theta - spacing * nearest)[:, None] - spacing * offsets
-    spread = ((weights * np.exp(1j * first * values))[:, None] * np.exp(-distance * distance / (4 * tau))).ravel()
-    cells = np.mod(nearest.astype(np.intp)[:, None] + offsets, size).ravel()
-    grid = np.bincount(cells, spread.real, size) + 1j * np.bincount(cells, spread.imag, size)
-    k = np.arange(span)
-    return math.sqrt(math.pi / tau) * np.exp(k * k * tau) * np.fft.ifft(grid)[:span]
 
 
 #: A lattice of frequencies is summed by the factored product when its span is at most this many times
@@ -696,10 +655,23 @@ class PairMGFBatch:
 
 def _batched_gridded_sums(first: float, step: float, span: int, values: np.ndarray,
                           weights: np.ndarray) -> np.ndarray:
-    """:func:`_gridded_sums` of every row of ``values`` / ``weights`` at once: shape (rows, span).
+    """sum_j w_mj e^{i (first + k step) x_mj} for k = 0, ..., span - 1 and every row m of ``values`` /
+    ``weights``, by a type-1 non-uniform FFT: shape (rows, span).  The rows' grids are spread by one bincount
+    and transformed by one FFT along the last axis.
 
-    The same Gaussian gridding, kernel, grid size and phases for each row (so the same rounding); the rows'
-    grids are spread by one bincount and transformed by one FFT along the last axis.
+    Gaussian gridding (Greengard & Lee, SIAM Review 46 (2004)): with theta_j = step x_j the sums are
+    F_k = sum_j c_j e^{i k theta_j}, c_j = w_j e^{i first x_j}.  Spreading c_j with the 2 pi-periodic
+    Gaussian g(theta) = sum_p e^{-(theta - 2 pi p)^2 / (4 tau)} onto a grid of size
+    M >= GRID_OVERSAMPLING (2 span) and one FFT give the Fourier coefficients of the spread sum, g_k F_k
+    with g_k = sqrt(tau / pi) e^{-k^2 tau}; dividing by g_k leaves F_k.  tau balances the kernel's
+    truncation at GRID_SPREAD points, e^{-pi GRID_SPREAD sqrt(1 - 2 span / M)} ~ 1e-17, against aliasing
+    of the band |k| < span; the division amplifies rounding by at most e^{span^2 tau} < 2.3.  The band is
+    not centred on the frequencies asked for: the common phase factor would then be e^{i f_mid x_j}, whose
+    rounding (an ulp of f_mid x_j) would reach the low frequencies, which carry most of a contour integral;
+    as it is, frequency f's phases carry about an ulp of f x_j, as in the direct product.  theta_j is not
+    reduced modulo 2 pi either (an ulp of 2 pi in every phase, times k): the grid index is, exactly.
+    Rounding: a few ulps of sum |w| (the FFT's) plus that of the phases (checked against 30-digit sums
+    in tests/test_subsampling.py).
     """
     band = 2 * span
     size = 1 << max(6, math.ceil(math.log2(GRID_OVERSAMPLING * band)))
@@ -737,10 +709,11 @@ def _unit_phases(phases: np.ndarray) -> np.ndarray:
 
 def batched_fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray,
                          chunk: int = 1 << 21) -> np.ndarray:
-    """:func:`fourier_sums` of several rows at once: out[n, m] = sum_j weights[m, j] e^{i f_n values[m, j]}.
+    """out[n, m] = sum_j weights[m, j] e^{i f_n values[m, j]} for every frequency f_n and row m.
 
-    The same three paths (direct products, the factored lattice product, the non-uniform FFT) with the same
-    phases, vectorised over the rows; at most about ``chunk`` complex exponentials are formed at once.
+    Three paths, vectorised over the rows (see :func:`fourier_sums` for when each is taken): direct
+    products, the factored lattice product and the non-uniform FFT (:func:`_batched_gridded_sums`).  At most
+    about ``chunk`` complex exponentials are formed at once, with the time budget checked in between.
     """
     frequencies = np.asarray(frequencies, dtype=float)
     rows, width_j = values.shape
