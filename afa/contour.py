@@ -80,6 +80,7 @@ from . import budget
 from . import options as settings
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError, clearly_beyond, estimated_atoms
+from .noise_pair import summed_at_once
 from .privacy_loss import batched_log_phi, log_phi_and_continuous_part
 from .results import AccuracyError, UnsupportedCompositionError
 
@@ -115,6 +116,15 @@ PREFETCH_BEYOND = 4
 FAR_CHECK_SHARE, FAR_CHECK_NODES = 0.125, 1024
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
+#: Work one contour sum may spend on its finite and numeric terms, per node of its node budget: a finite
+#: term costs its atoms at each node, a numeric MGF its output nodes at each node (once per lattice of
+#: nodes summed at once, times NUFFT_WORK).  Numeric MGFs far up a line cost in proportion to |Im s|, and a
+#: sum that keeps meeting replicas of a lattice's bump (finite terms) with a slowly decaying numeric term
+#: runs far up it: there the discretized PLD is at its best, and the contour refuses early.
+WORK_PER_NODE = 1 << 12
+#: Work of a lattice of nodes summed at once by the non-uniform FFT, per output node of its rule (the
+#: spreading's exponentials, :func:`afa.noise_pair.summed_at_once`).
+NUFFT_WORK = 32
 #: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
 #: a halved step doubles the nodes, and near-atom sums need most of the numeric node budget).
 STEP_MANTISSA_BITS = 3
@@ -194,6 +204,9 @@ class _SaddlePointContour:
         self._prunes = False
         self.max_nodes = (MAX_NODES if loss.log_phi_rtol == 0
                           else numeric_nodes or settings.current().contour.numeric_nodes)
+        #: Work the current contour sum may still spend on finite and numeric terms (:meth:`_spend`); None
+        #: outside a sum.
+        self._work_left: float | None = None
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         raise NotImplementedError
@@ -466,8 +479,28 @@ class _SaddlePointContour:
         rounding = 1e-15 + 4 * np.finfo(float).eps * (abs(c * epsilon) + abs(psi + c * epsilon))
         return rounding + self.loss.log_phi_rtol  # numeric MGF terms: k_i times their relative error
 
+    def _spend(self, work: float) -> None:
+        """Count ``work`` against the current sum's allowance, WORK_PER_NODE times its node budget; refuse
+        (:class:`NodeBudgetError`) before spending beyond it."""
+        if self._work_left is None:
+            return
+        if work > self._work_left:
+            raise NodeBudgetError(
+                f"a contour sum needs more than {WORK_PER_NODE * self.max_nodes:.3g} terms of its finite and "
+                "numeric MGFs (far up its line, or at many replicas of a lattice's bump)")
+        self._work_left -= work
+
     def _trapezoid(self, epsilon: float, c: float, psi: float, curvature: float, step: float, halvings: int,
                    done, predict: float | None = None, reach: float = 0.0) -> tuple:
+        """:meth:`_trapezoid_sum` with a fresh work allowance (:meth:`_spend`)."""
+        self._work_left = WORK_PER_NODE * self.max_nodes
+        try:
+            return self._trapezoid_sum(epsilon, c, psi, curvature, step, halvings, done, predict, reach)
+        finally:
+            self._work_left = None
+
+    def _trapezoid_sum(self, epsilon: float, c: float, psi: float, curvature: float, step: float, halvings: int,
+                       done, predict: float | None = None, reach: float = 0.0) -> tuple:
         """(I e^{-psi}, last relative change, condition, S / I, last step, truncation, reach) of the trapezoid
         sum on the contour through c.  The condition sum |terms| / |sum terms| scales the nodes' rounding to
         the sum's; truncation bounds the nodes left out, relative to the sum; reach is the largest |Im u| summed.
@@ -811,6 +844,7 @@ class ContourInversion(_SaddlePointContour):
                 kept &= running > log_floor
                 kept[s.size - keep:] = True
             if index < len(finite):
+                self._spend(float(np.count_nonzero(kept)) * term.atoms.size)
                 log_term = count * _finite_log_mgf(term, s[kept])
             else:
                 log_term = count * self._numeric_term(index, term, s[kept])
@@ -829,7 +863,10 @@ class ContourInversion(_SaddlePointContour):
         about as much for all of its points as for a few (:func:`afa.noise_pair.fourier_sums`)."""
         offset = len(self._parts[2])
         for index, (term, _) in enumerate(self._parts[3]):
-            self._numeric_term(offset + index, term, s)
+            try:
+                self._numeric_term(offset + index, term, s)
+            except NodeBudgetError:  # beyond the sum's work allowance: its own nodes are evaluated as needed
+                return
 
     def _numeric_term(self, index: int, term, s: np.ndarray) -> np.ndarray:
         """log M of one numeric term at ``s``, kept per vertical line (CACHED_LINES of them) and height."""
@@ -837,6 +874,7 @@ class ContourInversion(_SaddlePointContour):
             out = np.empty(s.shape, dtype=complex)
             for start in range(0, s.size, NUMERIC_CHUNK):
                 budget.check("evaluating a numeric MGF along the contour")
+                self._spend_numeric(term, s[start:start + NUMERIC_CHUNK])
                 out[start:start + NUMERIC_CHUNK] = batched_log_phi(-1j * s[start:start + NUMERIC_CHUNK], [term])[:, 0]
             return out
         line = self._lines.pop(float(s.real[0]), {})
@@ -848,9 +886,20 @@ class ContourInversion(_SaddlePointContour):
         for start in range(0, len(missing), NUMERIC_CHUNK):  # numeric MGFs are costly: the budget is checked
             budget.check("evaluating a numeric MGF along the contour")
             chunk = missing[start:start + NUMERIC_CHUNK]
-            values = batched_log_phi(-1j * (s.real[0] + 1j * np.array(chunk)), [term])[:, 0]
+            nodes = s.real[0] + 1j * np.array(chunk)
+            self._spend_numeric(term, nodes)
+            values = batched_log_phi(-1j * nodes, [term])[:, 0]
             line.update(zip(((index, u) for u in chunk), values.tolist()))
         return np.array([line[index, u] for u in heights], dtype=complex)
+
+    def _spend_numeric(self, term, s: np.ndarray) -> None:
+        """Count the work of one numeric term at the nodes ``s`` of one line (:meth:`_spend`): its output nodes
+        at each node, or once times NUFFT_WORK for a lattice summed at once."""
+        if self._work_left is None or term.evaluation_cost is None:
+            return
+        costs = term.evaluation_cost(-1j * s)
+        at_once = s.size and np.all(s.real == s.real[0]) and summed_at_once(s.imag)
+        self._spend(NUFFT_WORK * float(np.max(costs)) if at_once else float(np.sum(costs)))
 
     def _log_integrand(self, s, epsilon):
         return self._integrand_from(self.log_mgf(s), s, epsilon)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -243,8 +244,7 @@ class PairMGF:
         real_parts, group_of = np.unique(flat.real, return_inverse=True)
         for group, c in enumerate(real_parts):
             members = np.flatnonzero(group_of == group)
-            lattice = _lattice(flat[members].imag) if members.size >= GRIDDED_SPAN else None
-            if lattice is not None and lattice[2].max() + 1 >= GRIDDED_SPAN:
+            if summed_at_once(flat[members].imag):
                 out[members] = self._log_sum(float(c), flat[members].imag)
                 continue
             members = members[np.argsort(np.abs(flat[members].imag))]
@@ -291,6 +291,11 @@ class PairMGF:
         counts = np.array([self._panels(*window, float(f))[0].size for f in unique], dtype=float)
         return counts[index].reshape(powers.shape)
 
+    def mgf_cost(self, s: np.ndarray) -> np.ndarray:
+        """Output nodes summed by one evaluation of log M at each complex ``s`` (:meth:`evaluation_cost` on each
+        real part's line)."""
+        return costs_by_line(self.evaluation_cost, s)
+
     def cumulants(self) -> tuple[float, float]:
         """Mean and variance of L under A."""
         window = self.output_range(0.0)
@@ -321,6 +326,29 @@ def _log_total(log_weights: tuple[float, ...]) -> float:
 def _power_of_two(frequency: float) -> float:
     """The frequency rounded up to a power of two (rules are shared between frequencies up to it)."""
     return float(2.0 ** math.ceil(math.log2(max(frequency, 1e-300))))
+
+
+def costs_by_line(cost: Callable[[float, np.ndarray], np.ndarray], s: np.ndarray) -> np.ndarray:
+    """``cost(c, |Im s|)`` for the nodes ``s`` on each vertical line Re s = c: the per-node cost of an MGF at
+    complex nodes from its cost along one line (shape of ``s``)."""
+    flat = np.asarray(s, dtype=complex).ravel()
+    out = np.zeros(flat.shape)
+    real_parts, line_of = np.unique(flat.real, return_inverse=True)
+    for line, c in enumerate(real_parts):
+        on = line_of == line
+        out[on] = cost(float(c), np.abs(flat.imag[on]))
+    return out.reshape(np.shape(s))
+
+
+def summed_at_once(frequencies: np.ndarray) -> bool:
+    """Whether the MGF evaluators sum these imaginary parts (of one real part) at once, as a lattice of at
+    least GRIDDED_SPAN points by the non-uniform FFT (one output rule for all of them, cost about its nodes times
+    2 GRID_SPREAD); otherwise they are summed in blocks, each output node once per frequency."""
+    frequencies = np.asarray(frequencies, dtype=float)
+    if frequencies.size < GRIDDED_SPAN:
+        return False
+    lattice = _lattice(frequencies)
+    return lattice is not None and lattice[2].max() + 1 >= GRIDDED_SPAN
 
 
 def fourier_sums(frequencies: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -432,7 +460,8 @@ class BucketedPairMGF:
         return out
 
     def evaluation_cost(self, t: np.ndarray) -> np.ndarray:
-        """Output nodes summed, over all members, by one evaluation of :meth:`log_phi` at each real ``t``."""
+        """Output nodes summed, over all members, by one evaluation of :meth:`log_phi` at each real or complex
+        ``t``."""
         return sum((batch.evaluation_cost(t) for _, batch in self.buckets), np.zeros(np.shape(t)))
 
 
@@ -598,8 +627,7 @@ class PairMGFBatch:
         real_parts, group_of = np.unique(flat.real, return_inverse=True)
         for group, c in enumerate(real_parts):
             members = np.flatnonzero(group_of == group)
-            lattice = _lattice(flat[members].imag) if members.size >= GRIDDED_SPAN else None
-            if lattice is not None and lattice[2].max() + 1 >= GRIDDED_SPAN:
+            if summed_at_once(flat[members].imag):
                 budget.check("evaluating subsampled mechanisms' MGFs")
                 self._log_sum(float(c), flat[members].imag, out, members)
                 continue
@@ -638,8 +666,9 @@ class PairMGFBatch:
         return self.log_mgf(1j * np.asarray(t))
 
     def evaluation_cost(self, t: np.ndarray) -> np.ndarray:
-        """Output nodes summed, over all members, by one evaluation of :meth:`log_phi` at each real ``t``."""
-        return self._cost(0.0, t)
+        """Output nodes summed, over all members, by one evaluation of :meth:`log_phi` at each real or complex
+        ``t`` (at s = it, on each real part's line)."""
+        return costs_by_line(self._cost, 1j * np.asarray(t))
 
     def _cost(self, c: float, frequencies: np.ndarray) -> np.ndarray:
         """Output nodes summed, over all members, by one evaluation at each |u| in ``frequencies``."""

@@ -354,12 +354,13 @@ def _mixture_losses(pair: NoiseMixturePair, names: tuple[str, str] | None) -> tu
     integral = PairMGF(pair)
     forward = PrivacyLoss.numeric(names[0], lambda t: integral.log_mgf(1j * np.asarray(t)),
                                   integral.cumulants, continues=True, noise_pair=pair,
-                                  cost=lambda t: integral.evaluation_cost(0.0, t), family=(PairFamily.of(pair), pair))
+                                  cost=lambda t: integral.mgf_cost(1j * np.asarray(t)),
+                                  family=(PairFamily.of(pair), pair))
     if _is_own_swap(pair):
         return forward, forward
     backward = PrivacyLoss.numeric(names[1], lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
                                    lambda: PairMGF(pair.swapped()).cumulants(), continues=True,
-                                   noise_pair=pair.swapped(), cost=lambda t: integral.evaluation_cost(-1.0, t),
+                                   noise_pair=pair.swapped(), cost=lambda t: integral.mgf_cost(-1 - 1j * np.asarray(t)),
                                    family=(PairFamily.of(pair.swapped()), pair.swapped()))
     return forward, backward
 

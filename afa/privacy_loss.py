@@ -195,7 +195,8 @@ class PrivacyLoss:
         self.family = family
         #: The :class:`afa.noise_pair.NoiseMixturePair` a numeric loss comes from, if any.
         self.noise_pair = noise_pair
-        #: For numeric log-CFs: the work (terms summed) of one evaluation at each real t; see :meth:`numeric`.
+        #: For numeric log-CFs: the work (terms summed) of one evaluation at each real or complex t; see
+        #: :meth:`numeric`.
         self.evaluation_cost = cost
         #: a when the loss is Laplace-type: atoms at +-a and a density between, so that its MGF is
         #: e^{as} R(s) + e^{-as} R'(s) with R, R' rational (the lattice contour's groups); else None.
@@ -249,8 +250,8 @@ class PrivacyLoss:
         method), with a relative error of about NUMERIC_RTOL of M(c) at every node.
         ``noise_pair``: the :class:`afa.noise_pair.NoiseMixturePair` the loss comes from, if any
         (the certified discretization needs it).
-        ``cost``: the number of terms the evaluator sums at each real t (it grows with |t| for
-        output quadratures); the real-line quadrature budgets its total.
+        ``cost``: the number of terms the evaluator sums at each real or complex t (it grows with |Re t| for
+        output quadratures); the real-line quadrature and the contour's sums budget their totals.
         ``loss_bound``: an upper bound on the loss (:attr:`loss_max`), where no ``noise_pair`` gives one.
         ``family``: (family, member) declaring that the loss's log-CF at t is that of ``member`` in
         ``family.batch(members)``, whose ``log_phi(t)`` gives every member's at once (shape t.shape + (members,)),

@@ -201,17 +201,46 @@ def test_subsampled_gaussian_with_discrete_gaussian_is_contained():
     result = acc.epsilon_result(delta, method="contour")
     lattice = discrete_gaussian(dg_sigma, 1).power(count)
     alone = afa.Accountant(neighboring="substitution").compose(subsampled, times=4)
-    certified = alone._engines_for("certified")[0]
+    bracket = lattice_mixture_bracket(lattice, alone._engines_for("certified")[0])
+    assert bracket(result.lower)[1] >= delta >= bracket(result.upper)[0], result
 
+
+def lattice_mixture_bracket(lattice, certified):
+    """eps -> [low, high] of the true delta of a lattice composed with a part whose certified bracket is
+    ``certified``: sum_j w_j [h_low, h_high](eps - l_j) over the atoms that matter."""
     def bracket(epsilon):
-        """[low, high] of the true delta: sum_j w_j [h_low, h_high](eps - l_j), the atoms that matter."""
         shifts = epsilon - lattice.losses
         keep = (lattice.masses > 1e-40 * lattice.masses.max()) & (shifts < 40)
         middle, half = certified.delta(shifts[keep])
         low = np.clip(middle - half, 0, 1) @ lattice.masses[keep]
         high = np.clip(middle + half, 0, 1) @ lattice.masses[keep] + 1e-40  # the atoms left out (h <= e^-40 there)
         return low * (1 - lattice.rtol), high * (1 + lattice.rtol)
+    return bracket
 
+
+def test_a_sum_beyond_its_work_allowance_is_refused_early_and_auto_answers_from_the_pld():
+    """Fuzz seed 6903's shape: discrete Gaussian (sigma 11.3) x 20 with one Poisson-subsampled Gaussian (q = 0.002).
+    The lattice's bump recurs every 2 pi sigma^2 ~ 803 along a vertical line and the subsampled term barely damps
+    it, so the sum runs far up the line, where one node of the numeric MGF costs output nodes in proportion to
+    |Im s|.  The contour must refuse for its work allowance (a NodeBudgetError, well inside a 60 s budget; without
+    the allowance it ran into the budget), and 'auto' must answer from the PLD with a bracket that holds the
+    lattice mixture of the subsampled part's certified bracket (as in the test above)."""
+    from afa.contour import NodeBudgetError
+    sigma, q, dg_sigma, count, delta = 0.887964939872814, 0.0020530663895541386, 11.30719047357859, 20, 1.0364e-20
+    subsampled = afa.Gaussian(sigma=sigma).poisson_subsampled(q)
+
+    def build():
+        acc = afa.Accountant(neighboring="substitution", budget=afa.Budget(seconds=60))
+        acc.compose(afa.DiscreteGaussian(sigma=dg_sigma, sensitivity=1), times=count)
+        return acc.compose(subsampled, times=1)
+
+    with pytest.raises(NodeBudgetError, match="terms of its finite and numeric MGFs"):
+        build().epsilon_result(delta, method="contour")
+    result = build().epsilon_result(delta)
+    assert [(a.method, a.outcome) for a in result.attempts] == [("contour", "refused"), ("pld", "answered")]
+    assert result.upper - result.lower < 1e-6 * result.value
+    alone = afa.Accountant(neighboring="substitution").compose(subsampled)
+    bracket = lattice_mixture_bracket(discrete_gaussian(dg_sigma, 1).power(count), alone._engines_for("certified")[0])
     assert bracket(result.lower)[1] >= delta >= bracket(result.upper)[0], result
 
 

@@ -30,6 +30,7 @@ from afa.composition import ComposedLoss
 from afa.contour import ContourInversion
 from afa.mechanisms import Mechanism
 from afa.noise_pair import PairMGF
+from afa.privacy_loss import batched_log_phi
 
 NODES = [0.5, 5.0, 40.0, 2.0 + 1.0j, 2.0 + 10.0j, 8.0 + 60.0j, 0.3 + 150.0j]
 
@@ -424,6 +425,29 @@ def test_near_atom_quadrature_stays_within_its_work_budget(monkeypatch):
     assert sum(work) <= 3 * quadrature.MAX_WORK
     lower, upper = delta_bracket_bruteforce(0.05, 3, "gaussian", 0.9, 0.002, relation="add_remove", grid=1e-4)
     assert result.lower <= np.ravel(lower)[0] and np.ravel(upper)[0] <= result.upper
+
+
+@pytest.mark.parametrize("direction", [0, 1])
+def test_numeric_mgf_cost_at_complex_nodes_counts_the_output_nodes_summed(monkeypatch, direction):
+    """A subsampled loss's ``evaluation_cost(t)`` at complex t = -is (the contour's nodes, on lines Re s = 0.5 and 6)
+    must be the number of output nodes its evaluation at t actually sums (counted inside fourier_sums), in both
+    directions: the contour's work allowance and the quadrature's budget rest on it."""
+    import afa.noise_pair as noise_pair
+    summed = []
+    original = noise_pair.fourier_sums
+
+    def counted(frequencies, values, weights):
+        summed.extend([np.size(values)] * np.size(frequencies))
+        return original(frequencies, values, weights)
+
+    monkeypatch.setattr(noise_pair, "fourier_sums", counted)
+    loss = afa.Gaussian(0.9).poisson_subsampled(0.01).privacy_losses()[direction]
+    for c in (0.5, 6.0):
+        for u in (3.0, 700.0, 12000.0):
+            t = np.array([-1j * complex(c, u)])
+            summed.clear()
+            batched_log_phi(t, [loss])  # as the contour evaluates a numeric term
+            assert summed == [loss.evaluation_cost(t)[0]], (c, u)
 
 
 @pytest.mark.parametrize("layout", ["long progression", "lattice with gaps", "short progression", "irregular",
