@@ -165,6 +165,8 @@ class Accountant:
         self._engines: dict[str, list] = {}
         self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
         self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
+        #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
+        self._exact_parts: dict[tuple, tuple] = {}
         self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
@@ -231,6 +233,7 @@ class Accountant:
         self._loss_magnitude = magnitude
         self._engines.clear()
         self._unbuildable.clear()
+        self._exact_parts.clear()
         self._contour_demoted = False
         return self
 
@@ -514,8 +517,10 @@ class Accountant:
 
     def _auto_first(self) -> tuple[str, dict[str, str]]:
         """'auto''s first choice and the candidates passed over with their reasons: closed forms first, then
-        relative accuracy (contour), then the real line if the composition has a continuous part, else the
-        PLD.  Building a candidate's engines gets AutoOptions.share of the time left, as trying it would."""
+        relative accuracy (contour), then the real line if every mechanism is continuous, else the PLD (which
+        composes finite-output terms exactly, :class:`afa.mixed_pld.MixedPLDEngine`, where the real line would
+        evaluate their atoms at every node).  Building a candidate's engines gets AutoOptions.share of the time
+        left, as trying it would."""
         passed_over = {}
         for candidate, available in (("exact", self._exact_available), ("contour", lambda: True)):
             if not available():
@@ -531,7 +536,7 @@ class Accountant:
                 passed_over[candidate] = str(error)
             except UnsupportedCompositionError as error:
                 self._unbuildable[candidate] = passed_over[candidate] = str(error)
-        continuous = any(losses[0].continuous for losses in self._losses.values())
+        continuous = all(losses[0].continuous for losses in self._losses.values())
         return ("quadrature" if continuous else "pld"), passed_over
 
     def _engines_for(self, method: str) -> list:
@@ -572,8 +577,10 @@ class Accountant:
         loss = self._composed(index)
         finite = [mechanism for mechanism in self._counts if not self._losses[mechanism][index].continuous]
         if finite:
-            flags, composition = exact_part([(self._losses[mechanism][index], self._counts[mechanism])
-                                             for mechanism in finite])
+            key = tuple((self._losses[mechanism][index], self._counts[mechanism]) for mechanism in finite)
+            if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
+                self._exact_parts[key] = exact_part(list(key))
+            flags, composition = self._exact_parts[key]
             exact = {mechanism for mechanism, flag in zip(finite, flags) if flag}
             if composition is not None and len(exact) < len(self._counts):
                 gridded = [(tails, count) for (tails, count), mechanism in zip(terms, self._counts)
@@ -773,7 +780,8 @@ class Accountant:
         engine that cannot serve the composition) moves on to the next; a contour refused for its node
         budget (:class:`afa.contour.NodeBudgetError`, a loss piled up near one value, where the PLD is at its
         best) is retried with a larger one (AutoOptions.wide_share of the time left) right after the PLD unless
-        the PLD's bracket is within AutoOptions.retry_rtol (it is kept in case the retry fails); once that retry
+        the PLD's bracket is within AutoOptions.retry_rtol (it is kept in case the retry fails; the PLD then gets
+        the time left but the retry's share, at least AutoOptions.share of it); once that retry
         fails, later queries of the same composition try the PLD before the contour.  A certified
         answer whose ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method
         with a larger node budget; a certified answer with an infinite upper bound lets the remaining
@@ -866,6 +874,8 @@ class Accountant:
             later = kept is not None or any(self._may_serve(other, delta) for other in candidates)
             policy = self.options.auto
             share = policy.wide_share if name == WIDE_CONTOUR else policy.share
+            if node_retry and candidates and candidates[0] == WIDE_CONTOUR:  # the retry only refines this answer
+                share = max(policy.share, 1 - policy.wide_share)
             share = budgets.remaining() * (share if later else 1.0)
             began = time.monotonic()
             try:

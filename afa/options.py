@@ -196,6 +196,8 @@ class AutoOptions(_Validated):
         The share of the time left that each engine but the last gets (default 0.5, in (0, 1]).
     wide_share : float
         The share of the contour's retry with ``ContourOptions.wide_numeric_nodes`` (default 0.25, in (0, 1]).
+        When that retry is queued behind the PLD (the contour ran out of nodes), the PLD gets the time left but
+        this share (at least ``share`` of it): the retry only refines the PLD's bracket.
     bracket_rtol : float
         A certified bracket wider than this, relative to its value, makes 'auto' try the contour with the
         wide node budget for a tighter answer (default 0.01, in (0, inf]).

@@ -221,6 +221,49 @@ def test_a_contour_out_of_nodes_hands_over_to_the_pld_before_its_wide_retry(monk
     assert reference.lower <= result.value <= reference.upper
 
 
+def test_the_pld_before_a_queued_wide_retry_gets_three_quarters_of_the_time_left(monkeypatch):
+    """After the contour runs out of nodes, the PLD runs with the wide-node retry queued behind it; the retry only
+    refines the PLD's bracket, so the PLD gets the time left but AutoOptions.wide_share (0.25), not the half that
+    an engine followed by others gets (fuzz seed 6090's PLD needed more than that half)."""
+    from afa import budget
+    from afa.contour import NodeBudgetError
+    from afa.engines import ContourEngine, PLDEngine
+    seen = []
+    original = PLDEngine.delta
+
+    def out_of_nodes(self, epsilons):
+        raise NodeBudgetError("needs more nodes (raised by the test)")
+
+    def recorded(self, epsilons):
+        seen.append(budget.remaining())
+        return original(self, epsilons)
+
+    monkeypatch.setattr(ContourEngine, "delta", out_of_nodes)
+    monkeypatch.setattr(PLDEngine, "delta", recorded)
+    strict = afa.Options(auto=afa.AutoOptions(retry_rtol=1e-300))
+    acc = afa.Accountant(budget=afa.Budget(seconds=100.0), options=strict).compose(afa.Laplace(1.0), 3)
+    result = acc.delta_result(1.0)
+    assert [(a.method, a.outcome) for a in result.attempts][:2] == [("contour", "refused"), ("pld", "answered")]
+    assert 0.7 * 100 < seen[0] <= 0.75 * 100
+
+
+@pytest.mark.parametrize("finite", [False, True])
+def test_past_the_contour_finite_output_terms_go_to_the_pld_first(monkeypatch, finite):
+    """When neither closed forms nor the contour serve a composition, 'auto' tries the real line first for
+    continuous mechanisms only, and the PLD first when finite-output terms are present (it composes their atoms
+    exactly; the real line evaluates every atom at every node: fuzz seed 4949 spent 11 s there to refuse)."""
+    def unavailable(self, index):
+        raise afa.UnsupportedCompositionError("unavailable (raised by the test)")
+
+    monkeypatch.setitem(afa.Accountant._BUILDERS, "contour", unavailable)
+    acc = afa.Accountant().compose(afa.Laplace(1.0), 3)
+    if finite:
+        acc.compose(afa.RandomizedResponse(0.7), 5)
+    result = acc.delta_result(1.0)
+    assert [(a.method, a.outcome) for a in result.attempts] == [
+        ("contour", "passed over"), ("pld" if finite else "quadrature", "answered")]
+
+
 def test_a_named_method_records_one_attempt_and_refusals_carry_theirs():
     result = afa.Accountant().compose(afa.Gaussian(2.0), 4).epsilon_result(1e-6, method="exact")
     assert [(a.method, a.outcome) for a in result.attempts] == [("exact", "answered")]
