@@ -13,6 +13,8 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from . import budget
+
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 #: The unit roundoff u of IEEE double precision (Higham 2002, Sec. 2.1): |fl(x op y) - x op y| <= u |x op y|.
 UNIT_ROUNDOFF = float(np.finfo(float).eps) / 2
@@ -203,6 +205,7 @@ def log_characteristic(t: NDArray, values: list[NDArray], weights: list[NDArray]
     deviation = np.empty((flat.size, len(values)), dtype=complex)
     chunk = max(1, 4_000_000 // all_values.size)
     for start in range(0, flat.size, chunk):
+        budget.check("evaluating finite-output mechanisms' characteristic functions")
         terms = np.expm1(1j * np.multiply.outer(flat[start:start + chunk], all_values)) * all_weights
         deviation[start:start + chunk] = np.add.reduceat(terms, starts, axis=1)
     result = np.asarray(log_totals) + complex_log1p(deviation)
