@@ -173,6 +173,8 @@ class PairMGF:
     DROP = 45.0
     #: Nodes evaluated together (they share one set of panels).
     BLOCK = 256
+    #: Output nodes of a rule whose losses are formed between checks of the time budget.
+    RULE_CHUNK = 1 << 20
     #: Largest change of the phase Im(s) L(o) across one panel, in radians (GL_20 integrates e^{ix} over 12
     #: radians to rounding: the Taylor terms 6^n / n! are below 1e-16 by n = 40).
     PHASE = 12.0
@@ -274,7 +276,13 @@ class PairMGF:
                 self._rules[frequency] = None
             else:
                 o, log_w = self._panels(*window, frequency)
-                loss, magnitude = self._loss_and_log_integrand(o, c)
+                components = max(len(self.pair.a_shifts), len(self.pair.b_shifts))
+                budget.reserve(16.0 * o.size * components, "the output rule of a subsampled mechanism's MGF")
+                loss, magnitude = np.empty(o.size), np.empty(o.size)
+                for start in range(0, o.size, self.RULE_CHUNK):  # far rules are long: the budget is checked
+                    budget.check("building the output rule of a subsampled mechanism's MGF")
+                    piece = slice(start, start + self.RULE_CHUNK)
+                    loss[piece], magnitude[piece] = self._loss_and_log_integrand(o[piece], c)
                 magnitude += log_w
                 top = float(np.max(magnitude))
                 self._rules[frequency] = (loss, np.exp(magnitude - top), top)

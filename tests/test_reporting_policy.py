@@ -122,6 +122,21 @@ def test_memory_budget_refuses_before_allocating():
         budget.reserve(512, "a small array")
 
 
+def test_a_far_output_rule_is_refused_by_the_memory_budget_before_it_is_built():
+    """A subsampled Gaussian's MGF at |Im s| = 1e5 needs an output rule of about 1.4e6 nodes (its evaluation_cost,
+    about 43 MiB of losses and log-weights for a two-component side): a 10 MB budget refuses it, naming it, and the
+    same call answers without the budget."""
+    from afa import budget
+    from afa.noise_pair import PairMGF
+    integral = PairMGF(afa.Gaussian(0.9).poisson_subsampled(0.01).noise_pair())
+    node = np.array([0.5 + 1e5j])
+    assert integral.evaluation_cost(0.5, np.abs(node.imag))[0] > 1e6
+    with budget.limits(afa.Budget(memory_bytes=1e7)):
+        with pytest.raises(afa.BudgetExceededError, match="output rule"):
+            integral.log_mgf(node)
+    assert np.isfinite(integral.log_mgf(node)).all()
+
+
 def test_nested_limits_never_extend_the_outer_budget():
     from afa import budget
     with budget.limits(afa.Budget(seconds=1.0)):
