@@ -576,7 +576,7 @@ class Accountant:
         terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self._counts.items()]
         loss = self._composed(index)
         finite = [mechanism for mechanism in self._counts if not self._losses[mechanism][index].continuous]
-        if finite:
+        if finite and len(self._counts) > 1:  # one mechanism: the mixture would have nothing to mix over
             key = tuple((self._losses[mechanism][index], self._counts[mechanism]) for mechanism in finite)
             if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
                 self._exact_parts[key] = exact_part(list(key))
