@@ -782,7 +782,7 @@ class Accountant:
         best) is retried with a larger one (AutoOptions.wide_share of the time left) right after the PLD unless
         the PLD's bracket is within AutoOptions.retry_rtol (it is kept in case the retry fails; the PLD then gets
         the time left but the retry's share, at least AutoOptions.share of it); once that retry
-        fails, later queries of the same composition try the PLD before the contour.  A certified
+        fails, later queries of the same composition try the PLD before the contour, with the same share.  A certified
         answer whose ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method
         with a larger node budget; a certified answer with an infinite upper bound lets the remaining
         engines try for a finite one; when no engine does better, the best certified answer is the
@@ -874,7 +874,8 @@ class Accountant:
             later = kept is not None or any(self._may_serve(other, delta) for other in candidates)
             policy = self.options.auto
             share = policy.wide_share if name == WIDE_CONTOUR else policy.share
-            if node_retry and candidates and candidates[0] == WIDE_CONTOUR:  # the retry only refines this answer
+            refined_by_retry = node_retry and candidates and candidates[0] == WIDE_CONTOUR
+            if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
                 share = max(policy.share, 1 - policy.wide_share)
             share = budgets.remaining() * (share if later else 1.0)
             began = time.monotonic()

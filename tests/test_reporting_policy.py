@@ -239,7 +239,8 @@ def test_a_contour_out_of_nodes_hands_over_to_the_pld_before_its_wide_retry(monk
 def test_the_pld_before_a_queued_wide_retry_gets_three_quarters_of_the_time_left(monkeypatch):
     """After the contour runs out of nodes, the PLD runs with the wide-node retry queued behind it; the retry only
     refines the PLD's bracket, so the PLD gets the time left but AutoOptions.wide_share (0.25), not the half that
-    an engine followed by others gets (fuzz seed 6090's PLD needed more than that half)."""
+    an engine followed by others gets (fuzz seed 6090's PLD needed more than that half).  Once the retry has
+    failed, later queries start with the PLD, with the same share (seed 6588's second query)."""
     from afa import budget
     from afa.contour import NodeBudgetError
     from afa.engines import ContourEngine, PLDEngine
@@ -260,6 +261,10 @@ def test_the_pld_before_a_queued_wide_retry_gets_three_quarters_of_the_time_left
     result = acc.delta_result(1.0)
     assert [(a.method, a.outcome) for a in result.attempts][:2] == [("contour", "refused"), ("pld", "answered")]
     assert 0.7 * 100 < seen[0] <= 0.75 * 100
+    # the wide retry was refused too: the next query starts with the PLD, with the same share
+    result = acc.delta_result(2.0)
+    assert [(a.method, a.outcome) for a in result.attempts] == [("pld", "answered")]
+    assert 0.7 * 100 < seen[-1] <= 0.75 * 100
 
 
 @pytest.mark.parametrize("finite", [False, True])
