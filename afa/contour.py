@@ -116,12 +116,6 @@ PREFETCH_BEYOND = 4
 FAR_CHECK_SHARE, FAR_CHECK_NODES = 0.125, 1024
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
-#: Work one contour sum may spend on its finite and numeric terms, per node of its node budget: a finite
-#: term costs its atoms at each node, a numeric MGF its output nodes at each node (once per lattice of
-#: nodes summed at once, times NUFFT_WORK).  Numeric MGFs far up a line cost in proportion to |Im s|, and a
-#: sum that keeps meeting replicas of a lattice's bump (finite terms) with a slowly decaying numeric term
-#: runs far up it: there the discretized PLD is at its best, and the contour refuses early.
-WORK_PER_NODE = 1 << 12
 #: Work of a lattice of nodes summed at once by the non-uniform FFT, per output node of its rule (the
 #: spreading's exponentials, :func:`afa.noise_pair.summed_at_once`).
 NUFFT_WORK = 32
@@ -204,8 +198,14 @@ class _SaddlePointContour:
         self._prunes = False
         self.max_nodes = (MAX_NODES if loss.log_phi_rtol == 0
                           else numeric_nodes or settings.current().contour.numeric_nodes)
-        #: Work the current contour sum may still spend on finite and numeric terms (:meth:`_spend`); None
-        #: outside a sum.
+        #: Work one contour sum may spend on its finite and numeric terms (ContourOptions.work_per_node per node
+        #: of its node budget): a finite term costs its atoms at each node, a numeric MGF its output nodes at each
+        #: node (once per lattice of nodes summed at once, times NUFFT_WORK).  Numeric MGFs far up a line cost in
+        #: proportion to |Im s|, and a sum that keeps meeting replicas of a lattice's bump (finite terms) with a
+        #: slowly decaying numeric term runs far up it: there the discretized PLD is at its best, and the contour
+        #: refuses early.
+        self.max_work = float(settings.current().contour.work_per_node) * self.max_nodes
+        #: Work the current contour sum may still spend (:meth:`_spend`); None outside a sum.
         self._work_left: float | None = None
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
@@ -480,20 +480,20 @@ class _SaddlePointContour:
         return rounding + self.loss.log_phi_rtol  # numeric MGF terms: k_i times their relative error
 
     def _spend(self, work: float) -> None:
-        """Count ``work`` against the current sum's allowance, WORK_PER_NODE times its node budget; refuse
-        (:class:`NodeBudgetError`) before spending beyond it."""
+        """Count ``work`` against the current sum's allowance (:attr:`max_work`); refuse (:class:`NodeBudgetError`)
+        before spending beyond it."""
         if self._work_left is None:
             return
         if work > self._work_left:
             raise NodeBudgetError(
-                f"a contour sum needs more than {WORK_PER_NODE * self.max_nodes:.3g} terms of its finite and "
-                "numeric MGFs (far up its line, or at many replicas of a lattice's bump)")
+                f"a contour sum needs more than {self.max_work:.3g} terms of its finite and numeric MGFs (far up "
+                "its line, or at many replicas of a lattice's bump; ContourOptions.work_per_node)")
         self._work_left -= work
 
     def _trapezoid(self, epsilon: float, c: float, psi: float, curvature: float, step: float, halvings: int,
                    done, predict: float | None = None, reach: float = 0.0) -> tuple:
         """:meth:`_trapezoid_sum` with a fresh work allowance (:meth:`_spend`)."""
-        self._work_left = WORK_PER_NODE * self.max_nodes
+        self._work_left = self.max_work
         try:
             return self._trapezoid_sum(epsilon, c, psi, curvature, step, halvings, done, predict, reach)
         finally:

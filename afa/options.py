@@ -111,11 +111,16 @@ class ContourOptions(_Validated):
     wide_numeric_nodes : int
         The budget of the retry ``method="auto"`` makes after such a refusal (default 64 * 4096), at least
         ``numeric_nodes``.
+    work_per_node : int
+        The work allowance of one contour sum, in terms of its finite and numeric MGFs per node of its node
+        budget (default 4096, at least 1): a finite term costs its atoms at each node, a numeric MGF its
+        output nodes.  A sum needing more is refused (:class:`afa.contour.NodeBudgetError`) before the work
+        is spent.
 
     Raises
     ------
     ValueError
-        A budget below 16, or ``wide_numeric_nodes`` below ``numeric_nodes``.
+        A budget below 16, a work allowance below 1, or ``wide_numeric_nodes`` below ``numeric_nodes``.
     TypeError
         A budget that is not an integer.
 
@@ -123,14 +128,16 @@ class ContourOptions(_Validated):
     --------
     >>> import afa
     >>> afa.ContourOptions()
-    ContourOptions(numeric_nodes=4096, wide_numeric_nodes=262144)
+    ContourOptions(numeric_nodes=4096, wide_numeric_nodes=262144, work_per_node=4096)
     """
 
     numeric_nodes: int = 4_096
     wide_numeric_nodes: int = 64 * 4_096
+    work_per_node: int = 4_096
 
     _CHECKS = {"numeric_nodes": lambda o, n, v: _check_int(o, n, v, 16),
-               "wide_numeric_nodes": lambda o, n, v: _check_int(o, n, v, 16)}
+               "wide_numeric_nodes": lambda o, n, v: _check_int(o, n, v, 16),
+               "work_per_node": lambda o, n, v: _check_int(o, n, v, 1)}
 
     def __post_init__(self):
         super().__post_init__()
