@@ -21,6 +21,7 @@ from afa import options as settings
     (lambda: afa.ExactOptions(max_pairs=True), TypeError, "ExactOptions.max_pairs"),
     (lambda: afa.ContourOptions(numeric_nodes=8), ValueError, "ContourOptions.numeric_nodes"),
     (lambda: afa.ContourOptions(numeric_nodes=512, wide_numeric_nodes=256), ValueError, "wide_numeric_nodes"),
+    (lambda: afa.ContourOptions(work_per_node=0), ValueError, "ContourOptions.work_per_node"),
     (lambda: afa.PLDOptions(tail_fraction=0.0), ValueError, "PLDOptions.tail_fraction"),
     (lambda: afa.PLDOptions(tail_fraction=float("nan")), ValueError, "PLDOptions.tail_fraction"),
     (lambda: afa.PLDOptions(smallest_tail=1e-3), ValueError, "PLDOptions.smallest_tail"),
@@ -74,6 +75,9 @@ def test_the_pld_grid_limit_and_the_contour_node_budget_reach_their_engines():
     with pytest.raises(afa.AccuracyError, match="16 nodes"):
         tight.compose(dpsgd, 100).epsilon_result(1e-5, method="contour")
     assert afa.Accountant().compose(dpsgd, 100).epsilon_result(1e-5, method="contour").method == "contour"
+    starved = afa.Accountant(options=afa.Options(contour=afa.ContourOptions(work_per_node=1)))
+    with pytest.raises(afa.AccuracyError, match="work_per_node"):
+        starved.compose(dpsgd, 100).epsilon_result(1e-5, method="contour")
 
 
 def test_options_are_active_only_inside_the_accountant_s_queries():
