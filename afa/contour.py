@@ -897,9 +897,11 @@ class ContourInversion(_SaddlePointContour):
         at each node, or once times NUFFT_WORK for a lattice summed at once."""
         if self._work_left is None or term.evaluation_cost is None:
             return
-        costs = term.evaluation_cost(-1j * s)
-        at_once = s.size and np.all(s.real == s.real[0]) and summed_at_once(s.imag)
-        self._spend(NUFFT_WORK * float(np.max(costs)) if at_once else float(np.sum(costs)))
+        if s.size and np.all(s.real == s.real[0]) and summed_at_once(s.imag):  # one rule, for the farthest node
+            farthest = s[np.argmax(np.abs(s.imag))]
+            self._spend(NUFFT_WORK * float(term.evaluation_cost(np.array([-1j * farthest]))[0]))
+        else:
+            self._spend(float(np.sum(term.evaluation_cost(-1j * s))))
 
     def _log_integrand(self, s, epsilon):
         return self._integrand_from(self.log_mgf(s), s, epsilon)

@@ -175,6 +175,8 @@ class PairMGF:
     BLOCK = 256
     #: Output nodes of a rule whose losses are formed between checks of the time budget.
     RULE_CHUNK = 1 << 20
+    #: Real parts whose output windows (and losses' variation along them) are kept.
+    CACHED_LINES = 4
     #: Largest change of the phase Im(s) L(o) across one panel, in radians (GL_20 integrates e^{ix} over 12
     #: radians to rounding: the Taylor terms 6^n / n! are below 1e-16 by n = 40).
     PHASE = 12.0
@@ -186,6 +188,8 @@ class PairMGF:
         self.nodes, self.weights = gauss_legendre(self.ORDER)
         self._rules_for: float | None = None
         self._rules: dict = {}
+        #: Re s -> :meth:`_window` of the latest CACHED_LINES lines (rules and cost estimates share them)
+        self._windows: dict[float, list | None] = {}
 
     def _loss_and_log_integrand(self, o: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
         """L(o) and the real log-integrand log mu + log(A/mu) + c L = log(A^{1+c} B^{-c}) at the outputs ``o``."""
@@ -211,20 +215,35 @@ class PairMGF:
                                 f"|o| <= {reach:.3g}; please report it")
         return float(grid[keep[0] - 1]), float(grid[keep[-1] + 1])
 
-    def _panels(self, low: float, high: float, frequency: float) -> tuple[np.ndarray, np.ndarray]:
-        """GL nodes and log-weights on [low, high]: panel edges at the kinks, at most 2 noise scales
-        wide, and with the phase frequency * L changing by at most PHASE radians across each panel.
+    def _window(self, c: float) -> list | None:
+        """[low, high, grid, variation]: :meth:`output_range` at ``c`` (None beyond MAX_REACH), a grid of
+        scale/8 on it and (filled in by :meth:`_panels` when a phase limit first needs it) the cumulative change
+        of the loss along the grid; the latest CACHED_LINES lines are kept."""
+        if c not in self._windows:
+            while len(self._windows) >= self.CACHED_LINES:
+                del self._windows[next(iter(self._windows))]
+            window = self.output_range(c)
+            self._windows[c] = None if window is None else [
+                *window, np.linspace(*window, int(math.ceil(8 * (window[1] - window[0]) / self.pair.scale)) + 1),
+                None]
+        return self._windows[c]
 
-        The phase limit follows the loss's own variation (from L on a grid of scale/8), not its
+    def _panels(self, window: list, frequency: float) -> tuple[np.ndarray, np.ndarray]:
+        """GL nodes and log-weights on the ``window`` of :meth:`_window`: panel edges at the kinks, at most 2
+        noise scales wide, and with the phase frequency * L changing by at most PHASE radians across each panel.
+
+        The phase limit follows the loss's own variation (from L on the window's grid of scale/8), not its
         worst-case slope: a subsampled loss with small q is nearly flat where most mass lies.
         """
+        low, high, grid, variation = window
         scale = self.pair.scale
         pieces_of_edges = [np.linspace(low, high, int(math.ceil((high - low) / (2 * scale))) + 1)]
         if self.pair.noise == "laplace":
             pieces_of_edges.append(np.array([c for c in self.pair.shifts if low < c < high]))
         if frequency * self.pair.loss_slope * (high - low) > self.PHASE:  # else one panel's phase suffices
-            grid = np.linspace(low, high, int(math.ceil(8 * (high - low) / scale)) + 1)
-            variation = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(self.pair.privacy_loss(grid))))))
+            if variation is None:
+                variation = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(self.pair.privacy_loss(grid))))))
+                window[3] = variation
             pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
             if pieces > 1:
                 pieces_of_edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
@@ -271,11 +290,11 @@ class PairMGF:
         if c != self._rules_for:
             self._rules_for, self._rules = c, {}
         if frequency not in self._rules:
-            window = self.output_range(c)
+            window = self._window(c)
             if window is None:
                 self._rules[frequency] = None
             else:
-                o, log_w = self._panels(*window, frequency)
+                o, log_w = self._panels(window, frequency)
                 components = max(len(self.pair.a_shifts), len(self.pair.b_shifts))
                 budget.reserve(16.0 * o.size * components, "the output rule of a subsampled mechanism's MGF")
                 loss, magnitude = np.empty(o.size), np.empty(o.size)
@@ -291,13 +310,10 @@ class PairMGF:
     def evaluation_cost(self, c: float, frequencies: np.ndarray) -> np.ndarray:
         """Output nodes summed by one evaluation of log M(c + iu) at each |u| in ``frequencies``
         (as :meth:`_rule` would lay them out; 0 where Re s is beyond MAX_REACH)."""
-        window = self.output_range(c)
+        window = self._window(c)
         if window is None:
             return np.zeros(np.shape(frequencies))
-        powers = np.vectorize(_power_of_two, otypes=[float])(np.abs(np.asarray(frequencies, dtype=float)))
-        unique, index = np.unique(powers, return_inverse=True)
-        counts = np.array([self._panels(*window, float(f))[0].size for f in unique], dtype=float)
-        return counts[index].reshape(powers.shape)
+        return _per_power(frequencies, lambda frequency: self._panels(window, frequency)[0].size)
 
     def mgf_cost(self, s: np.ndarray) -> np.ndarray:
         """Output nodes summed by one evaluation of log M at each complex ``s`` (:meth:`evaluation_cost` on each
@@ -306,11 +322,10 @@ class PairMGF:
 
     def cumulants(self) -> tuple[float, float]:
         """Mean and variance of L under A."""
-        window = self.output_range(0.0)
+        window = self._window(0.0)
         if window is None:
             raise AccuracyError("the noise pair's output range exceeds the quadrature's reach")
-        low, high = window
-        o, log_w = self._panels(low, high, 0.0)
+        o, log_w = self._panels(window, 0.0)
         loss, log_density = self._loss_and_log_integrand(o, 0.0)
         return weighted_cumulants(loss, log_w + log_density)
 
@@ -334,6 +349,14 @@ def _log_total(log_weights: tuple[float, ...]) -> float:
 def _power_of_two(frequency: float) -> float:
     """The frequency rounded up to a power of two (rules are shared between frequencies up to it)."""
     return float(2.0 ** math.ceil(math.log2(max(frequency, 1e-300))))
+
+
+def _per_power(frequencies: np.ndarray, count: Callable[[float], float]) -> np.ndarray:
+    """``count(f)`` at each |frequency| rounded up to a power of two f (rules are shared up to it), computed
+    once per power."""
+    powers = np.vectorize(_power_of_two, otypes=[float])(np.abs(np.asarray(frequencies, dtype=float)))
+    unique, index = np.unique(powers, return_inverse=True)
+    return np.array([count(frequency) for frequency in unique.tolist()], dtype=float)[index].reshape(powers.shape)
 
 
 def costs_by_line(cost: Callable[[float, np.ndarray], np.ndarray], s: np.ndarray) -> np.ndarray:
@@ -606,18 +629,13 @@ class PairMGFBatch:
         """(members evaluated, L, weights relative to each member's largest, log of the largest) of the shared
         rule for real part ``c`` and |Im s| up to ``frequency`` (a power of two); None if no member is within
         reach.  The rules of the latest CACHED_LINES real parts are kept."""
-        rules = self._rules.pop(c, {})
-        self._rules[c] = rules
-        while len(self._rules) > self.CACHED_LINES:
-            del self._rules[next(iter(self._rules))]
+        rules = self._line(c)
         if frequency not in rules:
             rows = self._within_reach(c)
             if rows.size == 0:
                 rules[frequency] = None
             else:
-                if "window" not in rules:
-                    rules["window"] = self._window(c, rows)
-                x, log_w = self._panels(rules["window"], frequency, rows)
+                x, log_w = self._panels(self._line_window(c, rows), frequency, rows)
                 budget.reserve(16.0 * rows.size * x.size * max(self.a_shifts.shape[1], self.b_shifts.shape[1]),
                                "the output rule of a batch of subsampled mechanisms")
                 loss, magnitude = self._loss_and_log_integrand(x, c, rows)
@@ -625,6 +643,22 @@ class PairMGFBatch:
                 top = np.max(magnitude, axis=1)
                 rules[frequency] = (rows, loss, np.exp(magnitude - top[:, None]), top)
         return rules[frequency]
+
+    def _line(self, c: float) -> dict:
+        """The rules (and window, :meth:`_line_window`) kept for real part ``c``, made the most recent of the
+        CACHED_LINES lines kept."""
+        rules = self._rules.pop(c, {})
+        self._rules[c] = rules
+        while len(self._rules) > self.CACHED_LINES:
+            del self._rules[next(iter(self._rules))]
+        return rules
+
+    def _line_window(self, c: float, rows: np.ndarray) -> list:
+        """The :meth:`_window` of line ``c`` for the members ``rows`` within reach, kept with its rules."""
+        rules = self._line(c)
+        if "window" not in rules:
+            rules["window"] = self._window(c, rows)
+        return rules["window"]
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M_m(s) of every member at complex ``s`` (any shape): shape s.shape + (members,); NaN for a member
@@ -683,11 +717,8 @@ class PairMGFBatch:
         rows = self._within_reach(c)
         if rows.size == 0:
             return np.zeros(np.shape(frequencies))
-        window = self._window(c, rows)
-        powers = np.vectorize(_power_of_two, otypes=[float])(np.abs(np.asarray(frequencies, dtype=float)))
-        unique, index = np.unique(powers, return_inverse=True)
-        counts = np.array([self._panels(window, float(f), rows)[0].size for f in unique], dtype=float) * rows.size
-        return counts[index].reshape(powers.shape)
+        window = self._line_window(c, rows)
+        return _per_power(frequencies, lambda frequency: self._panels(window, frequency, rows)[0].size * rows.size)
 
 
 def _batched_gridded_sums(first: float, step: float, span: int, values: np.ndarray,
