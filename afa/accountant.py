@@ -50,6 +50,9 @@ DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", 
                    "replace_special": ("remove", "add")}
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
+#: The grid points of that bulk when every term is finite and composed exactly before it is put on the grid: the
+#: grid's rounding then happens once per distinct term, not once per use.
+EXACT_POWER_POINTS = 2 ** 18
 #: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.
 STEP_RESOLUTION = 20.0
 #: What 'auto' tries, in order, after its first choice and the contour method refuse a query (see Accountant._run).
@@ -569,14 +572,18 @@ class Accountant:
         return QuadratureEngine(self._composed(index))
 
     def _pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
-        """The PLD engine of one direction.  The finite-output terms that :func:`afa.mixed_pld.exact_part` picks
-        are composed exactly and mixed over the PLDs of the other terms, on a grid fitted to those alone
-        (:class:`afa.mixed_pld.MixedPLDEngine`), when both groups are non-empty; otherwise every term goes on
-        one grid."""
+        """The PLD engine of one direction.  With only finite-output terms, every term goes on one grid, each
+        composed exactly first (one grid rounding per term, :meth:`afa.loss_tails.LossTails.exact_power`), so
+        the grid may be coarser: the composed loss's bulk must fit in EXACT_POWER_POINTS.  Otherwise the
+        finite-output terms that :func:`afa.mixed_pld.exact_part` picks are composed exactly and mixed over the
+        PLDs of the other terms, on a grid fitted to those alone (:class:`afa.mixed_pld.MixedPLDEngine`), when
+        both groups are non-empty; else every term goes on one grid."""
         terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self._counts.items()]
         loss = self._composed(index)
         finite = [mechanism for mechanism in self._counts if not self._losses[mechanism][index].continuous]
-        if finite and len(self._counts) > 1:  # one mechanism: the mixture would have nothing to mix over
+        if len(finite) == len(self._counts):
+            return PLDEngine(terms, self._pld_interval(loss, EXACT_POWER_POINTS), loss)
+        if finite:
             key = tuple((self._losses[mechanism][index], self._counts[mechanism]) for mechanism in finite)
             if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
                 self._exact_parts[key] = exact_part(list(key))
@@ -591,19 +598,19 @@ class Accountant:
                                       PLDEngine(gridded, interval, loss), loss)
         return PLDEngine(terms, self._pld_interval(loss), loss)
 
-    def _pld_interval(self, loss: ComposedLoss) -> float:
+    def _pld_interval(self, loss: ComposedLoss, points: int = PLD_POINTS) -> float:
         """The user's value_discretization_interval, else the smaller of DEFAULT_INTERVAL and the
         narrowest term's loss standard deviation / STEP_RESOLUTION, widened so that the composed
-        loss's bulk (mean +- PLD_SPREAD standard deviations) fits in PLD_POINTS grid points."""
+        loss's bulk (mean +- PLD_SPREAD standard deviations) fits in ``points`` grid points."""
         if self.value_discretization_interval is not None:
             return self.value_discretization_interval
         narrowest = min(math.sqrt(max(term.cumulants[1], 0.0)) or math.inf for term in loss.terms)
         interval = min(DEFAULT_INTERVAL, narrowest / STEP_RESOLUTION)
         spread = math.sqrt(max(loss.cumulants[1], 0.0))
-        interval = max(interval, 2 * PLD_SPREAD * spread / PLD_POINTS)
+        interval = max(interval, 2 * PLD_SPREAD * spread / points)
         if not interval <= INTERVAL_RANGE[1]:
             raise PLDTooLargeError(f"method='pld' cannot hold this composition: its privacy loss spreads over a "
-                                   f"standard deviation of {spread:.3g}, which {PLD_POINTS} grid points cover only "
+                                   f"standard deviation of {spread:.3g}, which {points} grid points cover only "
                                    f"with a step of {interval:.3g}, above the largest {INTERVAL_RANGE[1]:g}")
         return interval
 

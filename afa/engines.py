@@ -902,6 +902,7 @@ class PLDEngine(Engine):
         merged = _merge_gaussians(terms, self.interval, self.GAUSSIAN_POINTS)
         self.terms: list[tuple[LossTails, int]] = merged[0]
         self._gaussian: tuple | None = merged[1]
+        self._powers: collections.OrderedDict = collections.OrderedDict()
         self.epsilon_scale: float = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss, delta is the mass at +infinity: that bound,
         # raised by its rounding (a sum of count * -log(1 - q)-type terms), and the mass raised by its own.
@@ -912,12 +913,31 @@ class PLDEngine(Engine):
         self._bases: collections.OrderedDict = collections.OrderedDict()
         self._built: collections.OrderedDict = collections.OrderedDict()
 
-    def _terms_for(self, build: Callable) -> list[tuple[LossTails, int]]:
-        """The terms, the merged Gaussian with mu rounded up (pessimistic builder) or down."""
+    def _exact_powers(self, tail_mass: float) -> list[tuple[LossTails, LossTails] | None]:
+        """Each term's uses composed exactly (:meth:`afa.loss_tails.LossTails.exact_power`: finite losses whose
+        power fits), or None; atoms dropped below a mass far under each term's share of ``tail_mass`` (cached
+        per ``tail_mass``)."""
+        if tail_mass not in self._powers:
+            uses = sum(count for _, count in self.terms) + (self._gaussian[2] if self._gaussian else 0)
+            powers = []
+            for tails, count in self.terms:
+                budget.check("composing the finite-output terms exactly")
+                powers.append(tails.exact_power(count, math.log(tail_mass / (4 * uses)) - math.log(count + 1) - 10))
+            _remember(self._powers, tail_mass, powers, self.CACHED)
+        self._powers.move_to_end(tail_mass)
+        return self._powers[tail_mass]
+
+    def _terms_for(self, build: Callable, tail_mass: float) -> list[tuple[LossTails, int]]:
+        """The terms for ``build`` truncated to ``tail_mass`` in all: the merged Gaussian with mu rounded up
+        (pessimistic builder) or down, and the exactly composed terms as one use of the measure above
+        (pessimistic) or below their loss."""
+        side = 0 if build is connect_the_dots else 1
+        terms = [(power[side], 1) if power is not None else (tails, count)
+                 for (tails, count), power in zip(self.terms, self._exact_powers(tail_mass))]
         if self._gaussian is None:
-            return self.terms
+            return terms
         upper, lower, uses = self._gaussian
-        return [(GaussianTails(upper if build is connect_the_dots else lower), uses)] + self.terms
+        return [(GaussianTails(upper if side == 0 else lower), uses)] + terms
 
     def bases(self, build: Callable, tail_mass: float) -> list[tuple[DiscretePLD, int]]:
         """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses).
@@ -936,7 +956,7 @@ class PLDEngine(Engine):
         """
         key = (build, tail_mass)
         if key not in self._bases:
-            terms = self._terms_for(build)
+            terms = self._terms_for(build, tail_mass)
             uses = sum(count for _, count in terms)
             built = []
             for tails, count in terms:

@@ -17,6 +17,8 @@ Mechanisms implement :class:`LossTails` for each direction (``Mechanism.loss_tai
 builders never ask which mechanism they hold.  The implementations here:
 
 * :class:`AtomTails` -- finitely many finite loss values (every finite-output mechanism);
+* :class:`ComposedAtomTails` -- many uses of one of them composed exactly, moved to the ends of its error
+  bounds (:meth:`LossTails.exact_power`);
 * :class:`GaussianTails` -- L ~ N(mu^2/2, mu^2) (Zhu, Dong & Wang 2022, Lemma 35);
 * :class:`LaplaceTails` -- the Laplace loss, clipped to [-a, a] (Zhu, Dong & Wang 2022, Lemma 34,
   Google DP team 2025, Sec. 3.1), optionally mixed with mass at +infinity (propose-test-release);
@@ -41,13 +43,13 @@ from numpy.typing import ArrayLike
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp
 from ._lazy import special
-from .discrete import LossAtoms
+from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, LossAtoms, estimated_atoms
 from .discrete import hockey_stick_with_error as atoms_hockey_stick
 from .exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
 from .noise_pair import NoiseMixturePair
 
-__all__ = ["AtomTails", "GaussianTails", "LaplaceTails", "LossTails", "MixtureTails", "NoisePairTails",
-           "QuadraticGaussianTails"]
+__all__ = ["AtomTails", "ComposedAtomTails", "GaussianTails", "LaplaceTails", "LossTails", "MixtureTails",
+           "NoisePairTails", "QuadraticGaussianTails"]
 
 #: Accuracy of log_tails: TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) absolute in the log (measured
 #: against 60-digit mpmath, tests/test_loss_tails.py: 64 u + 12 u (|log P| + 4) for Gaussian noise).
@@ -132,6 +134,14 @@ class LossTails(abc.ABC):
             error = np.where(finite, finite_part * p_error + p * np.exp(gap) * gap_error, 0.0)
         return self.inf_mass + finite_part, error + 4 * U * self.inf_mass
 
+    def exact_power(self, count: int, log_cutoff: float) -> tuple[LossTails, LossTails] | None:
+        """``count`` uses composed exactly, as tails of a measure whose delta lies above the composed loss's and
+        of one whose delta lies below it, or None where this loss has no exact composition (the default) or
+        it would be too large.  Atoms lighter than e^``log_cutoff`` may be dropped (the first measure puts
+        their mass at +infinity).  The PLD backend builds its pessimistic PLD from the first and its
+        optimistic one from the second, so the count costs one grid rounding instead of ``count``."""
+        return None
+
     def hockey_stick_slope(self, epsilons: ArrayLike) -> np.ndarray:
         """The right derivative d delta / d eps = -e^eps Q[eps < L < inf] (<= 0)."""
         epsilons = np.asarray(epsilons, dtype=float)
@@ -156,6 +166,10 @@ class AtomTails(LossTails):
     are suffix log-sums over the sorted atoms.
     """
 
+    #: Most atoms an exact power (:meth:`exact_power`) may have, as estimated before composing and as composed
+    #: (its direct lattice convolutions cost about the square).
+    POWER_ATOMS = 1 << 16
+
     def __init__(self, atoms: LossAtoms, inf_mass: float):
         self.atoms = atoms
         self.inf_mass = float(inf_mass)
@@ -165,6 +179,47 @@ class AtomTails(LossTails):
         suffix = lambda log_w: np.append(np.logaddexp.accumulate(log_w[::-1])[::-1], -np.inf)  # noqa: E731
         self._log_p_above = suffix(atoms.log_masses)
         self._log_q_above = suffix(atoms.log_masses - losses)
+        # Each step of the running log-sums rounds by a few u of its magnitude and passes earlier errors on
+        # damped, so a suffix sum over n atoms is within n u (3 + its largest |log|) of the truth; the atoms'
+        # own log-mass errors (alpha + beta |log mass|, the largest of them) add.
+        if atoms.size:
+            largest = float(max(np.max(np.abs(self._log_p_above[:-1])), np.max(np.abs(self._log_q_above[:-1]))))
+            alpha, beta = atoms.log_mass_error
+            self.log_rtol = (TAILS_LOG_RTOL + atoms.size * U * (3 + largest)
+                             + alpha + beta * float(np.max(np.abs(atoms.log_masses))))
+
+    def exact_power(self, count: int, log_cutoff: float) -> tuple[LossTails, LossTails] | None:
+        """``count`` uses composed exactly (:meth:`afa.discrete.LossAtoms.power`, atoms lighter than
+        e^``log_cutoff`` dropped, never more than e^LOG_NEGLIGIBLE), moved to the ends of their error bounds:
+        :class:`ComposedAtomTails` upward and downward.  None for one use, or when the power would have more
+        than POWER_ATOMS atoms."""
+        if count < 2 or self.atoms.size < 2 or not math.isfinite(self.log_rtol):
+            return None
+        log_cutoff = max(float(log_cutoff), LOG_NEGLIGIBLE)
+        latest = getattr(self, "_latest_power", None)  # (count, cutoff, answer): serves any higher cutoff
+        if latest is not None and latest[0] == count and latest[1] <= log_cutoff:
+            return latest[2]
+        answer = self._exact_power(count, log_cutoff)
+        self._latest_power = (count, log_cutoff, answer)
+        return answer
+
+    def _exact_power(self, count: int, log_cutoff: float) -> tuple[LossTails, LossTails] | None:
+        if estimated_atoms([(self.atoms, count)], log_cutoff) > self.POWER_ATOMS:
+            return None
+        try:
+            power = self.atoms.power(count, -math.inf, log_cutoff)
+        except CompositionTooLargeError:
+            return None
+        if power.size > self.POWER_ATOMS or power.size == 0:
+            return None
+        inf_mass = -math.expm1(count * math.log1p(-self.inf_mass)) if self.inf_mass < 1 else 1.0
+        inf_error = inf_mass * 16 * U * (4 + count)
+        # Q[L > -inf] of one use, raised by its accuracy, to the count-th power: the composed finite Q-mass.
+        log_q_total = min(0.0, count * (float(self._log_q_above[0]) + self.log_rtol
+                                        + self.log_ulps * U * (abs(float(self._log_q_above[0])) + 4)))
+        dropped = math.exp(power.log_dropped) if power.log_dropped > -math.inf else 0.0
+        return (ComposedAtomTails(power, min(1.0, inf_mass + inf_error + dropped), log_q_total, upward=True),
+                ComposedAtomTails(power, max(0.0, inf_mass - inf_error), log_q_total, upward=False))
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) = m + sum_i w_i (1 - e^{eps - l_i})_+ term by term, with the atoms' error bounds
@@ -177,6 +232,52 @@ class AtomTails(LossTails):
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         first = np.searchsorted(self.atoms.losses, _epsilons(epsilons), side="right")  # first atom above eps
         return self._log_p_above[first], self._log_q_above[first]
+
+
+class ComposedAtomTails(AtomTails):
+    """An exactly composed finite loss (:class:`afa.discrete.LossAtoms` with error bounds) as the tails of a
+    measure that dominates it (``upward``) or that it dominates.
+
+    Upward, every atom moves to the top of its position interval and the mass dropped as negligible goes to
+    +infinity; downward, every atom moves to the bottom and the dropped mass is left out.  delta(eps) =
+    m + sum_i w_i (1 - e^{eps - l_i})_+ rises with each l_i and m, so the first measure's delta lies above the
+    composed loss's and the second's below it.  The masses' error bounds enter the declared accuracy of the
+    tails (``log_rtol``), which the PLD builders round outwards by.  At eps = -inf the Q-tail is
+    ``log_q_total``, an upper bound on the composed loss's whole finite Q-mass (the slope of its hockey-stick
+    curve at e^eps = 0, which the optimistic builder's first tangent needs: the atoms dropped at the bottom
+    may hold much Q-mass).
+
+    Parameters
+    ----------
+    atoms : afa.discrete.LossAtoms
+        The composed atoms, with their error bounds and dropped mass.
+    inf_mass : float
+        The mass at +infinity, already raised (upward) or lowered by its error and the dropped mass.
+    log_q_total : float
+        Log of an upper bound on the composed finite Q-mass (<= 0).
+    upward : bool
+        Which end of the atoms' intervals to take.
+    """
+
+    def __init__(self, atoms: LossAtoms, inf_mass: float, log_q_total: float, *, upward: bool):
+        shift = atoms.loss_errors * (1 + 1e-9) + 2 * U * np.abs(atoms.losses)
+        moved = atoms.losses + shift if upward else atoms.losses - shift
+        order = np.argsort(moved, kind="stable")
+        super().__init__(LossAtoms(moved[order], atoms.log_masses[order], log_mass_error=atoms.log_mass_error),
+                         inf_mass)
+        self.upward = bool(upward)
+        self._log_q_total = float(log_q_total)
+
+    def exact_power(self, count: int, log_cutoff: float) -> None:
+        """None: a composed loss is not composed again."""
+        return None
+
+    def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        log_p, log_q = super().log_tails(epsilons)
+        bottom = np.asarray(_epsilons(epsilons)) == -np.inf
+        if np.any(bottom):
+            log_q = np.where(bottom, max(self._log_q_total, float(self._log_q_above[0])), log_q)
+        return log_p, log_q
 
 
 class GaussianTails(LossTails):

@@ -681,3 +681,73 @@ def test_relations_subsampling_does_not_cover_raise():
         afa.Laplace(1.0).poisson_subsampled(0.1).loss_tails("substitution")
     with pytest.raises(ValueError, match="subsampling is implemented"):  # (one component is a Gaussian base)
         afa.MixtureOfGaussians((1.0, 2.0), (0.5, 0.5), 1.0).poisson_subsampled(0.1).loss_tails()
+
+
+def composed_delta_mp(p, q, count, epsilons) -> list[float]:
+    """delta(eps) of ``count`` uses of the pair (p, q) in 40-digit arithmetic: the per-use losses log p/q with
+    their P- and Q-masses convolved ``count`` times (equal losses merged), outputs with q = 0 at +infinity."""
+    with mp.workdps(40):
+        per_use, inf_p = {}, mp.mpf(0)
+        for a, b in zip(p, q):
+            a, b = mp.mpf(a), mp.mpf(b)
+            if a == 0:
+                continue
+            if b == 0:
+                inf_p += a
+                continue
+            key = mp.nstr(mp.log(a / b), 30)
+            pa, qb = per_use.get(key, (mp.mpf(0), mp.mpf(0)))
+            per_use[key] = (pa + a, qb + b)
+        law = {"0": (mp.mpf(1), mp.mpf(1))}
+        for _ in range(count):
+            step = {}
+            for key, (pa, qa) in law.items():
+                for other, (pb, qb) in per_use.items():
+                    total = mp.nstr(mp.mpf(key) + mp.mpf(other), 30)
+                    old = step.get(total, (mp.mpf(0), mp.mpf(0)))
+                    step[total] = (old[0] + pa * pb, old[1] + qa * qb)
+            law = step
+        at_inf = 1 - (1 - inf_p) ** count if inf_p else mp.mpf(0)
+        values = []
+        for eps in epsilons:
+            factor = mp.exp(mp.mpf(eps))
+            values.append(float(at_inf + mp.fsum(max(pa - factor * qa, 0) for pa, qa in law.values())))
+        return values, float(mp.log(mp.fsum(qa for _, qa in law.values())))
+
+
+@pytest.mark.parametrize("case", ["discrete_laplace", "discrete_gaussian", "discrete_mechanism", "approx_dp"])
+@pytest.mark.parametrize("count", [2, 5])
+@pytest.mark.parametrize("log_cutoff", [-800.0, -25.0])
+def test_exact_power_tails_bracket_the_mpmath_composition(case, count, log_cutoff):
+    """``exact_power``: the upward tails' delta lies above the 40-digit composition of ``count`` uses, the
+    downward tails' below it, at every eps (also at the composed atoms' own positions); with nothing dropped
+    (cutoff e^-800) both are within 1e-10 of it where it exceeds 1e-50 (the atoms' position bounds).  A high cutoff drops atoms: their
+    mass then goes to +infinity above and is left out below, and the downward tails' Q-mass at eps = -inf
+    still bounds the composed finite Q-mass from above."""
+    mechanism, neighboring, (p, q) = FINITE_CASES[case]
+    tails = mechanism.loss_tails(neighboring)[0]
+    upward, downward = tails.exact_power(count, log_cutoff)
+    assert upward.upward and not downward.upward
+    atoms = upward.atoms.losses
+    epsilons = np.concatenate((EPSILONS, atoms[(atoms > -3) & (atoms < 30)][:40], [float(atoms[-1]) + 1e-3]))
+    truth, log_q_total = composed_delta_mp(p, q, count, epsilons)
+    above, below = upward.hockey_stick(epsilons), downward.hockey_stick(epsilons)
+    # The truncated discrete Gaussian sends its tail mass (~1e-65 here) to +infinity, which the reference pmf
+    # leaves out: the lower side allows for it (as the accountant's lower bounds do).
+    truncated = count * tails.inf_mass + 1e-300
+    for eps, value, high, low in zip(epsilons, truth, above, below):
+        assert low <= value * (1 + 1e-13) + truncated and value <= high * (1 + 1e-13) + 1e-300, (eps, low, value, high)
+        if log_cutoff == -800.0 and value > 1e-50:
+            assert high - low <= 1e-10 * value, (eps, low, value, high)
+    assert float(downward.log_tails(-math.inf)[1]) >= log_q_total - 1e-13
+
+
+def test_exact_power_is_refused_where_it_would_not_help_or_fit():
+    """One use, a one-atom loss and a power beyond POWER_ATOMS atoms are not composed (None), and a composed
+    loss is not composed again."""
+    rr = afa.RandomizedResponse(0.8).loss_tails()[0]
+    assert rr.exact_power(1, -800.0) is None
+    assert afa.DiscreteGaussian(300.0).loss_tails()[0].exact_power(10 ** 6, -800.0) is None
+    upward, _ = rr.exact_power(50, -800.0)
+    assert upward.atoms.size == 51 and upward.exact_power(3, -800.0) is None
+    assert afa.DiscreteMechanism((1.0, 0.0), (0.0, 1.0)).loss_tails()[0].exact_power(5, -800.0) is None

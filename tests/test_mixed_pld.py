@@ -24,6 +24,7 @@ import pytest
 import afa
 from afa import mixed_pld
 from afa.engines import PLDEngine
+from afa.loss_tails import AtomTails
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _fuzz  # noqa: E402
@@ -144,23 +145,28 @@ def test_a_finite_part_too_large_falls_back_to_one_grid(monkeypatch):
     assert result.lower <= truth <= result.upper
 
 
-def test_finite_terms_beyond_the_exact_limit_go_on_the_grid_and_keep_the_truth(monkeypatch):
-    """Finite-output terms only, too many atoms together for the exact part (MAX_ATOMS lowered to 100): the
-    widest-reaching one is composed exactly (RR x 60, 61 atoms) and the other (k-RR x 40) goes on the grid;
-    the certified bounds hold the enumerated truth (tests/_fuzz.py ``Reference``), tighter than one grid."""
-    monkeypatch.setattr(mixed_pld, "MAX_ATOMS", 100)
+def test_finite_only_compositions_go_on_one_grid_each_term_composed_exactly(monkeypatch):
+    """Finite-output terms only (RR x 60, k-RR x 40): every term is composed exactly and put on one grid
+    (no mixture), so the grid rounds once per term.  The certified bounds hold the enumerated truth
+    (tests/_fuzz.py ``Reference``), and at the same step they are at least 10x tighter than a grid that
+    rounds every use (exact powers disabled)."""
     composition = _gaussian_and_finite(0, "add_remove", [("rr", (0.7,), 60), ("krr", (3, 0.5), 40)])
     reference = _fuzz.Reference(composition)
     assert reference.available
     acc = composition.accountant()
-    loss = acc.composed_losses["remove"]
-    flags, exact = mixed_pld.exact_part([(term, count) for term, count in loss.terms.items()])
-    assert sorted(flags) == [False, True] and exact.full.size == 61
+    engine = acc._pld_engine(0)
+    assert type(engine) is PLDEngine
     for delta in (1e-4, 1e-10):
         result = acc.epsilon_result(delta, method="pld")
         assert result.certified
         assert reference.delta(result.upper) <= delta * (1 + 1e-9)
         assert reference.delta(result.lower) >= delta * (1 - 1e-9)
+    loss = acc.composed_losses["remove"]
     terms = [(mechanism.loss_tails("add_remove")[0], count) for mechanism, count in acc.mechanisms.items()]
-    single = PLDEngine(terms, 1e-4, loss).epsilon_bracket(1e-10)
-    assert result.upper - result.lower <= single[2] - single[1]
+    powered = PLDEngine(terms, engine.interval, loss).epsilon_bracket(1e-10)
+    monkeypatch.setattr(AtomTails, "POWER_ATOMS", 0)
+    for tails, _ in terms:
+        monkeypatch.delattr(tails, "_latest_power", raising=False)
+    per_use = PLDEngine(terms, engine.interval, loss).epsilon_bracket(1e-10)
+    assert max(per_use[1], powered[1]) <= min(per_use[2], powered[2])  # both certified: they overlap
+    assert powered[2] - powered[1] <= (per_use[2] - per_use[1]) / 10
