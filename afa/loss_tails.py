@@ -77,7 +77,8 @@ class LossTails(abc.ABC):
     loss_range: tuple[float, float]
     #: The accuracy of :meth:`log_tails`: each log tail is within log_rtol + log_ulps u (|log tail| + 4) of the
     #: truth, absolutely (u the unit roundoff); builders of PLDs (:mod:`afa.pld`) widen their bounds by it.
-    log_rtol: ClassVar[float] = TAILS_LOG_RTOL
+    #: log_rtol may be set per instance (a sum over many atoms rounds more).
+    log_rtol: float = TAILS_LOG_RTOL
     log_ulps: ClassVar[float] = TAILS_LOG_ULPS
     #: Whether the finite loss has no atoms (P[L = x] = 0 for every finite x), so that P[L >= x] = P[L > x].
     atomless: bool = False
