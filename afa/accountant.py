@@ -170,6 +170,8 @@ class Accountant:
         self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
         #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
         self._exact_parts: dict[tuple, tuple] = {}
+        #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.PLDEngine`'s ``powers``)
+        self._exact_powers: dict = {}
         self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
@@ -237,6 +239,7 @@ class Accountant:
         self._engines.clear()
         self._unbuildable.clear()
         self._exact_parts.clear()
+        self._exact_powers.clear()
         self._contour_demoted = False
         return self
 
@@ -582,7 +585,7 @@ class Accountant:
         loss = self._composed(index)
         finite = [mechanism for mechanism in self._counts if not self._losses[mechanism][index].continuous]
         if len(finite) == len(self._counts):
-            return PLDEngine(terms, self._pld_interval(loss, EXACT_POWER_POINTS), loss)
+            return PLDEngine(terms, self._pld_interval(loss, EXACT_POWER_POINTS), loss, self._exact_powers)
         if finite:
             key = tuple((self._losses[mechanism][index], self._counts[mechanism]) for mechanism in finite)
             if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
@@ -595,8 +598,8 @@ class Accountant:
                 interval = self._pld_interval(self._composed(index, lambda mechanism: mechanism not in exact))
                 return MixedPLDEngine(composition, [(tails, count) for (tails, count), mechanism
                                                     in zip(terms, self._counts) if mechanism in exact],
-                                      PLDEngine(gridded, interval, loss), loss)
-        return PLDEngine(terms, self._pld_interval(loss), loss)
+                                      PLDEngine(gridded, interval, loss, self._exact_powers), loss)
+        return PLDEngine(terms, self._pld_interval(loss), loss, self._exact_powers)
 
     def _pld_interval(self, loss: ComposedLoss, points: int = PLD_POINTS) -> float:
         """The user's value_discretization_interval, else the smaller of DEFAULT_INTERVAL and the

@@ -847,6 +847,9 @@ class PLDEngine(Engine):
     loss : afa.composition.ComposedLoss
         The direction's composed loss: its mass at +infinity, the upper end of its finite loss and the
         scale of the eps searches.
+    powers : dict, optional
+        A cache of the terms' exact powers (:meth:`afa.loss_tails.LossTails.exact_power`) to share with
+        other engines of the same terms; by default the engine's own.
 
     Attributes
     ----------
@@ -894,7 +897,8 @@ class PLDEngine(Engine):
     #: Grid points a merged Gaussian's PLD may take before it is split into equal uses (2^c of them).
     GAUSSIAN_POINTS = 2 ** 22
 
-    def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss):
+    def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss,
+                 powers: dict | None = None):
         largest = largest_interval()
         if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 < interval <= largest:
             raise ValueError(f"value_discretization_interval must be in (0, {largest:g}], got {interval!r}")
@@ -903,6 +907,9 @@ class PLDEngine(Engine):
         self.terms: list[tuple[LossTails, int]] = merged[0]
         self._gaussian: tuple | None = merged[1]
         self._powers: collections.OrderedDict = collections.OrderedDict()
+        # (tails, count) -> (cutoff, exact power or None): serves any query whose cutoff is not lower; may be
+        # shared by the engines of one accountant (a symmetric mechanism's two directions are one loss).
+        self._power_cache: dict = {} if powers is None else powers
         self.epsilon_scale: float = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss, delta is the mass at +infinity: that bound,
         # raised by its rounding (a sum of count * -log(1 - q)-type terms), and the mass raised by its own.
@@ -921,8 +928,12 @@ class PLDEngine(Engine):
             uses = sum(count for _, count in self.terms) + (self._gaussian[2] if self._gaussian else 0)
             powers = []
             for tails, count in self.terms:
-                budget.check("composing the finite-output terms exactly")
-                powers.append(tails.exact_power(count, math.log(tail_mass / (4 * uses)) - math.log(count + 1) - 10))
+                cutoff = math.log(tail_mass / (4 * uses)) - math.log(count + 1) - 10
+                kept = self._power_cache.get((tails, count))
+                if kept is None or kept[0] > cutoff:
+                    budget.check("composing the finite-output terms exactly")
+                    kept = self._power_cache[tails, count] = (cutoff, tails.exact_power(count, cutoff))
+                powers.append(kept[1])
             _remember(self._powers, tail_mass, powers, self.CACHED)
         self._powers.move_to_end(tail_mass)
         return self._powers[tail_mass]

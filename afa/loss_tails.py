@@ -197,14 +197,6 @@ class AtomTails(LossTails):
         if count < 2 or self.atoms.size < 2 or not math.isfinite(self.log_rtol):
             return None
         log_cutoff = max(float(log_cutoff), LOG_NEGLIGIBLE)
-        latest = getattr(self, "_latest_power", None)  # (count, cutoff, answer): serves any higher cutoff
-        if latest is not None and latest[0] == count and latest[1] <= log_cutoff:
-            return latest[2]
-        answer = self._exact_power(count, log_cutoff)
-        self._latest_power = (count, log_cutoff, answer)
-        return answer
-
-    def _exact_power(self, count: int, log_cutoff: float) -> tuple[LossTails, LossTails] | None:
         if estimated_atoms([(self.atoms, count)], log_cutoff) > self.POWER_ATOMS:
             return None
         try:

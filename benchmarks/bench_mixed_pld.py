@@ -1,5 +1,6 @@
-"""method='pld' on compositions with finite-output mechanisms: exact atoms mixed over the other terms' PLDs
-(afa.mixed_pld) against every term on one grid, in the same process.
+"""method='pld' on compositions with finite-output mechanisms: afa's default (finite terms composed exactly,
+then mixed over the other terms' PLDs, afa.mixed_pld, or put on the grid as one use each) against every use
+rounded on one grid, in the same process.
 
 Rows (eps(delta) on a fresh accountant, both directions):
 
@@ -10,11 +11,14 @@ Rows (eps(delta) on a fresh accountant, both directions):
 * RR(0.75) x40 + Laplace(2) x10, delta 1e-6;
 * Gaussian(22.67) x9 + DiscreteLaplace(0.105) x2101, substitution, delta 1e-5 (exact: 31.328623953);
 * fuzz seed 4462 (finite terms only, too many atoms for the exact engine): DiscreteLaplace(0.138) x1151 +
-  k-RR(3, 0.733) x635 + DiscreteGaussian(12.76) x9815 + DiscreteGaussian(2.767, 2) x8, delta 1.1e-15.
+  k-RR(3, 0.733) x635 + DiscreteGaussian(12.76) x9815 + DiscreteGaussian(2.767, 2) x8, delta 1.1e-15;
+* fuzz seed 599 (finite terms only): DiscreteLaplace(0.696) x2490 + DiscreteGaussian(5.76, 2) x884 +
+  DiscreteGaussian(10.08) x8308 + k-RR(5, 0.306) x139 + k-RR(3, 0.891) x29, add/remove, delta 5.2e-30.
 
-"one grid" is the same accountant with ``afa.mixed_pld.MAX_ATOMS = 0`` (no term kept exact: every term on
-the PLD's grid, as before the mixed engine).  A cell is the median of ``--repeats`` runs, the two variants
-alternating; the machine is shared, so compare within a run.
+"every use on one grid" is the same accountant with no finite term kept exact (``afa.mixed_pld.MAX_ATOMS =
+0``), none composed exactly before the grid (``AtomTails.POWER_ATOMS = 0``) and the general grid rule for
+finite-only compositions too (``EXACT_POWER_POINTS = PLD_POINTS``).  A cell is the median of ``--repeats``
+runs, the two variants alternating; the machine is shared, so compare within a run.
 
 Run: python benchmarks/bench_mixed_pld.py [--repeats 3] [--markdown benchmarks/mixed_pld_results.md]
 """
@@ -28,7 +32,9 @@ import time
 from pathlib import Path
 
 import afa
+from afa import accountant as accountant_module
 from afa import mixed_pld
+from afa.loss_tails import AtomTails
 
 
 def cases() -> dict:
@@ -59,18 +65,29 @@ def cases() -> dict:
         acc.compose(afa.DiscreteGaussian(12.764719107401744, 1), 9815)
         return acc.compose(afa.DiscreteGaussian(2.7670585954977587, 2), 8)
 
+    def seed599():
+        acc = afa.Accountant()
+        acc.compose(afa.DiscreteLaplace(0.6956608482551473, 1), 2490)
+        acc.compose(afa.DiscreteGaussian(5.760805026242195, 2), 884)
+        acc.compose(afa.DiscreteGaussian(10.083872375826429, 1), 8308)
+        acc.compose(afa.KaryRandomizedResponse(5, 0.30552004028388186), 139)
+        return acc.compose(afa.KaryRandomizedResponse(3, 0.8910241025495089), 29)
+
     return {
         "issue 16 case 3, eps(1.22e-6)": (case3, 1.2240781897817797e-06),
         "fuzz seed 4501, eps(8.9e-18)": (seed4501, 8.919239881448835e-18),
         "RR x40 + Laplace x10, eps(1e-6)": (rr_laplace, 1e-6),
         "Gaussian x9 + DLap x2101, eps(1e-5)": (gaussian_dlap, 1e-5),
         "fuzz seed 4462 (finite only), eps(1.1e-15)": (seed4462, 1.107603966782953e-15),
+        "fuzz seed 599 (finite only), eps(5.2e-30)": (seed599, 5.201665718849089e-30),
     }
 
 
 def run(build, delta: float, single_grid: bool) -> tuple[float, afa.Result]:
-    limit = mixed_pld.MAX_ATOMS
-    mixed_pld.MAX_ATOMS = 0 if single_grid else limit
+    saved = mixed_pld.MAX_ATOMS, AtomTails.POWER_ATOMS, accountant_module.EXACT_POWER_POINTS
+    if single_grid:
+        mixed_pld.MAX_ATOMS, AtomTails.POWER_ATOMS = 0, 0
+        accountant_module.EXACT_POWER_POINTS = accountant_module.PLD_POINTS
     try:
         accountant = build()
         accountant.budget = afa.Budget(seconds=600)
@@ -78,7 +95,7 @@ def run(build, delta: float, single_grid: bool) -> tuple[float, afa.Result]:
         result = accountant.epsilon_result(delta, method="pld")
         return time.perf_counter() - start, result
     finally:
-        mixed_pld.MAX_ATOMS = limit
+        mixed_pld.MAX_ATOMS, AtomTails.POWER_ATOMS, accountant_module.EXACT_POWER_POINTS = saved
 
 
 def main() -> None:
@@ -86,7 +103,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--markdown", type=Path, help="also write the table as a RESULTS.md section here")
     args = parser.parse_args()
-    lines = ["| composition | mixed s | one grid s | ratio | mixed bracket | one-grid bracket |",
+    lines = ["| composition | afa s | every use on one grid s | ratio | afa bracket | every-use bracket |",
              "|---|---:|---:|---:|---|---|"]
     for name, (build, delta) in cases().items():
         times = {False: [], True: []}
@@ -101,11 +118,11 @@ def main() -> None:
         print(lines[-1], flush=True)
     if args.markdown:
         day = datetime.date.today().isoformat()
-        text = ("## 15. Mixed PLD: exact finite terms over the other terms' PLDs\n\n"
+        text = ("## 15. PLD with finite-output terms composed exactly\n\n"
                 f"`benchmarks/bench_mixed_pld.py --repeats {args.repeats}`, run {day}: eps(delta) through "
-                "`method=\"pld\"` on a fresh accountant (both directions), the mixed engine against every term on one "
-                "grid (`afa.mixed_pld.MAX_ATOMS = 0`), medians over the repeats, the two alternating in one process "
-                "on the shared 2-core machine.\n\n" + "\n".join(lines) + "\n")
+                "`method=\"pld\"` on a fresh accountant (both directions), afa's default against every use rounded on one "
+                "grid (`afa.mixed_pld.MAX_ATOMS = 0`, `AtomTails.POWER_ATOMS = 0`, the general grid rule), medians "
+                "over the repeats, the two alternating in one process on the shared 2-core machine.\n\n" + "\n".join(lines) + "\n")
         args.markdown.write_text(text)
 
 

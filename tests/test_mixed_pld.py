@@ -165,8 +165,6 @@ def test_finite_only_compositions_go_on_one_grid_each_term_composed_exactly(monk
     terms = [(mechanism.loss_tails("add_remove")[0], count) for mechanism, count in acc.mechanisms.items()]
     powered = PLDEngine(terms, engine.interval, loss).epsilon_bracket(1e-10)
     monkeypatch.setattr(AtomTails, "POWER_ATOMS", 0)
-    for tails, _ in terms:
-        monkeypatch.delattr(tails, "_latest_power", raising=False)
     per_use = PLDEngine(terms, engine.interval, loss).epsilon_bracket(1e-10)
     assert max(per_use[1], powered[1]) <= min(per_use[2], powered[2])  # both certified: they overlap
     assert powered[2] - powered[1] <= (per_use[2] - per_use[1]) / 10
