@@ -146,12 +146,23 @@ def complex_log1p(z: NDArray) -> NDArray:
 
 def suffix_recurrence(values: NDArray, decay: float, gain: float = 1.0) -> NDArray:
     """y_c = gain * (values_c + decay * y_{c+1}) from the last entry down (y past the end is 0): the suffix
-    sums sum_{i >= c} gain^{i - c + 1} decay^{i - c} values_i of positive terms, in one linear pass.
+    sums sum_{i >= c} gain^{i - c + 1} decay^{i - c} values_i of positive terms.
 
-    (scipy.signal's first-order filter, imported here on first use: it costs a second at import.)
+    A doubling scan: after the pass with shift s every z_c holds sum_{c <= i < c + 2s} r^{i - c} values_i
+    (r = gain * decay), and z_c += r^s z_{c+s} doubles the window, so log2(n) vectorised passes.  A term at
+    distance d from c is multiplied by r^d formed by at most log2(d) squarings, so its rounding is about d u
+    relatively, as in the term-by-term recurrence, and each z_c is a sum of at most log2(n) + 1 rounded
+    partial sums.  ``gain * decay`` must be in [0, 1] (no term grows).
     """
-    from scipy.signal import lfilter
-    return lfilter([gain], [1.0, -gain * decay], np.asarray(values, dtype=float)[::-1])[::-1]
+    z = np.array(values, dtype=float).ravel()
+    ratio = gain * decay
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"gain * decay must be in [0, 1], got {ratio!r}")
+    shift, factor = 1, ratio
+    while shift < z.size and factor > 0.0:
+        z[:-shift] += factor * z[shift:]
+        shift, factor = 2 * shift, factor * factor
+    return gain * z if gain != 1.0 else z
 
 
 def log_sum_exp(values: NDArray, axis: int | None = 0) -> NDArray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 
+import mpmath as mp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -782,3 +783,21 @@ def test_connect_the_dots_agrees_with_dp_accounting():
     exact = gaussian_delta(0.5 * math.sqrt(10), epsilons)
     assert np.all(ours >= exact) and np.all(theirs >= exact)
     assert np.all(np.abs(ours - theirs) <= 1e-6 * exact)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 64, 1000])
+@pytest.mark.parametrize("decay, gain", [(math.exp(-1e-4), 1.0), (0.5, 1.0), (0.9, 0.8), (1.0, 1.0), (0.0, 1.0),
+                                         (1e-200, 1.0)])
+def test_suffix_recurrence_is_the_weighted_suffix_sum(size, decay, gain):
+    """y_c = gain (v_c + decay y_{c+1}) against the same recurrence in 30-digit mpmath, to (3n + 10) u (the
+    rounding the PLD's delta allows its suffix sums); a ratio above 1 is refused."""
+    from afa._accurate import suffix_recurrence
+    values = np.random.default_rng(size).random(size) * np.exp(-40 * np.random.default_rng(1).random(size))
+    result = suffix_recurrence(values, decay, gain)
+    with mp.workdps(30):
+        exact = mp.mpf(0)
+        for c in reversed(range(size)):  # the recurrence itself, at 30 digits
+            exact = mp.mpf(gain) * (mp.mpf(float(values[c])) + mp.mpf(decay) * exact)
+            assert abs(result[c] - exact) <= (3 * size + 10) * 2 ** -53 * exact
+    with pytest.raises(ValueError, match="gain \\* decay"):
+        suffix_recurrence(values, 1.5, 1.0)
