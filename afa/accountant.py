@@ -598,8 +598,8 @@ class Accountant:
                 interval = self._pld_interval(self._composed(index, lambda mechanism: mechanism not in exact))
                 return MixedPLDEngine(composition, [(tails, count) for (tails, count), mechanism
                                                     in zip(terms, self._counts) if mechanism in exact],
-                                      PLDEngine(gridded, interval, loss, self._exact_powers), loss)
-        return PLDEngine(terms, self._pld_interval(loss), loss, self._exact_powers)
+                                      PLDEngine(gridded, interval, loss), loss)
+        return PLDEngine(terms, self._pld_interval(loss), loss)
 
     def _pld_interval(self, loss: ComposedLoss, points: int = PLD_POINTS) -> float:
         """The user's value_discretization_interval, else the smaller of DEFAULT_INTERVAL and the

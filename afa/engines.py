@@ -848,8 +848,12 @@ class PLDEngine(Engine):
         The direction's composed loss: its mass at +infinity, the upper end of its finite loss and the
         scale of the eps searches.
     powers : dict, optional
-        A cache of the terms' exact powers (:meth:`afa.loss_tails.LossTails.exact_power`) to share with
-        other engines of the same terms; by default the engine's own.
+        Given, each finite term's uses are composed exactly before they go on the grid
+        (:meth:`afa.loss_tails.LossTails.exact_power`: one grid rounding per term instead of one per use), and
+        the dict caches those powers (it may be shared by engines of the same terms); by default every use
+        goes on the grid.  The exact power's grid spans the whole composed law, where a power of the per-use
+        PLD keeps only a window around the queried delta's tilt, so this suits compositions of finite terms
+        only.
 
     Attributes
     ----------
@@ -909,7 +913,7 @@ class PLDEngine(Engine):
         self._powers: collections.OrderedDict = collections.OrderedDict()
         # (tails, count) -> (cutoff, exact power or None): serves any query whose cutoff is not lower; may be
         # shared by the engines of one accountant (a symmetric mechanism's two directions are one loss).
-        self._power_cache: dict = {} if powers is None else powers
+        self._power_cache: dict | None = powers
         self.epsilon_scale: float = loss_epsilon_scale(loss)
         # Beyond an upper bound on the composed finite loss, delta is the mass at +infinity: that bound,
         # raised by its rounding (a sum of count * -log(1 - q)-type terms), and the mass raised by its own.
@@ -922,17 +926,20 @@ class PLDEngine(Engine):
 
     def _exact_powers(self, tail_mass: float) -> list[tuple[LossTails, LossTails] | None]:
         """Each term's uses composed exactly (:meth:`afa.loss_tails.LossTails.exact_power`: finite losses whose
-        power fits), or None; atoms dropped below a mass far under each term's share of ``tail_mass`` (cached
-        per ``tail_mass``)."""
+        power fits), or None (every term's, without the ``powers`` cache); atoms dropped below a mass far under
+        each term's share of ``tail_mass`` (cached per ``tail_mass``)."""
+        cache = self._power_cache
+        if cache is None:
+            return [None] * len(self.terms)
         if tail_mass not in self._powers:
             uses = sum(count for _, count in self.terms) + (self._gaussian[2] if self._gaussian else 0)
             powers = []
             for tails, count in self.terms:
                 cutoff = math.log(tail_mass / (4 * uses)) - math.log(count + 1) - 10
-                kept = self._power_cache.get((tails, count))
+                kept = cache.get((tails, count))
                 if kept is None or kept[0] > cutoff:
                     budget.check("composing the finite-output terms exactly")
-                    kept = self._power_cache[tails, count] = (cutoff, tails.exact_power(count, cutoff))
+                    kept = cache[tails, count] = (cutoff, tails.exact_power(count, cutoff))
                 powers.append(kept[1])
             _remember(self._powers, tail_mass, powers, self.CACHED)
         self._powers.move_to_end(tail_mass)

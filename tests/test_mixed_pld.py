@@ -24,7 +24,6 @@ import pytest
 import afa
 from afa import mixed_pld
 from afa.engines import PLDEngine
-from afa.loss_tails import AtomTails
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _fuzz  # noqa: E402
@@ -145,7 +144,7 @@ def test_a_finite_part_too_large_falls_back_to_one_grid(monkeypatch):
     assert result.lower <= truth <= result.upper
 
 
-def test_finite_only_compositions_go_on_one_grid_each_term_composed_exactly(monkeypatch):
+def test_finite_only_compositions_go_on_one_grid_each_term_composed_exactly():
     """Finite-output terms only (RR x 60, k-RR x 40): every term is composed exactly and put on one grid
     (no mixture), so the grid rounds once per term.  The certified bounds hold the enumerated truth
     (tests/_fuzz.py ``Reference``), and at the same step they are at least 10x tighter than a grid that
@@ -163,8 +162,7 @@ def test_finite_only_compositions_go_on_one_grid_each_term_composed_exactly(monk
         assert reference.delta(result.lower) >= delta * (1 - 1e-9)
     loss = acc.composed_losses["remove"]
     terms = [(mechanism.loss_tails("add_remove")[0], count) for mechanism, count in acc.mechanisms.items()]
-    powered = PLDEngine(terms, engine.interval, loss).epsilon_bracket(1e-10)
-    monkeypatch.setattr(AtomTails, "POWER_ATOMS", 0)
+    powered = PLDEngine(terms, engine.interval, loss, {}).epsilon_bracket(1e-10)
     per_use = PLDEngine(terms, engine.interval, loss).epsilon_bracket(1e-10)
     assert max(per_use[1], powered[1]) <= min(per_use[2], powered[2])  # both certified: they overlap
     assert powered[2] - powered[1] <= (per_use[2] - per_use[1]) / 10
