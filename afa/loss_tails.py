@@ -207,9 +207,11 @@ class AtomTails(LossTails):
             return None
         inf_mass = -math.expm1(count * math.log1p(-self.inf_mass)) if self.inf_mass < 1 else 1.0
         inf_error = inf_mass * 16 * U * (4 + count)
-        # Q[L > -inf] of one use, raised by its accuracy, to the count-th power: the composed finite Q-mass.
+        # Q[L > -inf] of one use, raised by its accuracy and by its atoms' position errors (an atom's Q-mass is
+        # w e^-l), to the count-th power: the composed finite Q-mass.
         log_q_total = min(0.0, count * (float(self._log_q_above[0]) + self.log_rtol
-                                        + self.log_ulps * U * (abs(float(self._log_q_above[0])) + 4)))
+                                        + self.log_ulps * U * (abs(float(self._log_q_above[0])) + 4)
+                                        + float(np.max(self.atoms.loss_errors))))
         dropped = math.exp(power.log_dropped) if power.log_dropped > -math.inf else 0.0
         return (ComposedAtomTails(power, min(1.0, inf_mass + inf_error + dropped), log_q_total, upward=True),
                 ComposedAtomTails(power, max(0.0, inf_mass - inf_error), log_q_total, upward=False))
