@@ -144,25 +144,39 @@ def complex_log1p(z: NDArray) -> NDArray:
     return modulus + 1j * np.arctan2(y, 1 + x)
 
 
+#: Entries from which :func:`suffix_recurrence` runs scipy.signal's filter instead of numpy's doubling scan.
+LFILTER_SIZE = 1 << 18
+
+
 def suffix_recurrence(values: NDArray, decay: float, gain: float = 1.0) -> NDArray:
     """y_c = gain * (values_c + decay * y_{c+1}) from the last entry down (y past the end is 0): the suffix
     sums sum_{i >= c} gain^{i - c + 1} decay^{i - c} values_i of positive terms.
 
-    A doubling scan: after the pass with shift s every z_c holds sum_{c <= i < c + 2s} r^{i - c} values_i
-    (r = gain * decay), and z_c += r^s z_{c+s} doubles the window, so log2(n) vectorised passes.  A term at
-    distance d from c is multiplied by r^d formed by at most log2(d) squarings, so its rounding is about d u
-    relatively, as in the term-by-term recurrence, and each z_c is a sum of at most log2(n) + 1 rounded
-    partial sums.  ``gain * decay`` must be in [0, 1] (no term grows).
+    Below LFILTER_SIZE entries a doubling scan in numpy (:func:`_doubling_suffix_sums`, log2(n) passes): a term
+    at distance d from c is multiplied by r^d (r = gain * decay) formed by at most log2(d) squarings, so its
+    rounding is about d u relatively, as in the term-by-term recurrence, and no partial product falls below
+    what the true term is.  From LFILTER_SIZE entries on, scipy.signal's first-order filter runs the recurrence
+    in one pass (its import, about a second, is then paid once by a computation of that size).
     """
     z = np.array(values, dtype=float).ravel()
     ratio = gain * decay
     if not 0.0 <= ratio <= 1.0:
         raise ValueError(f"gain * decay must be in [0, 1], got {ratio!r}")
+    if z.size >= LFILTER_SIZE:
+        from scipy.signal import lfilter
+        return lfilter([gain], [1.0, -ratio], z[::-1])[::-1]
+    z = _doubling_suffix_sums(z, ratio)
+    return gain * z if gain != 1.0 else z
+
+
+def _doubling_suffix_sums(z: NDArray, ratio: float) -> NDArray:
+    """sum_{i >= c} ratio^(i - c) z_i in place by doubling: after the pass with shift s each z_c holds the
+    window [c, c + 2s), and z_c += ratio^s z_{c+s} doubles it (log2 n passes)."""
     shift, factor = 1, ratio
     while shift < z.size and factor > 0.0:
         z[:-shift] += factor * z[shift:]
         shift, factor = 2 * shift, factor * factor
-    return gain * z if gain != 1.0 else z
+    return z
 
 
 def log_sum_exp(values: NDArray, axis: int | None = 0) -> NDArray:

@@ -785,14 +785,15 @@ def test_connect_the_dots_agrees_with_dp_accounting():
     assert np.all(np.abs(ours - theirs) <= 1e-6 * exact)
 
 
-@pytest.mark.parametrize("size", [1, 2, 5, 64, 1000])
+@pytest.mark.parametrize("size", [1, 2, 5, 15, 16, 17, 64, 1000, 5000])
 @pytest.mark.parametrize("decay, gain", [(math.exp(-1e-4), 1.0), (0.5, 1.0), (0.9, 0.8), (1.0, 1.0), (0.0, 1.0),
-                                         (1e-200, 1.0)])
+                                         (1e-200, 1.0), (math.exp(-0.5), 1.0), (math.exp(-3.0), 1.0)])
 def test_suffix_recurrence_is_the_weighted_suffix_sum(size, decay, gain):
     """y_c = gain (v_c + decay y_{c+1}) against the same recurrence in 30-digit mpmath, to (3n + 10) u (the
     rounding the PLD's delta allows its suffix sums); a ratio above 1 is refused."""
     from afa._accurate import suffix_recurrence
     values = np.random.default_rng(size).random(size) * np.exp(-40 * np.random.default_rng(1).random(size))
+    values[::3] *= 1e-290  # masses near the bottom of the normal range (a PLD at delta = 1e-300) stay accurate
     result = suffix_recurrence(values, decay, gain)
     with mp.workdps(30):
         exact = mp.mpf(0)
@@ -801,3 +802,16 @@ def test_suffix_recurrence_is_the_weighted_suffix_sum(size, decay, gain):
             assert abs(result[c] - exact) <= (3 * size + 10) * 2 ** -53 * exact
     with pytest.raises(ValueError, match="gain \\* decay"):
         suffix_recurrence(values, 1.5, 1.0)
+
+
+def test_suffix_recurrence_filter_branch_agrees(monkeypatch):
+    """From LFILTER_SIZE entries on, scipy.signal's filter runs the recurrence: it agrees with the doubling
+    scan to the same (3n + 10) u."""
+    from afa import _accurate
+    values = np.random.default_rng(7).random(3000) * np.exp(-30 * np.random.default_rng(8).random(3000))
+    for decay in (math.exp(-1e-4), math.exp(-3.0)):
+        blocked = _accurate.suffix_recurrence(values, decay)
+        monkeypatch.setattr(_accurate, "LFILTER_SIZE", 1)
+        filtered = _accurate.suffix_recurrence(values, decay)
+        monkeypatch.setattr(_accurate, "LFILTER_SIZE", 1 << 18)
+        np.testing.assert_allclose(filtered, blocked, rtol=(3 * 3000 + 10) * 2 ** -53, atol=0)
