@@ -216,6 +216,12 @@ class LossAtoms:
         """The smallest eps >= ``floor`` at which the computed value is <= ``target`` (> 0), to a few ulps."""
         return _value_root(self, target, floor)
 
+    def position_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lowest, highest) true loss of each atom: losses -+ loss_errors, widened by the rounding of the
+        sums that form them (2 u |loss|) and a relative 1e-9 of the error."""
+        shift = self.loss_errors * (1 + 1e-9) + 2 * U * np.abs(self.losses)
+        return self.losses - shift, self.losses + shift
+
     def above(self, threshold: float) -> LossAtoms:
         """The atoms whose true loss may exceed ``threshold`` (those with losses + loss_errors > it)."""
         if not threshold > -math.inf or self.size == 0:

@@ -255,8 +255,7 @@ class ComposedAtomTails(AtomTails):
     """
 
     def __init__(self, atoms: LossAtoms, inf_mass: float, log_q_total: float, *, upward: bool):
-        shift = atoms.loss_errors * (1 + 1e-9) + 2 * U * np.abs(atoms.losses)
-        moved = atoms.losses + shift if upward else atoms.losses - shift
+        moved = atoms.position_bounds()[1 if upward else 0]
         order = np.argsort(moved, kind="stable")
         super().__init__(LossAtoms(moved[order], atoms.log_masses[order], log_mass_error=atoms.log_mass_error),
                          inf_mass)

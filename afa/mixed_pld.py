@@ -163,9 +163,9 @@ class MixedPLDEngine(Engine):
         alpha, beta = atoms.log_mass_error
         # exp of a log-mass y is within 2u (|y| + 1) of the truth, relatively
         spread = alpha + beta * np.abs(atoms.log_masses) + 2 * U * (np.abs(atoms.log_masses) + 1)
-        shift = atoms.loss_errors * (1 + 1e-9) + 2 * U * np.abs(atoms.losses)
-        self._upper_atoms = (atoms.losses + shift, np.exp(atoms.log_masses + spread))
-        self._lower_atoms = (atoms.losses - shift, np.exp(atoms.log_masses - spread))
+        lowest, highest = atoms.position_bounds()
+        self._upper_atoms = (highest, np.exp(atoms.log_masses + spread))
+        self._lower_atoms = (lowest, np.exp(atoms.log_masses - spread))
         # Running sums of the masses from the top (the group below the grid: no differences of sums) and running
         # extremes of the moved atoms, for the groups of atoms off the continuous grid.  A sum of n non-negative
         # products, each rounded, is within (n + 2) u of the truth relatively.
