@@ -153,8 +153,16 @@ class TwoFactorSum:
         slope = np.zeros(epsilons.size)
         if small.size == 0 or large.size == 0:
             return value, slope
-        a, log_w, b = small.losses, small.log_masses, large.losses
-        rows = max(1, CHUNK // small.size)
+        b = large.losses
+        # Atoms of the smaller factor with eps - a_i beyond the larger factor's top add nothing: the search
+        # covers those above min(eps) - b_top, less a margin wider than the rounding of eps - a_i.
+        low = float(np.min(epsilons)) - float(b[-1])
+        margin = 8 * U * (abs(low) + float(np.max(np.abs(epsilons))) + abs(float(b[-1]))) + 1e-300
+        first = int(np.searchsorted(small.losses, low - margin, side="left"))
+        a, log_w = small.losses[first:], small.log_masses[first:]
+        if a.size == 0:
+            return value, slope
+        rows = max(1, CHUNK // a.size)
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
             for start in range(0, epsilons.size, rows):
                 budget.check("evaluating delta(eps) of a two-factor privacy loss")

@@ -804,14 +804,17 @@ def test_suffix_recurrence_is_the_weighted_suffix_sum(size, decay, gain):
         suffix_recurrence(values, 1.5, 1.0)
 
 
-def test_suffix_recurrence_filter_branch_agrees(monkeypatch):
-    """From LFILTER_SIZE entries on, scipy.signal's filter runs the recurrence: it agrees with the doubling
-    scan to the same (3n + 10) u."""
-    from afa import _accurate
-    values = np.random.default_rng(7).random(3000) * np.exp(-30 * np.random.default_rng(8).random(3000))
-    for decay in (math.exp(-1e-4), math.exp(-3.0)):
-        blocked = _accurate.suffix_recurrence(values, decay)
-        monkeypatch.setattr(_accurate, "LFILTER_SIZE", 1)
-        filtered = _accurate.suffix_recurrence(values, decay)
-        monkeypatch.setattr(_accurate, "LFILTER_SIZE", 1 << 18)
-        np.testing.assert_allclose(filtered, blocked, rtol=(3 * 3000 + 10) * 2 ** -53, atol=0)
+@pytest.mark.parametrize("decay", [math.exp(-1e-6), math.exp(-1e-4), 0.5])
+def test_suffix_recurrence_on_a_long_grid(decay):
+    """On 2^20 entries (three levels of blocks) each checked entry equals sum_{i >= c} decay^(i - c) v_i summed
+    exactly (math.fsum of the terms, each formed by one correctly rounded power) to 1e-12 relative: far
+    inside the (3n + 10) u the PLD allows."""
+    from afa._accurate import suffix_recurrence
+    n = 1 << 20
+    rng = np.random.default_rng(3)
+    values = rng.random(n) * np.exp(-30 * rng.random(n))
+    result = suffix_recurrence(values, decay)
+    for c in (0, 12345, n // 2 + 7, n - 65, n - 64, n - 63, n - 1):
+        powers = np.power(decay, np.arange(n - c, dtype=float))
+        exact = math.fsum(values[c:] * powers)
+        assert abs(result[c] / exact - 1) <= 1e-12, c
