@@ -14,7 +14,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import sympy
@@ -24,50 +24,24 @@ from . import _validation as check
 from . import budget as budgets
 from . import options as settings
 from . import pairs
-from .budget import Budget, BudgetExceededError
+from .budget import Budget
 from .composition import ComposedLoss
-from .contour import NodeBudgetError
 from .discrete import CompositionTooLargeError
-from .engines import (
-    CertainRevealEngine,
-    CertifiedEngine,
-    ClosedFormEngine,
-    ContourEngine,
-    Engine,
-    ExactEngine,
-    PLDEngine,
-    QuadratureEngine,
-    gaussian_delta_with_error,
-    gaussian_epsilon_bracket,
-)
+from .engines import ExactEngine, gaussian_delta_with_error, gaussian_epsilon_bracket
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
-from .mixed_pld import MixedPLDEngine, exact_part
-from .options import METHODS, Options
-from .pld import PLDTooLargeError, largest_interval
+from .options import Options
+from .planner import INTERVAL_RANGE, Answer, Planner, label
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
+
+if TYPE_CHECKING:
+    from .engines import QuadratureEngine
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse"),
                    "replace_special": ("remove", "add")}
-#: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
-DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
-#: The grid points of that bulk when every term is finite and composed exactly before it is put on the grid: the
-#: grid's rounding then happens once per distinct term, not once per use.
-EXACT_POWER_POINTS = 2 ** 18
-#: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.
-STEP_RESOLUTION = 20.0
-#: What 'auto' tries, in order, after its first choice and the contour method refuse a query (see Accountant._run).
-AUTO_FALLBACKS = ("pld", "quadrature", "certified")
-#: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
-WIDE_CONTOUR = "contour (wide node budget)"
-#: Allowed value_discretization_interval: from where the grid's indices of the losses a PLD keeps (|x| <= 700)
-#: would leave the integers exact in floating point (with a margin) to the PLD's widest step.
-INTERVAL_RANGE = (1e-12, largest_interval())
 #: The grid step of a refusal's fallback lower bound, relative to the default step (Accountant._single_group_bracket).
 COARSE_FACTOR = 64.0
 #: Top-level keys of a spec (:meth:`Accountant.to_dict`).
 SPEC_KEYS = ("neighboring", "mechanisms", "value_discretization_interval", "budget", "options")
-#: The methods a composition of Gaussians alone answers from its closed form without building engines.
-CLOSED_FORM_METHODS = ("auto", "exact")
 # The default settings, built once (both are frozen): a fresh accountant need not validate them again.
 _DEFAULT_BUDGET, _DEFAULT_OPTIONS = Budget(), Options()
 
@@ -165,13 +139,7 @@ class Accountant:
         self._counts: dict[Mechanism, int] = {}
         self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
         self._gaussian_mu: dict[Mechanism, float] = {}  # mu of the mechanisms whose pair is a pure Gaussian pair
-        self._engines: dict[str, list] = {}
-        self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
-        self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
-        #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
-        self._exact_parts: dict[tuple, tuple] = {}
-        #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.PLDEngine`'s ``powers``)
-        self._exact_powers: dict = {}
+        self._planner: Planner | None = None  # the engines of this state of the composition, built on first use
         self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
 
     # -- composition -----------------------------------------------------
@@ -236,11 +204,7 @@ class Accountant:
             self._gaussian_mu[mechanism] = mu
         self._counts[mechanism] = total
         self._loss_magnitude = magnitude
-        self._engines.clear()
-        self._unbuildable.clear()
-        self._exact_parts.clear()
-        self._exact_powers.clear()
-        self._contour_demoted = False
+        self._planner = None
         return self
 
     # -- serialisation ---------------------------------------------------
@@ -394,14 +358,6 @@ class Accountant:
         """
         return DIRECTION_NAMES[self.neighboring]
 
-    def _composed(self, index: int, keep=lambda mechanism: True) -> ComposedLoss:
-        terms: dict = {}
-        for mechanism, count in self._counts.items():
-            if keep(mechanism):
-                loss = self._losses[mechanism][index]
-                terms[loss] = terms.get(loss, 0) + count
-        return ComposedLoss(terms)
-
     @property
     def composed_losses(self) -> dict[str, ComposedLoss]:
         """The composed privacy loss of each direction.
@@ -412,7 +368,7 @@ class Accountant:
             Keyed by :attr:`directions`: each direction's terms and counts, symbolic log-CF, atoms, cumulants
             and mass at +infinity.  Built anew on every call.
         """
-        return {name: self._composed(index) for index, name in enumerate(self.directions)}
+        return {name: self.planner.composed(index) for index, name in enumerate(self.directions)}
 
     @property
     def log_phi(self) -> dict[str, sympy.Expr]:
@@ -431,7 +387,7 @@ class Accountant:
         >>> sorted(log_phi), log_phi["remove"].free_symbols == {afa.t}
         (['add', 'remove'], True)
         """
-        return {name: self._composed(index).log_phi for index, name in enumerate(self.directions)}
+        return {name: self.planner.composed(index).log_phi for index, name in enumerate(self.directions)}
 
     @property
     def inf_mass(self) -> dict[str, float]:
@@ -442,7 +398,7 @@ class Accountant:
         dict of str to float
             Keyed by :attr:`directions`; delta(eps) of a direction is at least its mass at every eps.
         """
-        return {name: self._composed(index).inf_mass for index, name in enumerate(self.directions)}
+        return {name: self.planner.composed(index).inf_mass for index, name in enumerate(self.directions)}
 
     @property
     def tight(self) -> bool:
@@ -474,161 +430,30 @@ class Accountant:
                           "lower bound is not one on the true epsilon or delta)",) + tuple(error.args[1:])
 
     # -- engines ---------------------------------------------------------
-    def _distinct_directions(self) -> list[int]:
-        """Direction indices to evaluate: one if every mechanism is symmetric."""
-        same = all(first is second for first, second in self._losses.values())
-        return [0] if same else [0, 1]
+    @property
+    def planner(self) -> Planner:
+        """The engine planner of the composition as it stands (:class:`afa.planner.Planner`).
 
-    def _single_use(self) -> Mechanism | None:
-        """The mechanism if the composition is one use of one mechanism with a continuous loss (a closed
-        form from its loss tails), else None."""
-        if len(self._counts) == 1:
-            (mechanism, count), = self._counts.items()
-            if count == 1 and mechanism not in self._gaussian_mu and any(loss.continuous
-                                                                          for loss in self._losses[mechanism]):
-                return mechanism
-        return None
+        Returns
+        -------
+        afa.planner.Planner
+            Built on first use and kept until the composition, :attr:`options` or
+            :attr:`value_discretization_interval` changes; it builds the engines (``planner.engines(method)``)
+            and runs the policy of ``method="auto"``.
 
-    def _certain_reveal(self) -> bool:
-        """Whether some direction's composed loss is +infinity with probability 1 (a mechanism with no finite
-        loss): then delta = 1 at every eps, whatever the other uses."""
-        return any(self._composed(index).log_finite_mass == -math.inf for index in self._distinct_directions())
-
-    def _closed_form_mu(self, method: str) -> float | None:
-        """mu = sqrt(sum_i k_i mu_i^2) when every composed mechanism's pair is a pure Gaussian pair
-        (:func:`afa.pairs.gaussian_mu`, read at compose time), no mass is truncated and ``method`` is one of
-        CLOSED_FORM_METHODS (the closed form is what "exact" computes and what "auto" chooses first); else None."""
-        if method not in CLOSED_FORM_METHODS or not self._counts or len(self._gaussian_mu) != len(self._counts):
-            return None
-        mu = math.sqrt(sum(count * self._gaussian_mu[mechanism] ** 2 for mechanism, count in self._counts.items()))
-        return mu if mu > 0 and self._truncated_mass() == 0 else None
-
-    def _exact_available(self) -> bool:
-        return self._certain_reveal() or self._single_use() is not None or all(
-            m in self._gaussian_mu or not losses[0].continuous for m, losses in self._losses.items())
-
-    def _resolve(self, method: str) -> str:
-        if method == WIDE_CONTOUR:  # internal: auto's retry of a wide certified bracket
-            return method
-        check.choice("method", method, METHODS)
-        if not self._counts:
-            raise ValueError("the accountant is empty: compose at least one mechanism first")
-        if method == "auto":
-            return self._auto_first()[0]
-        if method == "exact" and not self._exact_available():
-            raise UnsupportedCompositionError(
-                "method='exact' needs a composition of Gaussian and finite-output mechanisms only (or one use of a "
-                "single mechanism); use method='contour', 'pld' or 'quadrature'")
-        return method
-
-    def _auto_first(self) -> tuple[str, dict[str, str]]:
-        """'auto''s first choice and the candidates passed over with their reasons: closed forms first, then
-        relative accuracy (contour), then the real line if every mechanism is continuous, else the PLD (which
-        composes finite-output terms exactly, :class:`afa.mixed_pld.MixedPLDEngine`, where the real line would
-        evaluate their atoms at every node).  Building a candidate's engines gets AutoOptions.share of the time
-        left, as trying it would."""
-        passed_over = {}
-        for candidate, available in (("exact", self._exact_available), ("contour", lambda: True)):
-            if not available():
-                continue
-            if candidate in self._unbuildable:  # refused before, whatever the budget
-                passed_over[candidate] = self._unbuildable[candidate]
-                continue
-            try:
-                with budgets.limits(seconds=budgets.remaining() * self.options.auto.share):
-                    self._engines_for(candidate)
-                return candidate, passed_over
-            except BudgetExceededError as error:
-                passed_over[candidate] = str(error)
-            except UnsupportedCompositionError as error:
-                self._unbuildable[candidate] = passed_over[candidate] = str(error)
-        continuous = all(losses[0].continuous for losses in self._losses.values())
-        return ("quadrature" if continuous else "pld"), passed_over
-
-    def _engines_for(self, method: str) -> list:
-        """The engines of ``method`` for each distinct direction (built once per composition)."""
-        if method not in self._engines:
-            if self._certain_reveal():
-                self._engines[method] = [CertainRevealEngine()]
-            else:
-                build = self._BUILDERS[method]
-                self._engines[method] = [build(self, index) for index in self._distinct_directions()]
-        return self._engines[method]
-
-    def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine:
-        if self._single_use() is not None:
-            return self._single_use_engine(index)
-        mu = math.sqrt(sum(count * self._gaussian_mu[m] ** 2 for m, count in self._counts.items()
-                           if m in self._gaussian_mu))
-        return ExactEngine(mu, self._composed(index, lambda m: m not in self._gaussian_mu))
-
-    def _contour_engine(self, index: int) -> ContourEngine:
-        return ContourEngine(self._composed(index))
-
-    def _wide_contour_engine(self, index: int) -> ContourEngine:
-        return ContourEngine(self._composed(index), numeric_nodes=self.options.contour.wide_numeric_nodes)
-
-    def _certified_engine(self, index: int) -> CertifiedEngine:
-        return CertifiedEngine(self._composed(index))
-
-    def _quadrature_engine(self, index: int) -> QuadratureEngine:
-        return QuadratureEngine(self._composed(index))
-
-    def _pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
-        """The PLD engine of one direction.  With only finite-output terms, every term goes on one grid, each
-        composed exactly first (one grid rounding per term, :meth:`afa.loss_tails.LossTails.exact_power`), so
-        the grid may be coarser: the composed loss's bulk must fit in EXACT_POWER_POINTS.  Otherwise the
-        finite-output terms that :func:`afa.mixed_pld.exact_part` picks are composed exactly and mixed over the
-        PLDs of the other terms, on a grid fitted to those alone (:class:`afa.mixed_pld.MixedPLDEngine`), when
-        both groups are non-empty; else every term goes on one grid."""
-        terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self._counts.items()]
-        loss = self._composed(index)
-        finite = [mechanism for mechanism in self._counts if not self._losses[mechanism][index].continuous]
-        if len(finite) == len(self._counts):
-            return PLDEngine(terms, self._pld_interval(loss, EXACT_POWER_POINTS), loss, self._exact_powers)
-        if finite:
-            key = tuple((self._losses[mechanism][index], self._counts[mechanism]) for mechanism in finite)
-            if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
-                self._exact_parts[key] = exact_part(list(key))
-            flags, composition = self._exact_parts[key]
-            exact = {mechanism for mechanism, flag in zip(finite, flags) if flag}
-            if composition is not None and len(exact) < len(self._counts):
-                gridded = [(tails, count) for (tails, count), mechanism in zip(terms, self._counts)
-                           if mechanism not in exact]
-                interval = self._pld_interval(self._composed(index, lambda mechanism: mechanism not in exact))
-                return MixedPLDEngine(composition, [(tails, count) for (tails, count), mechanism
-                                                    in zip(terms, self._counts) if mechanism in exact],
-                                      PLDEngine(gridded, interval, loss), loss)
-        return PLDEngine(terms, self._pld_interval(loss), loss)
-
-    def _pld_interval(self, loss: ComposedLoss, points: int = PLD_POINTS) -> float:
-        """The user's value_discretization_interval, else the smaller of DEFAULT_INTERVAL and the
-        narrowest term's loss standard deviation / STEP_RESOLUTION, widened so that the composed
-        loss's bulk (mean +- PLD_SPREAD standard deviations) fits in ``points`` grid points."""
-        if self.value_discretization_interval is not None:
-            return self.value_discretization_interval
-        narrowest = min(math.sqrt(max(term.cumulants[1], 0.0)) or math.inf for term in loss.terms)
-        interval = min(DEFAULT_INTERVAL, narrowest / STEP_RESOLUTION)
-        spread = math.sqrt(max(loss.cumulants[1], 0.0))
-        interval = max(interval, 2 * PLD_SPREAD * spread / points)
-        if not interval <= INTERVAL_RANGE[1]:
-            raise PLDTooLargeError(f"method='pld' cannot hold this composition: its privacy loss spreads over a "
-                                   f"standard deviation of {spread:.3g}, which {points} grid points cover only "
-                                   f"with a step of {interval:.3g}, above the largest {INTERVAL_RANGE[1]:g}")
-        return interval
-
-    def _single_use_engine(self, index: int) -> ClosedFormEngine:
-        mechanism = self._single_use()
-        if mechanism is None:
-            raise UnsupportedCompositionError("the closed form of one use needs a composition of one use")
-        tails = mechanism.loss_tails(self.neighboring)[index]
-        return ClosedFormEngine(tails.hockey_stick_with_error, self._composed(index))
-
-    #: How each method's engine for one direction is built (the methods of METHODS but 'auto', and WIDE_CONTOUR).
-    _BUILDERS: dict[str, Callable[[Accountant, int], Engine]] = {
-        "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
-        "certified": _certified_engine, "pld": _pld_engine, "quadrature": _quadrature_engine,
-    }
+        Examples
+        --------
+        >>> import afa
+        >>> acc = afa.Accountant().compose(afa.RandomizedResponse(0.75), times=10)
+        >>> [engine.method for engine in acc.planner.engines("exact")]
+        ['exact']
+        """
+        planner = self._planner
+        if (planner is None or planner.options is not self.options
+                or planner.value_discretization_interval != self.value_discretization_interval):
+            planner = self._planner = Planner(self.neighboring, self._counts, self._losses, self._gaussian_mu,
+                                              self.options, self.value_discretization_interval)
+        return planner
 
     # -- queries ---------------------------------------------------------
     def delta_result(self, epsilon: ArrayLike, method: str = "auto", direction: str | None = None) -> Result:
@@ -683,7 +508,7 @@ class Accountant:
         else:
             epsilons = check.real_array("epsilon", epsilon)
             if epsilons.size == 0:
-                self._resolve(method)
+                self.planner.resolve(method)
                 return Result(epsilons, epsilons, epsilons, epsilons, method)
         try:
             value, lower, upper, error, run = self._profile(epsilons.ravel(), method, direction)
@@ -692,7 +517,7 @@ class Accountant:
             raise
         value, lower, upper, error = (column[0] if scalar else column.reshape(epsilons.shape)
                                       for column in (value, lower, upper, error))
-        return self._mark(Result(value, lower, upper, error, _label(run.name), certified=run.certified,
+        return self._mark(Result(value, lower, upper, error, label(run.name), certified=run.certified,
                                  attempts=run.attempts))
 
     def delta(self, epsilon: ArrayLike, method: str = "auto") -> float | np.ndarray:
@@ -767,55 +592,26 @@ class Accountant:
         """
         epsilons = check.real_array("epsilons", epsilons)
         if epsilons.size == 0:  # nothing to compute; the options are still checked
-            self._resolve(method)
+            self.planner.resolve(method)
             if direction is not None:
                 check.choice("direction", direction, self.directions)
             return epsilons
         values = self._profile(epsilons.ravel(), method, direction)[0 if estimate else 2]
         return values.reshape(epsilons.shape)
 
-    def _truncated_mass(self) -> float:
-        """An upper bound on the mass the composition's truncated mechanisms (DiscreteGaussian) send to
-        +infinity: sum_i k_i m_i >= 1 - prod_i (1 - m_i)^k_i."""
-        return float(sum(count * mechanism.truncated_mass for mechanism, count in self._counts.items()))
+    def _run(self, method: str, query, relative_width: Callable | None = None, delta: float | None = None) -> Answer:
+        """:meth:`afa.planner.Planner.run` under this accountant's budget and options.
 
-    def _run(self, method: str, query, relative_width: Callable | None = None, delta: float | None = None):
-        """(engine name, query(engines), attempts) under this accountant's budget; ``attempts`` is the
-        :class:`afa.results.Attempt` of every engine tried, in order.
-
-        A named method answers or refuses.  Under 'auto' the candidates are tried in order -- the
-        first choice of :meth:`_resolve` (closed forms, else the contour), then the contour and
-        AUTO_FALLBACKS -- each with AutoOptions.share of the time left (the last with all of it), so no
-        engine spends the whole budget while another would answer.  A refusal (AccuracyError, an
-        engine that cannot serve the composition) moves on to the next; a contour refused for its node
-        budget (:class:`afa.contour.NodeBudgetError`, a loss piled up near one value, where the PLD is at its
-        best) is retried with a larger one (AutoOptions.wide_share of the time left) right after the PLD unless
-        the PLD's bracket is within AutoOptions.retry_rtol (it is kept in case the retry fails; the PLD then gets
-        the time left but the retry's share, at least AutoOptions.share of it); once that retry
-        fails, later queries of the same composition try the PLD before the contour, with the same share.  A certified
-        answer whose ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method
-        with a larger node budget; a certified answer with an infinite upper bound lets the remaining
-        engines try for a finite one; when no engine does better, the best certified answer is the
-        result.  When nothing answers, the AccuracyError lists what was tried (and carries the attempts).
-        Only declared refusals move on: an AccuracyError (BudgetExceededError included) or an
-        UnsupportedCompositionError; any other exception propagates.  ``delta``, the target of
-        an eps(delta) query, lets 'auto' see which later candidates cannot serve it (:meth:`_may_serve`), so
-        that an engine followed only by those gets all the time left.
+        When 'auto' finds no answer to an eps(``delta``) query, the time AutoOptions.reserve kept back goes to
+        a certified lower bound from one mechanism's uses alone (:meth:`_single_group_bracket`), attached to the
+        refusal as its ``bracket`` when no engine left one.
         """
         with budgets.limits(self.budget), settings.using(self.options):
-            if method != "auto":
-                name = self._resolve(method)
-                began = time.monotonic()
-                engines = self._engines_for(name)
-                budgets.check(f"preparing method={name!r}")
-                answer = query(engines)
-                return _Answer(name, answer, (Attempt(name, "answered", "", time.monotonic() - began),),
-                               engines[0].certified)
-            if delta is None or self.options.auto.reserve == 0:
-                return self._run_auto(query, relative_width, delta)
+            if method != "auto" or delta is None or self.options.auto.reserve == 0:
+                return self.planner.run(method, query, relative_width, delta)
             try:
                 with budgets.limits(seconds=budgets.remaining() * (1 - self.options.auto.reserve)):
-                    return self._run_auto(query, relative_width, delta)
+                    return self.planner.run(method, query, relative_width, delta)
             except AccuracyError as refusal:
                 if refusal.bracket is None:
                     refusal.bracket = self._single_group_bracket(delta)
@@ -839,7 +635,8 @@ class Accountant:
                                                               memory_bytes=self.budget.memory_bytes),
                                self.options).compose(mechanism, count)
             try:
-                interval = min(COARSE_FACTOR * alone._pld_interval(alone._composed(0)), INTERVAL_RANGE[1])
+                planner = alone.planner
+                interval = min(COARSE_FACTOR * planner.pld_interval(planner.composed(0)), INTERVAL_RANGE[1])
             except UnsupportedCompositionError:
                 continue
             alone.value_discretization_interval = interval
@@ -854,103 +651,19 @@ class Accountant:
                 best = lower
         return None if best is None else Result(best, best, math.inf, math.inf, "pld", certified=True)
 
-    def _may_serve(self, name: str, delta: float | None) -> bool:
-        """False where a cheap check shows that method ``name`` refuses: the quadrature below its rounding
-        floor or without a continuous part, the certified bracket for anything but one noise pair."""
-        if name == "quadrature":
-            continuous = any(losses[0].continuous for losses in self._losses.values())
-            return continuous and (delta is None or QuadratureEngine.may_resolve(delta))
-        if name == "certified":
-            try:
-                self._engines_for(name)
-            except UnsupportedCompositionError:
-                return False
-        return True
-
-    def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None):
-        if not self._counts:
-            raise ValueError("the accountant is empty: compose at least one mechanism first")
-        first, passed_over = self._auto_first()
-        attempts = [Attempt(name, "passed over", reason) for name, reason in passed_over.items()]
-        candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
-                                if name != first and name not in passed_over]
-        if self._contour_demoted and "contour" in candidates and "pld" in candidates:
-            candidates.remove("contour")  # both contours failed an earlier query: the PLD first
-            candidates.insert(candidates.index("pld") + 1, "contour")
-        kept, bracket = None, None  # bracket: the best certified bound a refusal carried
-        wide_tried, node_retry = self._contour_demoted, False
-        while candidates:
-            name = candidates.pop(0)
-            later = kept is not None or any(self._may_serve(other, delta) for other in candidates)
-            policy = self.options.auto
-            share = policy.wide_share if name == WIDE_CONTOUR else policy.share
-            refined_by_retry = node_retry and candidates and candidates[0] == WIDE_CONTOUR
-            if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
-                share = max(policy.share, 1 - policy.wide_share)
-            share = budgets.remaining() * (share if later else 1.0)
-            began = time.monotonic()
-            try:
-                with budgets.limits(seconds=share):
-                    engines = self._engines_for(name)
-                    budgets.check(f"preparing method={_label(name)!r}")
-                    answer = query(engines)
-            except BudgetExceededError as error:
-                attempts.append(Attempt(name, "out of time", str(error), time.monotonic() - began))
-                if name == WIDE_CONTOUR and node_retry:
-                    self._contour_demoted = True
-                if budgets.remaining() <= 0:
-                    break
-                continue
-            except (AccuracyError, UnsupportedCompositionError) as error:
-                attempts.append(Attempt(name, "refused", str(error), time.monotonic() - began))
-                partial = getattr(error, "bracket", None)
-                if partial is not None and (bracket is None or partial.lower > bracket.lower):
-                    bracket = partial
-                if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
-                    wide_tried = node_retry = True
-                    candidates.insert(candidates.index("pld") + 1 if "pld" in candidates else 0, WIDE_CONTOUR)
-                elif name == WIDE_CONTOUR and node_retry:
-                    self._contour_demoted = True
-                continue
-            seconds = time.monotonic() - began
-            width = relative_width(answer) if relative_width is not None else 0.0
-            certified = engines[0].certified
-            # after the contour ran out of nodes, its wide retry may still give a tighter answer than a bracket
-            pending = node_retry and WIDE_CONTOUR in candidates and width > policy.retry_rtol
-            if not certified or (width <= policy.bracket_rtol and not pending):
-                return _Answer(name, answer, tuple(attempts) + (Attempt(name, "answered", "", seconds),), certified)
-            attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
-            if kept is None or width < kept[2]:
-                kept = (name, answer, width, len(attempts) - 1)
-            if not wide_tried or WIDE_CONTOUR in candidates:  # a finite but wide bracket: only the wide contour
-                wide_tried = True                                  # may beat it
-                rest = [other for other in candidates if other != WIDE_CONTOUR]
-                candidates = [WIDE_CONTOUR] + (rest if math.isinf(width) else [])
-            elif math.isfinite(width):
-                break
-        if kept is not None:
-            name, answer, _, index = kept
-            attempts[index] = dataclasses.replace(attempts[index], outcome="answered")
-            return _Answer(name, answer, tuple(attempts), True)
-        refusal = BudgetExceededError if budgets.remaining() <= 0 else AccuracyError
-        raise refusal("no method answers this query for this composition; "
-                    + "; ".join(f"{attempt.method}: {attempt.reason}" for attempt in attempts)
-                    + ("" if bracket is None else f"; certified: eps in [{bracket.lower!r}, {bracket.upper!r}] "
-                       "(the error's .bracket)"), bracket=bracket, attempts=tuple(attempts))
-
     def _profile(self, epsilons: np.ndarray, method: str, direction: str | None = None):
         if direction is None:
             chosen = slice(None)
         else:  # one direction: its engine, or the only one when both directions coincide
             index = self.directions.index(check.choice("direction", direction, self.directions))
-            chosen = slice(index, index + 1) if index < len(self._distinct_directions()) else slice(0, 1)
-        mu = self._closed_form_mu(method)
+            chosen = slice(index, index + 1) if index < len(self.planner.distinct_directions) else slice(0, 1)
+        mu = self.planner.closed_form_mu(method)
         if mu is not None:  # Gaussians alone: their closed form, without engines or auto's bookkeeping
             began = time.monotonic()
             with budgets.limits(self.budget):  # the time budget still holds
                 value, error = gaussian_delta_with_error(epsilons, mu)
                 budgets.check("evaluating the composed Gaussian's closed form")
-            run = _Answer("exact", None, (Attempt("exact", "answered", "", time.monotonic() - began),),
+            run = Answer("exact", None, (Attempt("exact", "answered", "", time.monotonic() - began),),
                           ExactEngine.certified)
             values, errors = value[None, :], error[None, :]
         else:
@@ -964,7 +677,7 @@ class Accountant:
             raise AccuracyError(f"method={name!r} failed numerically for this composition (non-finite delta); "
                                 "please report it with the composition")
         floor = -np.expm1(np.minimum(epsilons, 0.0)) + 0.0  # delta(eps) >= (1 - e^eps)_+ (and no -0.0)
-        truncated = self._truncated_mass()  # the computed delta exceeds the true one by at most this
+        truncated = self.planner.truncated_mass  # the computed delta exceeds the true one by at most this
         value = np.clip(values.max(axis=0), floor, 1.0)
         lower = np.clip((values - errors).max(axis=0) - truncated, floor, 1.0)
         upper = np.clip((values + errors).max(axis=0), floor, 1.0)
@@ -1024,7 +737,7 @@ class Accountant:
         if outside.size:
             raise ValueError(f"delta must be in (0, 1), got {outside.flat[0]!r} among {deltas.size} values")
         if deltas.size == 0:
-            self._resolve(method)
+            self.planner.resolve(method)
             return Result(deltas, deltas, deltas, deltas, method)
         results = [self._epsilon_result(float(one), method) for one in deltas.ravel()]
         value, lower, upper, error = (np.array([getattr(result, name) for result in results]).reshape(deltas.shape)
@@ -1041,7 +754,7 @@ class Accountant:
             raise
 
     def _unmarked_epsilon_result(self, delta: float, method: str) -> Result:
-        mu = self._closed_form_mu(method)
+        mu = self.planner.closed_form_mu(method)
         if mu is not None:  # Gaussians alone: Newton on their closed form, its bracket verified on it
             began = time.monotonic()
             with budgets.limits(self.budget):  # the time budget still holds (the bracket's search checks it)
@@ -1054,13 +767,13 @@ class Accountant:
                                     lambda answer: max((upper - lower) / max(value, 1e-300)
                                                        for value, lower, upper in answer), delta)
         value, lower, upper = (max(column) for column in zip(*run.answer))
-        widened = delta + self._truncated_mass()
+        widened = delta + self.planner.truncated_mass
         if widened != delta:  # truncation over-estimates delta by at most that mass: the lower eps solves delta + it
             target = min(widened, 0.5 * (1 + delta))
             solutions = self._run(run.name, lambda engines: _solve_directions(engines, target)).answer
             lower = min(lower, max(solution[1] for solution in solutions))
         error = (upper - lower) / 2 if math.isfinite(upper) else math.inf
-        return Result(value, lower, upper, error, _label(run.name), certified=run.certified, attempts=run.attempts)
+        return Result(value, lower, upper, error, label(run.name), certified=run.certified, attempts=run.attempts)
 
     def epsilon(self, delta: ArrayLike, method: str = "auto") -> float | np.ndarray:
         """The tight epsilon(delta) of the composition: the upper end of :meth:`epsilon_result`'s bounds.
@@ -1249,34 +962,20 @@ class Accountant:
         """
         direction = self.directions[0] if direction is None else check.choice("direction", direction, self.directions)
         xs = check.real_array("x", x)
-        self._resolve("quadrature")
+        self.planner.resolve("quadrature")
         if xs.size == 0:  # nothing to invert (as privacy_profile([]))
             return (xs, 0.0) if with_error else xs
         index = self.directions.index(direction)
         with settings.using(self.options):
-            engines = self._engines_for("quadrature")
-            values, error = engines[min(index, len(engines) - 1)].inversion.cdf(xs)
+            engines = self.planner.engines("quadrature")
+            engine = cast("QuadratureEngine", engines[min(index, len(engines) - 1)])
+            values, error = engine.inversion.cdf(xs)
         values = np.clip(values, 0.0, 1.0 - self.inf_mass[direction])
         return (values, float(error)) if with_error else values
 
     def __repr__(self) -> str:
         items = ", ".join(f"{m!r} x{count}" for m, count in self._counts.items())
         return f"Accountant(neighboring={self.neighboring!r}, [{items}])"
-
-
-class _Answer(NamedTuple):
-    """What :meth:`Accountant._run` returns: the engine's method name, the query's answer, every attempt
-    and whether the engine's bounds are certified."""
-
-    name: str
-    answer: object
-    attempts: tuple
-    certified: bool
-
-
-def _label(name: str) -> str:
-    """The method name a result reports (the wide-budget contour is the contour method)."""
-    return "contour" if name == WIDE_CONTOUR else name
 
 
 def _gaussian_mu(mechanism: Mechanism, neighboring: str) -> float | None:
@@ -1302,16 +1001,17 @@ def _loss_magnitude(losses: tuple) -> float:
 def _directions_delta(engines, epsilons: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """(values, errors) of delta at ``epsilons`` for each direction, for their maximum.
 
-    The first direction is evaluated; a contour engine's further direction whose Chernoff bound
-    B (:meth:`afa.engines.ContourEngine.chernoff_delta`, no contour sum) is at most the first's
-    value - error and B / 2 at most the first's error cannot change the maximum, its bounds or its
-    error: it is reported as delta in [0, B] (value B / 2, error B / 2) without its contour sums.
+    The first direction is evaluated; a further direction whose cheap bound B
+    (:meth:`afa.engines.Engine.chernoff_delta`, e.g. the contour's Chernoff bound, no contour sum) is at
+    most the first's value - error and B / 2 at most the first's error cannot change the maximum, its
+    bounds or its error: it is reported as delta in [0, B] (value B / 2, error B / 2) without its own
+    evaluation.
     """
     answers = [engines[0].delta(epsilons)]
     for engine in engines[1:]:
         values, errors = answers[0]
         room = np.minimum(values - errors, 2 * errors)
-        if isinstance(engine, ContourEngine) and np.all(room > 0):
+        if np.all(room > 0):
             bounds = engine.chernoff_delta(epsilons, float(np.min(room)))
             if np.all(bounds <= room):
                 answers.append((bounds / 2, bounds / 2))

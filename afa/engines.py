@@ -157,6 +157,24 @@ class Engine(abc.ABC):
             runs out).
         """
 
+    def chernoff_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
+        """Upper bounds on delta at ``epsilons`` far cheaper than :meth:`delta`, loose, for a direction that only
+        has to be shown below another; +inf where the engine has none (by default everywhere).
+
+        Parameters
+        ----------
+        epsilons : ndarray
+            Finite real numbers.
+        target : float or None
+            If given, a bound at most ``target`` may be returned as soon as one is found.
+
+        Returns
+        -------
+        ndarray
+            The bounds, of ``epsilons``' shape.
+        """
+        return np.full(np.shape(epsilons), math.inf)
+
     def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """An upper bound on delta at ``epsilons`` (certified or estimated, as the engine's), as cheaply as
         the engine allows; by default the value plus its error.

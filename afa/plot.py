@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from . import _validation as check
-from .accountant import METHODS, Accountant
+from .accountant import Accountant
+from .options import METHODS
 from .tradeoff import tradeoff_curve
 
 __all__ = ["epsilon_curve", "epsilon_vs_steps", "privacy_profile", "tradeoff"]

@@ -56,10 +56,11 @@ from typing import Any, TextIO
 import numpy as np
 
 from . import _validation as check
-from .accountant import METHODS, Accountant
+from .accountant import Accountant
 from .budget import Budget
 from .calibration import calibrate_sigma
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
+from .options import METHODS
 
 __all__ = ["ROW_FIELDS", "RESULT_COLUMNS", "QUERIES", "SchedulerError", "SweepReport", "PerRecord", "grid",
            "read_configurations", "sweep", "per_record"]

@@ -35,7 +35,8 @@ from collections.abc import Callable
 import numpy as np
 
 from . import _validation as check
-from .accountant import METHODS, Accountant
+from .accountant import Accountant
+from .options import METHODS
 from .results import AccuracyError, UnsupportedCompositionError
 
 __all__ = ["privacy_profile_from_tradeoff", "tradeoff_curve", "tradeoff_from_profile"]

@@ -29,7 +29,7 @@ from afa import exact
 def cold(acc: afa.Accountant, query):
     """Run ``query`` on ``acc`` with its engines (quadrature grids) discarded first."""
     def run():
-        acc._engines.clear()
+        acc.planner.clear()
         return query(acc)
     return run
 
@@ -88,7 +88,7 @@ def distinct_mechanisms_table() -> None:
             acc.compose(mechanism, times=int(count) * factor)
         eps = acc.epsilon(1e-5, method="quadrature")
         elapsed = 1e3 * median_seconds(cold(acc, lambda a: a.epsilon(1e-5, method="quadrature")))
-        nodes = acc._engines["quadrature"][0].inversion._grids["delta"].nodes.size
+        nodes = acc.planner.engines("quadrature")[0].inversion._grids["delta"].nodes.size
         print(f"{factor:>12.0e} {eps:>14.6g} {elapsed:>10.1f} {nodes:>8d}")
 
 

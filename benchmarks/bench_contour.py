@@ -42,7 +42,7 @@ def timings(acc: afa.Accountant, epsilon: float, target: float) -> tuple[float, 
     warm_ms = 1e3 * median_seconds(lambda: acc.epsilon(next(warm_targets), method="contour"))
 
     def cold():
-        acc._engines.clear()
+        acc.planner.clear()
         return acc.epsilon(target, method="contour")
 
     cold_ms = 1e3 * median_seconds(cold, repeats=3)

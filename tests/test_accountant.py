@@ -126,7 +126,7 @@ def test_log_phi_is_the_sum_of_counts_times_log_phi():
 def test_asymmetric_mixture_takes_the_larger_direction():
     mog = afa.MixtureOfGaussians([0.0, 1.0], [0.5, 0.5], 1.0)
     acc = afa.Accountant().compose(mog, times=2).compose(afa.Gaussian(2.0))
-    engines = acc._engines_for("quadrature")
+    engines = acc.planner.engines("quadrature")
     assert len(engines) == 2
     per_direction = [float(engine.delta(np.array([0.3]))[0][0]) for engine in engines]
     assert acc.delta_result(0.3, method="quadrature").value == pytest.approx(max(per_direction), abs=1e-15)

@@ -201,7 +201,7 @@ def test_subsampled_gaussian_with_discrete_gaussian_is_contained():
     result = acc.epsilon_result(delta, method="contour")
     lattice = discrete_gaussian(dg_sigma, 1).power(count)
     alone = afa.Accountant(neighboring="substitution").compose(subsampled, times=4)
-    bracket = lattice_mixture_bracket(lattice, alone._engines_for("certified")[0])
+    bracket = lattice_mixture_bracket(lattice, alone.planner.engines("certified")[0])
     assert bracket(result.lower)[1] >= delta >= bracket(result.upper)[0], result
 
 
@@ -240,7 +240,7 @@ def test_a_sum_beyond_its_work_allowance_is_refused_early_and_auto_answers_from_
     assert [(a.method, a.outcome) for a in result.attempts] == [("contour", "refused"), ("pld", "answered")]
     assert result.upper - result.lower < 1e-6 * result.value
     alone = afa.Accountant(neighboring="substitution").compose(subsampled)
-    bracket = lattice_mixture_bracket(discrete_gaussian(dg_sigma, 1).power(count), alone._engines_for("certified")[0])
+    bracket = lattice_mixture_bracket(discrete_gaussian(dg_sigma, 1).power(count), alone.planner.engines("certified")[0])
     assert bracket(result.lower)[1] >= delta >= bracket(result.upper)[0], result
 
 
@@ -318,7 +318,7 @@ def test_second_line_refuses_a_corrupted_sum(monkeypatch):
     """The check re-sums delta on a second line: a contour sum whose node values carry a relative error of 1e-9
     (far beyond the stated 1e-13) on the first line only must be refused, not returned."""
     acc = accountant(afa.DiscreteLaplace(a=0.3), 200, [(3.0, 2)])
-    inversion = acc._engines_for("contour")[0].inversion
+    inversion = acc.planner.engines("contour")[0].inversion
     assert acc.delta_result(20.0, method="contour").value > 0  # checks pass uncorrupted
     original = contour_module.ContourInversion._node_log_integrand
     lines = []

@@ -485,7 +485,7 @@ def test_contour_bounded_direction_is_zero_beyond_its_maximum():
     """With sigma1 < sigma2 the remove loss is at most log(s2/s1) per use: delta_remove = 0 beyond k times that."""
     mech = afa.DataDependentGaussian(1.0, 1.3)
     k = 6
-    engine = afa.Accountant().compose(mech, times=k)._engines_for("contour")[0]
+    engine = afa.Accountant().compose(mech, times=k).planner.engines("contour")[0]
     beyond = k * math.log(1.3) + 0.01
     values, errors = engine.delta(np.array([beyond]))
     assert values[0] == 0.0 and errors[0] == 0.0

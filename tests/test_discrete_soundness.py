@@ -202,7 +202,7 @@ def test_epsilon_brackets_hold_the_root_sweep():
     rng = random.Random(7)
     for _ in range(15):
         accountant, atoms = _random_two_atom_composition(rng)
-        engine = accountant._engines_for("exact")[0]
+        engine = accountant.planner.engines("exact")[0]
         for delta in (10 ** rng.uniform(-30, -2) for _ in range(3)):
             estimate, lower, upper = engine.epsilon_bracket(delta)
             truth = mp_epsilon(atoms, delta)

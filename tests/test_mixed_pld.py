@@ -153,7 +153,7 @@ def test_finite_only_compositions_go_on_one_grid_each_term_composed_exactly():
     reference = _fuzz.Reference(composition)
     assert reference.available
     acc = composition.accountant()
-    engine = acc._pld_engine(0)
+    engine = acc.planner.engines("pld")[0]
     assert type(engine) is PLDEngine
     for delta in (1e-4, 1e-10):
         result = acc.epsilon_result(delta, method="pld")

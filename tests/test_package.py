@@ -14,7 +14,8 @@ ROOT = Path(afa.__file__).resolve().parent.parent
 #: What ``import afa`` and the ``afa`` command's parser leave unloaded: the heavy third-party modules (afa._lazy)
 #: and the engines (loaded with afa.accountant).
 DEFERRED = ("sympy", "mpmath", "scipy.special", "scipy.signal", "scipy.stats", "scipy.optimize", "scipy.fft",
-            "afa.accountant", "afa.engines", "afa.contour", "afa.pld", "afa.calibration", "afa.rdp", "afa.clt")
+            "afa.accountant", "afa.planner", "afa.engines", "afa.contour", "afa.pld", "afa.calibration", "afa.rdp",
+            "afa.clt")
 
 
 def _loaded_after(code: str) -> list[str]:

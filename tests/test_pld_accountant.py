@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import afa
-import afa.accountant
+import afa.planner
 from afa import exact
 from afa.pld import PLDTooLargeError, privacy_buckets
 
@@ -154,7 +154,7 @@ def test_delta_query_refines_when_the_rounding_slack_matters():
         delta = exact.gaussian_delta(epsilon, 1.0)
         result = acc.delta_result(epsilon, method="pld")
         assert result.lower <= delta <= result.upper and result.upper - result.lower < 5e-5 * delta, result
-        engine = acc._engines_for("pld")[0]
+        engine = acc.planner.engines("pld")[0]
         assert (min(key[1] for key in engine._built) < engine.FIRST_TAIL) == refined, count
 
 
@@ -194,7 +194,7 @@ def test_validate_catches_a_wrong_engine(monkeypatch, name, terms, query):
     acc = accountant("add_remove", terms)
     if query == "delta":
         acc.validate(delta=1e-5)  # the true engine passes
-    monkeypatch.setattr(afa.accountant, name, wrong_engine(getattr(afa.accountant, name)))
+    monkeypatch.setattr(afa.planner, name, wrong_engine(getattr(afa.planner, name)))
     acc = accountant("add_remove", terms)
     with pytest.raises(afa.ValidationError, match="outside the PLD's certified bracket"):
         if query == "delta":
@@ -327,7 +327,7 @@ def test_bounded_direction_beyond_its_largest_loss_builds_no_pld():
     accountant solves the remove direction alone; the add direction's own certified PLD bound (built
     here on purpose) confirms that it stays below the target there."""
     acc = afa.Accountant().compose(G(1.0).poisson_subsampled(0.01), 10)
-    remove, add = acc._engines_for("pld")
+    remove, add = acc.planner.engines("pld")
     top = -10 * math.log1p(-0.01)
     assert add.upper_delta(np.array([top * (1 + 1e-12), 0.38])).tolist() == [0.0, 0.0] and not add._bases
     below = top * (1 - 1e-3)

@@ -238,7 +238,7 @@ def test_certified_delta_contains_mpmath_far_out(noise, scale, q, epsilons):
     into the tail (deltas down to 1e-33) and where the loss is huge (Laplace scale 1e-3: losses near 995, cells
     of B-mass below e^-700, which the lower bound used to drop: lower 0 where the truth is 0.0093)."""
     mechanism = (afa.Gaussian(scale) if noise == "gaussian" else afa.Laplace(scale)).poisson_subsampled(q)
-    engine = afa.Accountant().compose(mechanism)._engines_for("certified")[0]
+    engine = afa.Accountant().compose(mechanism).planner.engines("certified")[0]
     epsilons = np.array(epsilons)
     value, error = engine.delta(epsilons)
     for eps, v, e in zip(epsilons, value, error):
@@ -353,7 +353,7 @@ def test_tiny_interval_is_refused_clearly():
             1e-5, method="pld")
     with pytest.raises(PLDTooLargeError, match="value_discretization_interval"):
         connect_the_dots(GaussianTails(1.0), 1e-300)
-    loss = afa.Accountant().compose(afa.Gaussian(1.0))._composed(0)
+    loss = afa.Accountant().compose(afa.Gaussian(1.0)).planner.composed(0)
     for interval in (1e6, 0.0, math.nan):
         with pytest.raises(ValueError, match="value_discretization_interval"):
             PLDEngine([(GaussianTails(1.0), 1)], interval, loss)

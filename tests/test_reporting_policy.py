@@ -272,10 +272,12 @@ def test_past_the_contour_finite_output_terms_go_to_the_pld_first(monkeypatch, f
     """When neither closed forms nor the contour serve a composition, 'auto' tries the real line first for
     continuous mechanisms only, and the PLD first when finite-output terms are present (it composes their atoms
     exactly; the real line evaluates every atom at every node: fuzz seed 4949 spent 11 s there to refuse)."""
+    from afa.planner import Planner
+
     def unavailable(self, index):
         raise afa.UnsupportedCompositionError("unavailable (raised by the test)")
 
-    monkeypatch.setitem(afa.Accountant._BUILDERS, "contour", unavailable)
+    monkeypatch.setitem(Planner._BUILDERS, "contour", unavailable)
     acc = afa.Accountant().compose(afa.Laplace(1.0), 3)
     if finite:
         acc.compose(afa.RandomizedResponse(0.7), 5)
@@ -307,7 +309,9 @@ def test_a_refusal_out_of_time_carries_a_single_mechanism_lower_bound(monkeypatc
     def nothing_answers(self, query, relative_width, delta=None):
         raise afa.BudgetExceededError("no method answers this query for this composition (test)")
 
-    monkeypatch.setattr(afa.Accountant, "_run_auto", nothing_answers)
+    from afa.planner import Planner
+
+    monkeypatch.setattr(Planner, "_run_auto", nothing_answers)
     with pytest.raises(afa.BudgetExceededError, match="certified: eps >=") as refusal:
         _discrete_pair().epsilon_result(delta)
     bracket = refusal.value.bracket

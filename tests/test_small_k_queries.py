@@ -82,7 +82,7 @@ def test_skipped_direction_leaves_the_maximum_as_both_directions_give_it():
     add = accountant(1.0, 0.01, 100).delta_result(epsilon, direction="add")
     assert add.upper < remove.lower
     assert (both.value, both.lower, both.upper, both.error) == (remove.value, remove.lower, remove.upper, remove.error)
-    engine = ContourEngine(accountant(1.0, 0.01, 100)._composed(1))
+    engine = ContourEngine(accountant(1.0, 0.01, 100).planner.composed(1))
     bound = engine.chernoff_delta(np.array([epsilon]))[0]
     _, upper = delta_bracket_bruteforce(np.array([epsilon]), 100, "gaussian", 1.0, 0.01, relation="add", grid=1e-4)
     assert add.value <= bound and bound < remove.lower and upper[0] < remove.lower
@@ -104,7 +104,7 @@ def test_chernoff_bound_above_the_gaussian_closed_form(epsilon):
 def test_chernoff_bound_of_a_subsampled_direction_above_the_bruteforce_bracket():
     """The add direction of q = 0.01, sigma = 1, k = 100 at eps where it is not negligible: the bound is at
     least the brute-force PLD's certified lower bound."""
-    engine = ContourEngine(accountant(1.0, 0.01, 100)._composed(1))
+    engine = ContourEngine(accountant(1.0, 0.01, 100).planner.composed(1))
     epsilons = np.array([0.05, 0.2])
     bounds = engine.chernoff_delta(epsilons)
     lower, _ = delta_bracket_bruteforce(epsilons, 100, "gaussian", 1.0, 0.01, relation="add", grid=1e-4)
@@ -125,7 +125,7 @@ def test_repeated_query_returns_the_first_answer():
 def test_kept_line_serves_newtons_iterates():
     """Newton's iterates after its first step reuse the first snapped line: delta there agrees with a fresh
     inversion that goes through each eps's own saddle, within the two stated errors."""
-    loss = accountant(1.0, 0.01, 100)._composed(0)
+    loss = accountant(1.0, 0.01, 100).planner.composed(0)
     kept = ContourInversion(loss)
     kept.delta_and_slope(0.6)
     for epsilon in (0.68, 0.718, 0.75):

@@ -268,7 +268,7 @@ def test_bounded_direction_has_zero_delta_beyond_its_maximum():
     # sigma 0.8, q 0.001, k 100: the add direction's loss is <= 100 (-log(1 - q)) = 0.10005, so its delta at
     # eps 0.141 is exactly 0 (the contour used to find a spurious saddle point there and refuse).
     acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), times=100)
-    add = ContourInversion(acc._composed(1))
+    add = ContourInversion(acc.planner.composed(1))
     assert add.delta(np.array([0.1001, 0.141]))[0].tolist() == [0.0, 0.0]
 
 
@@ -276,7 +276,7 @@ def test_contour_saddle_search_survives_a_far_gaussian_guess():
     # k = 2: the Gaussian guess of the saddle point is ~150, where a phase-based slope wrapped
     # and Newton stopped at a non-stationary point (an OverflowError followed).
     acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=2)
-    remove = ContourInversion(acc._composed(0))
+    remove = ContourInversion(acc.planner.composed(0))
     c, psi, curvature = remove.saddle(0.0539)
     assert 1 < c < 20 and psi < 0
     slope = (remove._psi(c * (1 + 1e-4), 0.0539)[0] - remove._psi(c * (1 - 1e-4), 0.0539)[0]) / (2e-4 * c)
@@ -290,7 +290,7 @@ def test_nearby_eps_share_the_snapped_contour_line(monkeypatch):
     handful of points against some 1 900 nodes), and both deltas agree to 1e-13 with those of the saddle's own
     line (snapping turned off) -- the same integral along another vertical line."""
     acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=100)
-    inversion = ContourInversion(acc._composed(0))
+    inversion = ContourInversion(acc.planner.composed(0))
     computed = []  # numeric MGF values computed at the contour's nodes
     evaluate = contour_module.batched_log_phi
     monkeypatch.setattr(contour_module, "batched_log_phi",
@@ -301,7 +301,7 @@ def test_nearby_eps_share_the_snapped_contour_line(monkeypatch):
     second = inversion.delta_and_slope(epsilons[1])
     assert nodes > 500 and sum(computed) - nodes <= 10, (nodes, computed)
     monkeypatch.setattr(ContourInversion, "_snapped_line", lambda self, c, psi, curvature, eps: (c, psi, curvature))
-    unsnapped = ContourInversion(acc._composed(0))
+    unsnapped = ContourInversion(acc.planner.composed(0))
     for epsilon, (value, error, slope) in zip(epsilons, (first, second)):
         reference = unsnapped.delta_and_slope(epsilon)
         assert value == pytest.approx(reference[0], rel=1e-13) and slope == pytest.approx(reference[2], rel=1e-12)
@@ -315,7 +315,7 @@ def test_snapped_line_measures_its_own_curvature():
     with c here (0.55 at the saddle, 0.38 on the line 0.056 away, by central differences of Psi along the real
     axis); the line's value is that of the line, within the 10 % its probe's O(g^4) term allows (measured 6 %)."""
     acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=3000)
-    inversion = ContourInversion(acc._composed(0))
+    inversion = ContourInversion(acc.planner.composed(0))
     epsilon = 0.0904089136399
     c, psi, curvature = inversion.saddle(epsilon)
     # The search's c moves by up to 0.004, less where c is that close to where its snapping rounds the other way.
@@ -486,7 +486,7 @@ def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
     direction, which dominates).  The budget is generous so that the answer does not depend on the
     machine's load (the wide contour gets a quarter of it)."""
     acc = afa.Accountant(budget=afa.Budget(seconds=600)).compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=100)
-    inversion = ContourInversion(acc._composed(0))
+    inversion = ContourInversion(acc.planner.composed(0))
     evaluated = []
     log_mgf = inversion.log_mgf
     monkeypatch.setattr(inversion, "log_mgf", lambda s: evaluated.append(np.size(s)) or log_mgf(s))
@@ -494,7 +494,7 @@ def test_hopeless_contour_sums_refuse_before_spending_their_budget(monkeypatch):
         inversion.delta_and_slope(0.0134)
     assert sum(evaluated) < 100, evaluated
     answer = acc.epsilon_result(1e-5)
-    wide = ContourInversion(acc._composed(0), numeric_nodes=afa.ContourOptions().wide_numeric_nodes)
+    wide = ContourInversion(acc.planner.composed(0), numeric_nodes=afa.ContourOptions().wide_numeric_nodes)
     bracket = acc.epsilon_result(1e-5, method="pld")
     assert answer.method == "contour"
     assert bracket.lower <= answer.lower <= answer.upper <= bracket.upper

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..accountant import METHODS, Accountant
+from ..accountant import Accountant
 from ..mechanisms import (
     ApproxDP,
     DiscreteGaussian,
@@ -59,6 +59,7 @@ from ..mechanisms import (
     PermuteAndFlip,
     RandomizedResponse,
 )
+from ..options import METHODS
 from ..subsampling import Subsampled, TruncatedPoissonGaussian
 
 #: The public names; ``AfaPrivacyAccountant`` (a dp_accounting subclass) is built on first access.

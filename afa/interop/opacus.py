@@ -36,10 +36,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
-from ..accountant import METHODS, Accountant
+from ..accountant import Accountant
 from ..budget import Budget
 from ..calibration import calibrate_sigma
 from ..mechanisms import MAX_MU, DiscreteMechanism, Gaussian, Mechanism
+from ..options import METHODS
 from ..subsampling import MAX_SUBSAMPLED_SHIFT
 
 __all__ = ["AfaAccountant", "get_noise_multiplier", "register_with_opacus", "MECHANISM", "OPACUS_MECHANISMS"]

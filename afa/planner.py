@@ -1,0 +1,491 @@
+"""The engine planner: which engines answer a composition's queries, how they are built, in what order.
+
+A :class:`Planner` serves one composition -- a fixed multiset of mechanisms under one neighbouring relation,
+with the options it is queried under.  It owns
+
+* building each method's engines (:mod:`afa.engines`) for each distinct direction of the composed loss, once,
+  with the discretized PLD's grid policy (:meth:`Planner.pld_interval`);
+* the policy of ``method="auto"``: closed forms first where they apply, then relative accuracy (the contour),
+  then the fallbacks, each with a share of the time left (:class:`afa.options.AutoOptions`); and
+* the record of every attempt (:class:`afa.results.Attempt`), returned with the answer or carried by the
+  refusal.
+
+Only an engine's declared refusal -- :class:`afa.AccuracyError` (a :class:`afa.BudgetExceededError`
+included) or :class:`afa.UnsupportedCompositionError` -- moves ``auto`` on; any other exception propagates.
+The accountant (:mod:`afa.accountant`) holds the composition, validates queries and assembles results; a new
+planner serves each state of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from . import _validation as check
+from . import budget as budgets
+from . import options as settings
+from .budget import BudgetExceededError
+from .composition import ComposedLoss
+from .contour import NodeBudgetError
+from .engines import (
+    CertainRevealEngine,
+    CertifiedEngine,
+    ClosedFormEngine,
+    ContourEngine,
+    Engine,
+    ExactEngine,
+    PLDEngine,
+    QuadratureEngine,
+)
+from .mechanisms import Mechanism
+from .mixed_pld import MixedPLDEngine, exact_part
+from .options import METHODS, Options
+from .pld import PLDTooLargeError, largest_interval
+from .results import AccuracyError, Attempt, UnsupportedCompositionError
+
+#: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
+DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
+#: The grid points of that bulk when every term is finite and composed exactly before it is put on the grid: the
+#: grid's rounding then happens once per distinct term, not once per use.
+EXACT_POWER_POINTS = 2 ** 18
+#: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.
+STEP_RESOLUTION = 20.0
+#: What 'auto' tries, in order, after its first choice and the contour method refuse a query (see Planner.run).
+AUTO_FALLBACKS = ("pld", "quadrature", "certified")
+#: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
+WIDE_CONTOUR = "contour (wide node budget)"
+#: Allowed value_discretization_interval: from where the grid's indices of the losses a PLD keeps (|x| <= 700)
+#: would leave the integers exact in floating point (with a margin) to the PLD's widest step.
+INTERVAL_RANGE = (1e-12, largest_interval())
+#: The methods a composition of Gaussians alone answers from its closed form without building engines.
+CLOSED_FORM_METHODS = ("auto", "exact")
+
+
+class Answer(NamedTuple):
+    """What :meth:`Planner.run` returns.
+
+    Attributes
+    ----------
+    name : str
+        The engine key that answered (a method name, or :data:`WIDE_CONTOUR`; :func:`label` gives the method).
+    answer : object
+        What the query returned on that method's engines.
+    attempts : tuple of afa.results.Attempt
+        Every engine tried, in order, the one that answered last.
+    certified : bool
+        Whether the answering engines' bounds are proved.
+    """
+
+    name: str
+    answer: Any
+    attempts: tuple
+    certified: bool
+
+
+def label(name: str) -> str:
+    """The method name a result reports for engine key ``name`` (the wide-budget contour is the contour)."""
+    return "contour" if name == WIDE_CONTOUR else name
+
+
+class Planner:
+    """Builds and orders the engines that answer one composition's queries.
+
+    Parameters
+    ----------
+    neighboring : str
+        The neighbouring relation.
+    counts : mapping of Mechanism to int
+        Each distinct mechanism with its number of uses (copied; the planner never changes it).
+    losses : mapping of Mechanism to tuple of afa.privacy_loss.PrivacyLoss
+        Each mechanism's privacy losses in the two directions (``Mechanism.privacy_losses(neighboring)``).
+    gaussian_mu : mapping of Mechanism to float
+        mu of the mechanisms whose dominating pair is a pure Gaussian pair (:func:`afa.pairs.gaussian_mu`).
+    options : Options
+        The settings the engines are built and queried under.
+    value_discretization_interval : float, optional
+        The user's grid step for ``method="pld"`` (None: :meth:`pld_interval` chooses one).
+
+    Notes
+    -----
+    Engines are built on first use and kept; so is what ``auto`` learnt from earlier queries (a method that
+    cannot serve the composition, a contour that failed even with its wide node budget).
+
+    Examples
+    --------
+    >>> import afa
+    >>> acc = afa.Accountant().compose(afa.Gaussian(sigma=10.0), times=100).compose(afa.Laplace(1.0), times=3)
+    >>> planner = acc.planner
+    >>> planner.first_choice(), planner.distinct_directions  # symmetric mechanisms: one direction to evaluate
+    ('contour', [0])
+    >>> [type(engine).__name__ for engine in planner.engines("pld")]
+    ['PLDEngine']
+    """
+
+    def __init__(self, neighboring: str, counts: Mapping[Mechanism, int], losses: Mapping[Mechanism, tuple],
+                 gaussian_mu: Mapping[Mechanism, float], options: Options,
+                 value_discretization_interval: float | None = None):
+        self.neighboring = neighboring
+        self.counts = dict(counts)
+        self.losses = {mechanism: losses[mechanism] for mechanism in self.counts}
+        self.gaussian_mu = {mechanism: mu for mechanism, mu in gaussian_mu.items() if mechanism in self.counts}
+        self.options = options
+        self.value_discretization_interval = value_discretization_interval
+        self._engines: dict[str, list] = {}
+        self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
+        self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
+        #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
+        self._exact_parts: dict[tuple, tuple] = {}
+        #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.PLDEngine`'s ``powers``)
+        self._exact_powers: dict = {}
+
+    # -- the composition ---------------------------------------------------
+    def composed(self, index: int, keep: Callable[[Mechanism], bool] = lambda mechanism: True) -> ComposedLoss:
+        """The composed loss of direction ``index`` (0 or 1) over the mechanisms ``keep`` accepts."""
+        terms: dict = {}
+        for mechanism, count in self.counts.items():
+            if keep(mechanism):
+                loss = self.losses[mechanism][index]
+                terms[loss] = terms.get(loss, 0) + count
+        return ComposedLoss(terms)
+
+    @property
+    def distinct_directions(self) -> list[int]:
+        """Direction indices to evaluate: [0] if every mechanism is symmetric, else [0, 1]."""
+        same = all(first is second for first, second in self.losses.values())
+        return [0] if same else [0, 1]
+
+    @property
+    def truncated_mass(self) -> float:
+        """An upper bound on the mass the composition's truncated mechanisms (DiscreteGaussian) send to
+        +infinity: sum_i k_i m_i >= 1 - prod_i (1 - m_i)^k_i."""
+        return float(sum(count * mechanism.truncated_mass for mechanism, count in self.counts.items()))
+
+    def single_use(self) -> Mechanism | None:
+        """The mechanism if the composition is one use of one mechanism with a continuous loss (a closed
+        form from its loss tails), else None."""
+        if len(self.counts) == 1:
+            (mechanism, count), = self.counts.items()
+            if count == 1 and mechanism not in self.gaussian_mu and any(loss.continuous
+                                                                         for loss in self.losses[mechanism]):
+                return mechanism
+        return None
+
+    def certain_reveal(self) -> bool:
+        """Whether some direction's composed loss is +infinity with probability 1 (a mechanism with no finite
+        loss): then delta = 1 at every eps, whatever the other uses."""
+        return any(self.composed(index).log_finite_mass == -math.inf for index in self.distinct_directions)
+
+    def closed_form_mu(self, method: str) -> float | None:
+        """mu = sqrt(sum_i k_i mu_i^2) when every composed mechanism's pair is a pure Gaussian pair, no mass is
+        truncated and ``method`` is one of CLOSED_FORM_METHODS (the closed form is what "exact" computes and
+        what "auto" chooses first); else None."""
+        if method not in CLOSED_FORM_METHODS or not self.counts or len(self.gaussian_mu) != len(self.counts):
+            return None
+        mu = math.sqrt(sum(count * self.gaussian_mu[mechanism] ** 2 for mechanism, count in self.counts.items()))
+        return mu if mu > 0 and self.truncated_mass == 0 else None
+
+    def exact_available(self) -> bool:
+        """Whether method="exact" can serve the composition: Gaussian and finite-output mechanisms only, one
+        use of a single mechanism, or a certain reveal."""
+        return self.certain_reveal() or self.single_use() is not None or all(
+            m in self.gaussian_mu or not losses[0].continuous for m, losses in self.losses.items())
+
+    # -- engines -------------------------------------------------------------
+    def resolve(self, method: str) -> str:
+        """The engine key a query with ``method`` starts from ('auto''s first choice for "auto").
+
+        Raises
+        ------
+        ValueError
+            An unknown ``method`` or an empty composition.
+        UnsupportedCompositionError
+            ``method="exact"`` for a composition it cannot serve.
+        """
+        if method == WIDE_CONTOUR:  # internal: auto's retry of a wide certified bracket
+            return method
+        check.choice("method", method, METHODS)
+        if not self.counts:
+            raise ValueError("the accountant is empty: compose at least one mechanism first")
+        if method == "auto":
+            return self.first_choice()
+        if method == "exact" and not self.exact_available():
+            raise UnsupportedCompositionError(
+                "method='exact' needs a composition of Gaussian and finite-output mechanisms only (or one use of a "
+                "single mechanism); use method='contour', 'pld' or 'quadrature'")
+        return method
+
+    def first_choice(self) -> str:
+        """'auto''s first choice (see :meth:`auto_first`)."""
+        return self.auto_first()[0]
+
+    def auto_first(self) -> tuple[str, dict[str, str]]:
+        """'auto''s first choice and the candidates passed over with their reasons: closed forms first, then
+        relative accuracy (contour), then the real line if every mechanism is continuous, else the PLD (which
+        composes finite-output terms exactly, :class:`afa.mixed_pld.MixedPLDEngine`, where the real line would
+        evaluate their atoms at every node).  Building a candidate's engines gets AutoOptions.share of the time
+        left, as trying it would."""
+        passed_over = {}
+        for candidate, available in (("exact", self.exact_available), ("contour", lambda: True)):
+            if not available():
+                continue
+            if candidate in self._unbuildable:  # refused before, whatever the budget
+                passed_over[candidate] = self._unbuildable[candidate]
+                continue
+            try:
+                with budgets.limits(seconds=budgets.remaining() * self.options.auto.share):
+                    self.engines(candidate)
+                return candidate, passed_over
+            except BudgetExceededError as error:
+                passed_over[candidate] = str(error)
+            except UnsupportedCompositionError as error:
+                self._unbuildable[candidate] = passed_over[candidate] = str(error)
+        continuous = all(losses[0].continuous for losses in self.losses.values())
+        return ("quadrature" if continuous else "pld"), passed_over
+
+    def engines(self, method: str) -> list[Engine]:
+        """The engines of ``method`` (an engine key) for each distinct direction, built once.
+
+        Raises
+        ------
+        UnsupportedCompositionError, AccuracyError
+            The method's engines cannot serve this composition.
+        """
+        if method not in self._engines:
+            if self.certain_reveal():
+                self._engines[method] = [CertainRevealEngine()]
+            else:
+                build = self._BUILDERS[method]
+                with settings.using(self.options):
+                    self._engines[method] = [build(self, index) for index in self.distinct_directions]
+        return self._engines[method]
+
+    def clear(self) -> None:
+        """Drop the engines built so far and what 'auto' learnt (the next query starts afresh)."""
+        self._engines.clear()
+        self._unbuildable.clear()
+        self._exact_parts.clear()
+        self._exact_powers.clear()
+        self._contour_demoted = False
+
+    def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine:
+        if self.single_use() is not None:
+            return self._single_use_engine(index)
+        mu = math.sqrt(sum(count * self.gaussian_mu[m] ** 2 for m, count in self.counts.items()
+                           if m in self.gaussian_mu))
+        return ExactEngine(mu, self.composed(index, lambda m: m not in self.gaussian_mu))
+
+    def _contour_engine(self, index: int) -> ContourEngine:
+        return ContourEngine(self.composed(index))
+
+    def _wide_contour_engine(self, index: int) -> ContourEngine:
+        return ContourEngine(self.composed(index), numeric_nodes=self.options.contour.wide_numeric_nodes)
+
+    def _certified_engine(self, index: int) -> CertifiedEngine:
+        return CertifiedEngine(self.composed(index))
+
+    def _quadrature_engine(self, index: int) -> QuadratureEngine:
+        return QuadratureEngine(self.composed(index))
+
+    def _pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
+        """The PLD engine of one direction.  With only finite-output terms, every term goes on one grid, each
+        composed exactly first (one grid rounding per term, :meth:`afa.loss_tails.LossTails.exact_power`), so
+        the grid may be coarser: the composed loss's bulk must fit in EXACT_POWER_POINTS.  Otherwise the
+        finite-output terms that :func:`afa.mixed_pld.exact_part` picks are composed exactly and mixed over the
+        PLDs of the other terms, on a grid fitted to those alone (:class:`afa.mixed_pld.MixedPLDEngine`), when
+        both groups are non-empty; else every term goes on one grid."""
+        terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self.counts.items()]
+        loss = self.composed(index)
+        finite = [mechanism for mechanism in self.counts if not self.losses[mechanism][index].continuous]
+        if len(finite) == len(self.counts):
+            return PLDEngine(terms, self.pld_interval(loss, EXACT_POWER_POINTS), loss, self._exact_powers)
+        if finite:
+            key = tuple((self.losses[mechanism][index], self.counts[mechanism]) for mechanism in finite)
+            if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
+                self._exact_parts[key] = exact_part(list(key))
+            flags, composition = self._exact_parts[key]
+            exact = {mechanism for mechanism, flag in zip(finite, flags) if flag}
+            if composition is not None and len(exact) < len(self.counts):
+                gridded = [(tails, count) for (tails, count), mechanism in zip(terms, self.counts)
+                           if mechanism not in exact]
+                interval = self.pld_interval(self.composed(index, lambda mechanism: mechanism not in exact))
+                return MixedPLDEngine(composition, [(tails, count) for (tails, count), mechanism
+                                                    in zip(terms, self.counts) if mechanism in exact],
+                                      PLDEngine(gridded, interval, loss), loss)
+        return PLDEngine(terms, self.pld_interval(loss), loss)
+
+    def pld_interval(self, loss: ComposedLoss, points: int = PLD_POINTS) -> float:
+        """The grid step of method="pld" for ``loss``: the user's value_discretization_interval, else the
+        smaller of DEFAULT_INTERVAL and the narrowest term's loss standard deviation / STEP_RESOLUTION, widened
+        so that the composed loss's bulk (mean +- PLD_SPREAD standard deviations) fits in ``points`` grid points.
+
+        Raises
+        ------
+        afa.pld.PLDTooLargeError
+            Even the widest step allowed (INTERVAL_RANGE) cannot hold that bulk.
+        """
+        if self.value_discretization_interval is not None:
+            return self.value_discretization_interval
+        narrowest = min(math.sqrt(max(term.cumulants[1], 0.0)) or math.inf for term in loss.terms)
+        interval = min(DEFAULT_INTERVAL, narrowest / STEP_RESOLUTION)
+        spread = math.sqrt(max(loss.cumulants[1], 0.0))
+        interval = max(interval, 2 * PLD_SPREAD * spread / points)
+        if not interval <= INTERVAL_RANGE[1]:
+            raise PLDTooLargeError(f"method='pld' cannot hold this composition: its privacy loss spreads over a "
+                                   f"standard deviation of {spread:.3g}, which {points} grid points cover only "
+                                   f"with a step of {interval:.3g}, above the largest {INTERVAL_RANGE[1]:g}")
+        return interval
+
+    def _single_use_engine(self, index: int) -> ClosedFormEngine:
+        mechanism = self.single_use()
+        if mechanism is None:
+            raise UnsupportedCompositionError("the closed form of one use needs a composition of one use")
+        tails = mechanism.loss_tails(self.neighboring)[index]
+        return ClosedFormEngine(tails.hockey_stick_with_error, self.composed(index))
+
+    #: How each method's engine for one direction is built (the methods of METHODS but 'auto', and WIDE_CONTOUR).
+    _BUILDERS: dict[str, Callable[[Planner, int], Engine]] = {
+        "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
+        "certified": _certified_engine, "pld": _pld_engine, "quadrature": _quadrature_engine,
+    }
+
+    # -- running a query ------------------------------------------------------
+    def run(self, method: str, query: Callable[[list], Any], relative_width: Callable[[Any], float] | None = None,
+            delta: float | None = None) -> Answer:
+        """``query(engines)`` on the engines of ``method``, or under "auto" on each candidate until one answers.
+
+        Parameters
+        ----------
+        method : str
+            A method of :data:`afa.options.METHODS` (or an engine key).
+        query : callable
+            Takes the list of a method's engines (one per distinct direction) and returns the answer.
+        relative_width : callable, optional
+            The relative width of a certified answer (for 'auto': a wide bracket is retried by the contour).
+        delta : float, optional
+            The target of an eps(delta) query, so that 'auto' sees which later candidates cannot serve it.
+
+        Returns
+        -------
+        Answer
+            The engine key that answered, its answer, every attempt, and whether its bounds are certified.
+
+        Raises
+        ------
+        AccuracyError
+            The named method refused, or under "auto" every candidate did (with the attempts and the best
+            certified bracket a refusal carried).
+
+        Notes
+        -----
+        A named method answers or refuses.  Under 'auto' the candidates are tried in order -- the first choice
+        of :meth:`auto_first` (closed forms, else the contour), then the contour and AUTO_FALLBACKS -- each with
+        AutoOptions.share of the time left (the last with all of it), so no engine spends the whole budget while
+        another would answer.  A refusal (AccuracyError, an engine that cannot serve the composition) moves on
+        to the next; a contour refused for its node budget (:class:`afa.contour.NodeBudgetError`, a loss piled up
+        near one value, where the PLD is at its best) is retried with a larger one (AutoOptions.wide_share of the
+        time left) right after the PLD unless the PLD's bracket is within AutoOptions.retry_rtol (it is kept in
+        case the retry fails; the PLD then gets the time left but the retry's share, at least AutoOptions.share
+        of it); once that retry fails, later queries of the same composition try the PLD before the contour,
+        with the same share.  A certified answer whose ``relative_width(answer)`` exceeds
+        AutoOptions.bracket_rtol is retried by the contour method with a larger node budget; a certified answer
+        with an infinite upper bound lets the remaining engines try for a finite one; when no engine does
+        better, the best certified answer is the result.  Only declared refusals move on: an AccuracyError
+        (BudgetExceededError included) or an UnsupportedCompositionError; any other exception propagates.
+        """
+        with settings.using(self.options):
+            if method != "auto":
+                name = self.resolve(method)
+                began = time.monotonic()
+                engines = self.engines(name)
+                budgets.check(f"preparing method={name!r}")
+                answer = query(engines)
+                return Answer(name, answer, (Attempt(name, "answered", "", time.monotonic() - began),),
+                              engines[0].certified)
+            return self._run_auto(query, relative_width, delta)
+
+    def may_serve(self, name: str, delta: float | None) -> bool:
+        """False where a cheap check shows that method ``name`` refuses: the quadrature below its rounding
+        floor or without a continuous part, the certified bracket for anything but one noise pair."""
+        if name == "quadrature":
+            continuous = any(losses[0].continuous for losses in self.losses.values())
+            return continuous and (delta is None or QuadratureEngine.may_resolve(delta))
+        if name == "certified":
+            try:
+                self.engines(name)
+            except UnsupportedCompositionError:
+                return False
+        return True
+
+    def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None) -> Answer:
+        if not self.counts:
+            raise ValueError("the accountant is empty: compose at least one mechanism first")
+        first, passed_over = self.auto_first()
+        attempts = [Attempt(name, "passed over", reason) for name, reason in passed_over.items()]
+        candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
+                                if name != first and name not in passed_over]
+        if self._contour_demoted and "contour" in candidates and "pld" in candidates:
+            candidates.remove("contour")  # both contours failed an earlier query: the PLD first
+            candidates.insert(candidates.index("pld") + 1, "contour")
+        kept, bracket = None, None  # bracket: the best certified bound a refusal carried
+        wide_tried, node_retry = self._contour_demoted, False
+        while candidates:
+            name = candidates.pop(0)
+            later = kept is not None or any(self.may_serve(other, delta) for other in candidates)
+            policy = self.options.auto
+            share = policy.wide_share if name == WIDE_CONTOUR else policy.share
+            refined_by_retry = node_retry and candidates and candidates[0] == WIDE_CONTOUR
+            if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
+                share = max(policy.share, 1 - policy.wide_share)
+            share = budgets.remaining() * (share if later else 1.0)
+            began = time.monotonic()
+            try:
+                with budgets.limits(seconds=share):
+                    engines = self.engines(name)
+                    budgets.check(f"preparing method={label(name)!r}")
+                    answer = query(engines)
+            except BudgetExceededError as error:
+                attempts.append(Attempt(name, "out of time", str(error), time.monotonic() - began))
+                if name == WIDE_CONTOUR and node_retry:
+                    self._contour_demoted = True
+                if budgets.remaining() <= 0:
+                    break
+                continue
+            except (AccuracyError, UnsupportedCompositionError) as error:
+                attempts.append(Attempt(name, "refused", str(error), time.monotonic() - began))
+                partial = getattr(error, "bracket", None)
+                if partial is not None and (bracket is None or partial.lower > bracket.lower):
+                    bracket = partial
+                if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
+                    wide_tried = node_retry = True
+                    candidates.insert(candidates.index("pld") + 1 if "pld" in candidates else 0, WIDE_CONTOUR)
+                elif name == WIDE_CONTOUR and node_retry:
+                    self._contour_demoted = True
+                continue
+            seconds = time.monotonic() - began
+            width = relative_width(answer) if relative_width is not None else 0.0
+            certified = engines[0].certified
+            # after the contour ran out of nodes, its wide retry may still give a tighter answer than a bracket
+            pending = node_retry and WIDE_CONTOUR in candidates and width > policy.retry_rtol
+            if not certified or (width <= policy.bracket_rtol and not pending):
+                return Answer(name, answer, tuple(attempts) + (Attempt(name, "answered", "", seconds),), certified)
+            attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
+            if kept is None or width < kept[2]:
+                kept = (name, answer, width, len(attempts) - 1)
+            if not wide_tried or WIDE_CONTOUR in candidates:  # a finite but wide bracket: only the wide contour
+                wide_tried = True                                  # may beat it
+                rest = [other for other in candidates if other != WIDE_CONTOUR]
+                candidates = [WIDE_CONTOUR] + (rest if math.isinf(width) else [])
+            elif math.isfinite(width):
+                break
+        if kept is not None:
+            name, answer, _, index = kept
+            attempts[index] = dataclasses.replace(attempts[index], outcome="answered")
+            return Answer(name, answer, tuple(attempts), True)
+        refusal = BudgetExceededError if budgets.remaining() <= 0 else AccuracyError
+        raise refusal("no method answers this query for this composition; "
+                      + "; ".join(f"{attempt.method}: {attempt.reason}" for attempt in attempts)
+                      + ("" if bracket is None else f"; certified: eps in [{bracket.lower!r}, {bracket.upper!r}] "
+                         "(the error's .bracket)"), bracket=bracket, attempts=tuple(attempts))
