@@ -262,7 +262,7 @@ class LossAtoms:
             return self
         if self.size == 2:
             return self._binomial_power(count, threshold, log_cutoff)
-        if self.size * count >= LATTICE_MIN_PAIRS:
+        if self.size * count >= LATTICE_MIN_PAIRS and settings.current().exact.lattice:
             dense = _lattice_power(self, count, threshold, log_cutoff)
             if dense is not None:
                 return dense
@@ -419,7 +419,8 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
         pairs = int(counts.sum())
     else:
         pairs = first.size * second.size
-    lattice = _common_lattice(first, second) if pairs >= LATTICE_MIN_PAIRS else None
+    lattice = _common_lattice(first, second) if pairs >= LATTICE_MIN_PAIRS and settings.current().exact.lattice \
+        else None
     if lattice is not None:
         return _lattice_convolve(first, second, lattice, threshold, log_cutoff, log_dropped)
     (alpha1, beta1), (alpha2, beta2) = first.log_mass_error, second.log_mass_error
@@ -482,7 +483,8 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
     return _merged(losses, loss_errors, log_masses, alpha, beta + U, log_cutoff, log_dropped)
 
 
-#: Convolutions of at least this many pairs on a common lattice are done densely (:func:`_lattice_convolve`).
+#: Convolutions of at least this many pairs on a common lattice are done densely (:func:`_lattice_convolve`),
+#: unless ExactOptions.lattice is off.
 LATTICE_MIN_PAIRS = 4096
 #: Largest deviation of atoms from a lattice (relative to its step) for the dense path.
 LATTICE_RTOL = 1e-7

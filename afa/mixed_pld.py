@@ -39,11 +39,8 @@ from .loss_tails import LossTails
 from .pld import composition_tilt, connect_the_dots, greedy_hull_optimistic
 from .privacy_loss import PrivacyLoss
 
-__all__ = ["MAX_ATOMS", "MixedPLDEngine", "exact_part"]
+__all__ = ["MixedPLDEngine", "exact_part"]
 
-#: Most composed atoms of the finite part that the mixture is formed over (each bound looks up the PLD once per
-#: atom whose shifted argument falls on the continuous part's grid, and sums the rest by groups).
-MAX_ATOMS = 2_000_000
 #: Atoms whose shifted argument eps - a lies more than FAR below the continuous grid's first point are bounded
 #: as one group: there delta_C is within e^-FAR (relatively) of 1.
 FAR = 40.0
@@ -61,7 +58,8 @@ def exact_part(terms: list[tuple[PrivacyLoss, int]]) -> tuple[list[bool], Discre
 
     A term on the grid costs grid points in proportion to its loss's reach (count times its atoms' range), an
     exact one multiplies the composed atoms.  Terms are taken widest reach first, each kept if the estimated
-    composition (:func:`afa.discrete.estimated_atoms`) stays within MAX_ATOMS and the composition of the terms
+    composition (:func:`afa.discrete.estimated_atoms`) stays within ExactOptions.max_atoms (each bound of the
+    mixture looks up the PLD once per atom whose shifted argument falls on the grid) and the composition of the terms
     kept so far with it can be formed in full (:class:`afa.discrete.DiscreteComposition`); the rest go on the
     grid.  The query's time budget is checked between terms.
 
@@ -82,17 +80,18 @@ def exact_part(terms: list[tuple[PrivacyLoss, int]]) -> tuple[list[bool], Discre
         atoms = loss.atoms
         return count * float(atoms.losses[-1] - atoms.losses[0]) if atoms.size else 0.0
 
+    limit = settings.current().exact.max_atoms
     chosen = [False] * len(terms)
     kept: dict[PrivacyLoss, int] = {}
     composition = None
     for index, (loss, count) in sorted(enumerate(terms), key=reach, reverse=True):
         trial = {**kept, loss: kept.get(loss, 0) + count}
         atoms = [(term.atoms, uses) for term, uses in trial.items()]
-        if estimated_atoms(atoms, LOG_NEGLIGIBLE) > MAX_ATOMS:
+        if estimated_atoms(atoms, LOG_NEGLIGIBLE) > limit:
             continue
         budget.check("composing the finite-output terms exactly")
         candidate = DiscreteComposition(atoms, ComposedLoss(trial).inf_mass)
-        if candidate.full is not None and candidate.full.size <= MAX_ATOMS:
+        if candidate.full is not None and candidate.full.size <= limit:
             kept, composition, chosen[index] = trial, candidate, True
     return chosen, composition
 
@@ -126,7 +125,7 @@ class MixedPLDEngine(Engine):
     Raises
     ------
     afa.discrete.CompositionTooLargeError
-        The composition was not formed in full, or has more than MAX_ATOMS atoms.
+        The composition was not formed in full, or has more than ExactOptions.max_atoms atoms.
 
     Examples
     --------
@@ -145,9 +144,10 @@ class MixedPLDEngine(Engine):
                  continuous: PLDEngine, loss: ComposedLoss):
         if composition.full is None:
             raise CompositionTooLargeError("the finite-output part cannot be composed in full")
-        if composition.full.size > MAX_ATOMS:
+        limit = settings.current().exact.max_atoms
+        if composition.full.size > limit:
             raise CompositionTooLargeError(f"the finite-output part has {composition.full.size} atoms "
-                                           f"(limit {MAX_ATOMS})")
+                                           f"(limit {limit})")
         self.atoms: LossAtoms = composition.full
         self.inf_mass = composition.inf_mass
         self._inf_mass_error = composition.inf_mass_error

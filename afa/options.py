@@ -74,28 +74,34 @@ class ExactOptions(_Validated):
         Whether a composition of several discrete mechanisms too large to enumerate may be evaluated as
         two groups, each composed in full and searched against the other without forming their pairs
         (:class:`afa.two_factor.TwoFactorSum`; default True).
+    lattice : bool
+        Whether finite losses on a common lattice (discrete Gaussian and Laplace, randomized response, ...) are
+        composed by dense convolution on it (default True); False composes them by sorting atom pairs, the
+        general path (slower; for checking one against the other).
 
     Raises
     ------
     ValueError
         A setting below its minimum.
     TypeError
-        A setting that is not an integer (``two_factor``: not a bool).
+        A setting that is not an integer (``two_factor``, ``lattice``: not a bool).
 
     Examples
     --------
     >>> import afa
     >>> afa.ExactOptions(max_atoms=10_000)
-    ExactOptions(max_atoms=10000, max_pairs=20000000, two_factor=True)
+    ExactOptions(max_atoms=10000, max_pairs=20000000, two_factor=True, lattice=True)
     """
 
     max_atoms: int = 2_000_000
     max_pairs: int = 20_000_000
     two_factor: bool = True
+    lattice: bool = True
 
     _CHECKS = {"max_atoms": lambda o, n, v: _check_int(o, n, v, 1),
                "max_pairs": lambda o, n, v: _check_int(o, n, v, 1),
-               "two_factor": lambda o, n, v: _check_bool(o, n, v)}
+               "two_factor": lambda o, n, v: _check_bool(o, n, v),
+               "lattice": lambda o, n, v: _check_bool(o, n, v)}
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,9 @@ class PLDOptions(_Validated):
         too small for the first build to resolve relative to it (default 3, at least 0).  With 0 every
         delta comes from the first build: certified still, with an *absolute* error of about 1e-12 plus
         the discretization's (what a trade-off curve needs, see :func:`afa.tradeoff.tradeoff_curve`).
+    direct_power_limit : int
+        Most multiply-adds of a PLD's self-composition by direct convolution, taken instead of the FFT where
+        the FFT's rounding would exceed the tolerance (default 10**8, at least 0; 0 always takes the FFT).
 
     Raises
     ------
@@ -178,19 +187,22 @@ class PLDOptions(_Validated):
     Examples
     --------
     >>> import afa
-    >>> afa.PLDOptions(tail_fraction=1e-6)
-    PLDOptions(tail_fraction=1e-06, smallest_tail=1e-305, max_grid_points=67108864, delta_rounds=3)
+    >>> afa.PLDOptions(tail_fraction=1e-6)  # doctest: +NORMALIZE_WHITESPACE
+    PLDOptions(tail_fraction=1e-06, smallest_tail=1e-305, max_grid_points=67108864, delta_rounds=3,
+               direct_power_limit=100000000)
     """
 
     tail_fraction: float = 1e-7
     smallest_tail: float = 1e-305
     max_grid_points: int = 2 ** 26
     delta_rounds: int = 3
+    direct_power_limit: int = 10 ** 8
 
     _CHECKS = {"tail_fraction": lambda o, n, v: _check_real(o, n, v, 0.0, 1e-2),
                "smallest_tail": lambda o, n, v: _check_real(o, n, v, 0.0, 1e-12),
                "max_grid_points": lambda o, n, v: _check_int(o, n, v, 1024),
-               "delta_rounds": lambda o, n, v: _check_int(o, n, v, 0)}
+               "delta_rounds": lambda o, n, v: _check_int(o, n, v, 0),
+               "direct_power_limit": lambda o, n, v: _check_int(o, n, v, 0)}
 
 
 @dataclass(frozen=True)

@@ -122,12 +122,6 @@ POWER_ERROR_CONSTANT = 8.0
 #: relatively accurate to sqrt(5) u, so at most (k - 1) sqrt(5) u |z|^k (< 8 pi k u, inside the bound above)
 #: plus a few subnormal spacings per product where they underflow (|z| <= 1: no overflow).  No cos and sin.
 SQUARING_LIMIT = 1024
-#: Where the FFT's rounding (absolute: about count * 1e-14 of the total mass) would exceed the rounding
-#: tolerance, powers whose direct convolutions (binary powering) cost at most this many multiply-adds skip
-#: the FFT and its tilted companion: each output mass is a sum of positive products, relatively accurate to
-#: gamma_n per convolution however small it is.  Exponential tilting cannot help a loss whose tail decays
-#: like exp(-c log^2 l) (a few steps of a small sampling rate; its MGF exists only through the grid's end).
-DIRECT_POWER_LIMIT = 10 ** 8
 #: Chernoff orders tried, relative to the Gaussian-approximation optimum (Google DP team 2025, Sec. 5.2), in steps of 2.
 #: They reach far below it: a loss piled up near one value (subsampling with a small q k) has a tiny spread
 #: and a heavy upper tail, and its optimal orders lie hundreds of times below the Gaussian one (at
@@ -475,7 +469,11 @@ class DiscretePLD:
                      rounding_tolerance: float | None = None, tilt: float | None = None) -> DiscretePLD:
         """The PLD of ``count`` compositions with itself: one FFT power, no loop over count (or, for a few
         uses whose FFT rounding would exceed ``rounding_tolerance`` / 4, direct convolutions by binary
-        powering, within DIRECT_POWER_LIMIT multiply-adds: relatively accurate at every grid point).
+        powering, within PLDOptions.direct_power_limit multiply-adds: relatively accurate at every grid point).
+        Where the FFT's rounding (absolute: about count * 1e-14 of the total mass) would exceed the tolerance,
+        each output mass of the direct path is a sum of positive products, relatively accurate to gamma_n per
+        convolution however small it is; exponential tilting cannot help a loss whose tail decays like
+        exp(-c log^2 l) (a few steps of a small sampling rate; its MGF exists only through the grid's end).
 
         Google DP team 2025, Sec. 5.2: the input's negligible tails are truncated first, then the output
         window [lo, hi] is chosen by Chernoff bounds from the input's moment-generating function
@@ -1008,7 +1006,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
     masses, positions = base.probs[support], base.offset + support
     weights = base.probs[support[0]:support[-1] + 1]
     if _power_rounding(count, count * weights.size) > rounding_tolerance / 4 and \
-            _direct_power_cost(weights.size, count) <= DIRECT_POWER_LIMIT:
+            _direct_power_cost(weights.size, count) <= settings.current().pld.direct_power_limit:
         budget.reserve(4 * 8 * count * weights.size, "the direct convolutions of a PLD's power")
         values, relative, underflow = _power_by_convolution(weights, count)
         powered = DiscretePLD(h, count * int(positions[0]), values, min(1.0, composed_inf), base.pessimistic,

@@ -361,14 +361,14 @@ def test_composed_atoms_lie_within_their_error_bounds(mechanism, count, neighbor
         assert abs(mp.mpf(log_mass) - mp.log(mass)) <= alpha + beta * abs(log_mass)
 
 
-def test_dense_lattice_path_agrees_with_pair_enumeration(monkeypatch):
+def test_dense_lattice_path_agrees_with_pair_enumeration(active_options):
     """DiscreteGaussian(2) x8 composes on its lattice densely (banded np.convolve); with the dense path
     disabled the same atoms come from sorting pairs.  Both are within their errors of each other, and the
     eps(delta) brackets of both hold the mpmath root of the lattice power."""
     mechanism = afa.DiscreteGaussian(2.0)
     loss = mechanism.privacy_losses()[0]
     dense = DiscreteComposition([(loss.atoms, 8)], loss.inf_mass)
-    monkeypatch.setattr(discrete, "LATTICE_MIN_PAIRS", math.inf)
+    active_options(exact=afa.ExactOptions(lattice=False))
     pairs = DiscreteComposition([(loss.atoms, 8)], loss.inf_mass)
     assert dense.full.size == pairs.full.size
     assert np.all(np.abs(dense.full.losses - pairs.full.losses) <= dense.full.loss_errors + pairs.full.loss_errors)

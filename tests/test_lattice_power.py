@@ -145,12 +145,12 @@ def test_composed_masses_lie_within_their_errors(gaussian_100):
     assert checked > 1000
 
 
-def test_lattice_power_agrees_with_pair_enumeration(monkeypatch):
+def test_lattice_power_agrees_with_pair_enumeration(active_options):
     """DiscreteGaussian(1.5) x 12 through the dense power and through sorted pairs (dense paths disabled):
     the same atoms, each pair within the sum of their errors."""
     loss = afa.DiscreteGaussian(sigma=1.5).privacy_losses()[0]
     dense = loss.atoms.power(12, -math.inf, discrete.LOG_NEGLIGIBLE)
-    monkeypatch.setattr(discrete, "LATTICE_MIN_PAIRS", math.inf)
+    active_options(exact=afa.ExactOptions(lattice=False))
     pairs = loss.atoms.power(12, -math.inf, discrete.LOG_NEGLIGIBLE)
     assert dense.size == pairs.size
     assert np.all(np.abs(dense.losses - pairs.losses) <= dense.loss_errors + pairs.loss_errors)

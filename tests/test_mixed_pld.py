@@ -131,14 +131,17 @@ def test_subsampled_gaussian_with_discrete_overlaps_the_single_grid_pld():
     assert mixed.upper - mixed.lower <= single[2] - single[1]
 
 
-def test_a_finite_part_too_large_falls_back_to_one_grid(monkeypatch):
-    """Beyond MAX_ATOMS atoms the finite part goes on the grid with the rest; the answer still holds the truth."""
-    monkeypatch.setattr(mixed_pld, "MAX_ATOMS", 3)
+def test_a_finite_part_too_large_falls_back_to_one_grid(active_options):
+    """Beyond ExactOptions.max_atoms atoms the finite part goes on the grid with the rest; the answer still holds
+    the truth."""
+    options = afa.Options(exact=afa.ExactOptions(max_atoms=3))
     p, b, uses, eps = 0.75, 2.0, 40, 8.0
-    acc = afa.Accountant().compose(afa.RandomizedResponse(p), uses).compose(afa.Laplace(b), 1)
+    acc = afa.Accountant(options=options).compose(afa.RandomizedResponse(p), uses).compose(afa.Laplace(b), 1)
     loss = acc.composed_losses["remove"]
     finite = [(term, count) for term, count in loss.terms.items() if not term.continuous]
+    active_options(exact=options.exact)
     assert mixed_pld.exact_part(finite) == ([False], None)
+    assert type(acc.planner.engines("pld")[0]) is PLDEngine
     result = acc.delta_result(eps, method="pld")
     truth = float(rr_laplace_delta_mp(eps, p, uses, 1 / b))
     assert result.lower <= truth <= result.upper

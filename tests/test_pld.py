@@ -287,7 +287,7 @@ def test_epsilon_is_infinite_below_the_mass_at_infinity():
 
 # ----- grid PMFs: the FFT (and the direct convolution of small powers) against brute force --------
 
-# (pld.DIRECT_POWER_LIMIT, rounding_tolerance) for each path of _self_power: the direct convolution is taken
+# (PLDOptions.direct_power_limit, rounding_tolerance) for each path of _self_power: the direct convolution is taken
 # only where the FFT's rounding would exceed the rounding tolerance.
 POWER_PATHS = {"fft": (0, None), "direct": (10 ** 12, 1e-300)}
 
@@ -295,11 +295,11 @@ POWER_PATHS = {"fft": (0, None), "direct": (10 ** 12, 1e-300)}
 @pytest.mark.parametrize("path", POWER_PATHS)
 @pytest.mark.parametrize("pessimistic", [True, False])
 @pytest.mark.parametrize("count", [3, 1000, 10 ** 6])
-def test_two_atom_grid_power_against_binomial(pessimistic, count, path, monkeypatch):
+def test_two_atom_grid_power_against_binomial(pessimistic, count, path, active_options):
     if path == "direct" and count > 1000:
         pytest.skip("a direct power of 10^6 uses is beyond any cost limit")
     limit, rounding_tolerance = POWER_PATHS[path]
-    monkeypatch.setattr(pld, "DIRECT_POWER_LIMIT", limit)
+    active_options(pld=afa.PLDOptions(direct_power_limit=limit))
     interval, low, high, p_high, inf_mass = 0.01, -3, 5, 0.3, 1e-9
     probs = np.zeros(high - low + 1)
     probs[0], probs[-1] = (1 - inf_mass) * (1 - p_high), (1 - inf_mass) * p_high
