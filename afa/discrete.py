@@ -1478,11 +1478,15 @@ class DiscreteComposition:
         if atoms is not None:
             return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
         span = max(self.top - self.bottom, 1e-300)
-        above = None  # the lowest threshold tried so far whose atoms put the crossing below it
+        ceiling = self.chernoff_epsilon(delta)
+        above = None  # the lowest threshold tried so far whose atoms put the crossing below it (or the ceiling)
         for level in range(self.FIRST_LEVEL, 0, -1):
             threshold = self.top - span * 2.0 ** -level
             if threshold <= 0:
                 break
+            if threshold >= ceiling:  # the crossing lies below the Chernoff ceiling: nothing to compose here
+                above = ceiling
+                continue
             try:
                 answer = self._bounds_above(threshold, delta, log_cutoff)
             except CompositionTooLargeError:
@@ -1499,6 +1503,36 @@ class DiscreteComposition:
                 raise
             return self._refined_bounds(0.0, above, delta, log_cutoff)
         return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
+
+    def chernoff_epsilon(self, delta: float) -> float:
+        """An eps at or above eps(delta), from the Chernoff bound on the finite part (+inf if none is found).
+
+        With K(lambda) = sum_t k_t log sum_i w_ti e^(lambda l_ti) and (1 - e^(-x))_+ <= c e^(lambda x),
+        c = lambda^lambda / (1 + lambda)^(1 + lambda), delta(eps) - inf_mass <= c e^(K(lambda) - lambda eps)
+        for every lambda > 0; the smallest eps at which that reaches delta - inf_mass, over lambda, raised by
+        1e-9 relatively for the rounding of K.  It only steers the threshold search of eps(delta) (whose
+        answers are verified), so the optimisation over lambda need not be exact.
+        """
+        target = delta - self.inf_mass
+        if self.empty or not target > 0 or not self.terms:
+            return math.inf
+        from scipy.optimize import minimize_scalar
+
+        log_target = math.log(target)
+        terms = [(atoms.losses, atoms.log_masses, count) for atoms, count in self.terms if atoms.size]
+
+        def ceiling(log_lambda: float) -> float:
+            lam = math.exp(log_lambda)
+            cumulant = math.fsum(count * float(log_sum_exp(log_masses + lam * losses))
+                                 for losses, log_masses, count in terms)
+            log_c = lam * math.log(lam) - (1 + lam) * math.log1p(lam)
+            value = (cumulant + log_c - log_target) / lam
+            return value if math.isfinite(value) else math.inf
+
+        found = minimize_scalar(ceiling, bounds=(math.log(1e-8), math.log(1e8)), method="bounded",
+                                options={"xatol": 1e-3})
+        best = min(float(found.fun), ceiling(float(found.x)))
+        return best + 1e-9 * abs(best) + 1e-12 if math.isfinite(best) else math.inf
 
     def two_factor(self, log_cutoff: float) -> TwoFactorSum | None:
         """The composition as two groups of terms, each composed in full (atoms lighter than

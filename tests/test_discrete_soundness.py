@@ -545,3 +545,32 @@ def test_two_factor_evaluation_contains_the_truth(active_options):
         estimate, lower, upper = composition.epsilon_bounds(delta)
         assert lower <= estimate <= upper and upper - lower <= 1e-9 * max(upper, 1.0)
         assert two_rr_truth(lower) > delta >= two_rr_truth(upper), (delta, lower, upper)
+
+
+@pytest.mark.parametrize("delta", [1e-3, 1e-10, 1e-30, 1e-100])
+def test_chernoff_ceiling_lies_at_or_above_the_crossing_and_close_to_it(delta):
+    """The threshold search of eps(delta) starts below DiscreteComposition.chernoff_epsilon: against the
+    binomial double sum of TWO_RR in mpmath, the true delta there is at most the target (the crossing lies
+    at or below it), and the ceiling is within 5 % of the crossing (the bound's gap, log-polynomial in
+    1/delta, is small next to eps), so that levels above it need no composing."""
+    ceiling = DiscreteComposition(two_rr_terms(), 0.0).chernoff_epsilon(delta)
+    assert math.isfinite(ceiling)
+    assert two_rr_truth(ceiling) <= delta
+    assert two_rr_truth(ceiling / 1.05) > delta
+    assert DiscreteComposition(two_rr_terms(), 2 * delta).chernoff_epsilon(delta) == math.inf  # delta < inf mass
+
+
+def test_an_exact_search_beyond_the_atom_limit_refuses_after_few_compositions(active_options):
+    """Where the atoms above the crossing exceed the atom limit, eps(delta) refuses (CompositionTooLargeError):
+    with the Chernoff ceiling, thresholds above it are not composed, so the refusal comes from the refinements
+    below it alone (at most REFINEMENTS + 1 compositions)."""
+    active_options(exact=afa.ExactOptions(max_atoms=2000, two_factor=False))
+    composition = DiscreteComposition(two_rr_terms(), 0.0)
+    assert composition.full is None
+    probes = []
+    original = composition._bounds_above
+    composition._bounds_above = lambda *args: probes.append(args[0]) or original(*args)
+    with pytest.raises(CompositionTooLargeError, match="too many"):
+        composition.epsilon_bounds(1e-10)
+    ceiling = composition.chernoff_epsilon(1e-10)
+    assert probes and max(probes) < ceiling and len(probes) <= DiscreteComposition.REFINEMENTS + 1
