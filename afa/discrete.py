@@ -112,8 +112,9 @@ class FiniteLoss(Protocol):
     def evaluate(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(value, error bound, -d value / d eps) of the finite part of delta at each eps."""
 
-    def root(self, target: float, floor: float) -> float:
-        """The smallest eps >= floor at which the computed value is <= target."""
+    def root(self, target: float, floor: float, hint: float = math.inf) -> float:
+        """The smallest eps >= floor at which the computed value is <= target (``hint``: an eps known to lie
+        at or above it, where the search may start)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,8 +213,9 @@ class LossAtoms:
         its error and -d value / d eps (see :func:`hockey_stick_with_error`)."""
         return _evaluate(self, epsilons)
 
-    def root(self, target: float, floor: float) -> float:
-        """The smallest eps >= ``floor`` at which the computed value is <= ``target`` (> 0), to a few ulps."""
+    def root(self, target: float, floor: float, hint: float = math.inf) -> float:
+        """The smallest eps >= ``floor`` at which the computed value is <= ``target`` (> 0), to a few ulps (one
+        pass of suffix sums finds it; ``hint`` is not needed)."""
         return _value_root(self, target, floor)
 
     def position_bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -1055,12 +1057,13 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
         value, error, _ = evaluate(x)
         return value - error > target
 
+    at_root = evaluate(root)
     # upper
     x, step, failed = root, 0.0, root
     upper = math.inf
     for attempt in range(MAX_STEPS):
         budget.check("bracketing eps(delta)")
-        value, error, slope = evaluate(x)
+        value, error, slope = at_root if x == root else evaluate(x)
         excess = value + error - target
         if excess <= 0:
             upper = x
@@ -1080,7 +1083,7 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     if root <= floor:
         return floor, upper
     x, distance, failed = root, 0.0, root
-    value, error, slope = evaluate(root)
+    value, error, slope = at_root
     lower = floor
     for attempt in range(MAX_STEPS):
         budget.check("bracketing eps(delta)")
@@ -1197,14 +1200,15 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
 
 
 def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, floor: float = 0.0,
-                             inf_mass_error: float | None = None) -> tuple[float, float, float]:
+                             inf_mass_error: float | None = None, hint: float = math.inf) -> tuple[float, float, float]:
     """(estimate, lower, upper) of the smallest eps >= ``floor`` with delta(eps) <= ``delta``.
 
     delta(eps) = inf_mass + sum_j w_j (1 - e^{eps - l_j})_+.  The estimate is the crossing of
     the computed delta; ``lower`` and ``upper`` are verified against delta -/+ its error bound
     (:func:`verified_epsilon_bounds`), so the true smallest eps lies between them.  Each is
     +inf where no finite eps reaches the target (delta below the mass at infinity).  ``floor``
-    must be 0 or a value where the caller knows the true delta exceeds the target.
+    must be 0 or a value where the caller knows the true delta exceeds the target; ``hint``, if finite, an eps
+    at or above the crossing where the search may start.
     """
     if inf_mass_error is None:
         inf_mass_error = BASE_ULPS * U * inf_mass
@@ -1220,7 +1224,7 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
     elif target == 0:
         estimate = max(pld.largest, floor)
     else:
-        estimate = pld.root(target, floor) if pld.size else floor
+        estimate = pld.root(target, floor, hint) if pld.size else floor
     if math.isinf(estimate):
         if delta < inf_mass - inf_mass_error:
             return math.inf, math.inf, math.inf
@@ -1468,9 +1472,10 @@ class DiscreteComposition:
 
     def _partial_epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
         log_cutoff = max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE)
+        ceiling = self.chernoff_epsilon(delta)
         split = self.two_factor(log_cutoff)
         if split is not None:
-            return epsilon_bounds_for_delta(split, self.inf_mass, delta, 0.0, self.inf_mass_error)
+            return epsilon_bounds_for_delta(split, self.inf_mass, delta, 0.0, self.inf_mass_error, ceiling)
         try:
             atoms = self.atoms_above(-math.inf, log_cutoff)
         except CompositionTooLargeError:
@@ -1478,7 +1483,6 @@ class DiscreteComposition:
         if atoms is not None:
             return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
         span = max(self.top - self.bottom, 1e-300)
-        ceiling = self.chernoff_epsilon(delta)
         above = None  # the lowest threshold tried so far whose atoms put the crossing below it (or the ceiling)
         for level in range(self.FIRST_LEVEL, 0, -1):
             threshold = self.top - span * 2.0 ** -level

@@ -208,21 +208,45 @@ class TwoFactorSum:
         error = np.where((error == 0) & (upper > 0), 5e-324, error)
         return value, error, slope
 
-    def root(self, target: float, floor: float) -> float:
+    def root(self, target: float, floor: float, hint: float = math.inf) -> float:
         """The smallest eps >= floor at which the computed value is <= ``target`` (> 0), to a few ulps.
 
-        A bracket [low, high] with the value above the target at ``low`` and at most the target at
-        ``high`` is shrunk, while the value at ``high`` is 0 (beyond every pair), by Newton steps on
-        log delta from ``low`` and bisection; then Brent's method on log(value / target) finds the
-        crossing (the value is continuous and non-increasing, so the bracket holds it).
+        ``hint``, an eps at or above the crossing if known (e.g. a Chernoff bound), starts Newton steps on
+        log delta from above: where delta is log-concave they stay above the crossing and converge to it.
+        Otherwise, or when a step passes the crossing, a bracket [low, high] with the value above the
+        target at ``low`` and at most the target at ``high`` is shrunk, while the value at ``high`` is 0
+        (beyond every pair), by Newton steps on log delta from ``low`` and bisection; then Brent's method on
+        log(value / target) finds the crossing (the value is continuous and non-increasing, so the bracket
+        holds it).
         """
         from scipy.optimize import brentq
 
         low, high = floor, max(self.top, floor)
+        log_target = math.log(target)
+        if floor < hint < high:
+            point = hint
+            value, slope = (float(v[0]) for v in self._values(np.array([point])))
+            for _ in range(200):
+                if value > target:  # a step passed the crossing (or the hint was below it)
+                    if point < high <= point + 64 * np.finfo(float).eps * abs(high):
+                        return high  # by a few ulps: the last point at most the target is the crossing
+                    if low < point < high:
+                        low = point
+                    break
+                high = point
+                if not (value > 0 and slope > 0):
+                    break
+                budget.check("searching eps(delta) of a two-factor privacy loss")
+                step = (math.log(value) - log_target) * value / slope
+                if not -step > 4 * np.finfo(float).eps * max(abs(point), 1e-300):
+                    return point
+                point = point + step
+                if point <= low:
+                    break
+                value, slope = (float(v[0]) for v in self._values(np.array([point])))
         value, slope = (float(v[0]) for v in self._values(np.array([low])))
         if value <= target:
-            return floor
-        log_target = math.log(target)
+            return low
         for _ in range(200):
             budget.check("searching eps(delta) of a two-factor privacy loss")
             with np.errstate(over="ignore", divide="ignore"):

@@ -72,6 +72,23 @@ def test_root_and_verified_bounds_bracket_the_mpmath_crossing():
         assert lower == 0 or mp_delta(first, second, lower) > delta
 
 
+@pytest.mark.parametrize("hint_offset", [0.0, 0.3, 5.0, -0.5])
+def test_a_hint_above_the_crossing_starts_the_search_there(hint_offset):
+    """With ``hint`` (an eps at or above the crossing, e.g. a Chernoff ceiling) the root comes from Newton steps
+    down from it; a hint below the crossing (negative offset) only narrows the bracket.  Either way the root is
+    the no-hint root to a few ulps, and the verified bounds around it bracket the mpmath crossing."""
+    rng = np.random.default_rng(3)
+    first, second = random_atoms(rng, 8, 4.0), random_atoms(rng, 700, 6.0)
+    split = TwoFactorSum(first, second)
+    for delta in (1e-2, 1e-6, 1e-12):
+        plain = split.root(delta, 0.0)
+        hinted = split.root(delta, 0.0, plain + hint_offset)
+        assert abs(hinted - plain) <= 64 * np.finfo(float).eps * abs(plain)
+        estimate, lower, upper = epsilon_bounds_for_delta(split, 0.0, delta, hint=plain + hint_offset)
+        assert mp_delta(first, second, upper) <= delta
+        assert lower == 0 or mp_delta(first, second, lower) > delta
+
+
 def test_dropped_mass_and_empty_factors_count_in_the_error():
     rng = np.random.default_rng(4)
     atoms = random_atoms(rng, 30, 2.0)
