@@ -57,7 +57,7 @@ STEP_RESOLUTION = 20.0
 AUTO_FALLBACKS = ("pld", "quadrature", "certified")
 #: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
 WIDE_CONTOUR = "contour (wide node budget)"
-#: Allowed value_discretization_interval: from where the grid's indices of the losses a PLD keeps (|x| <= 700)
+#: Allowed value_discretization_interval: from where the grid's indices of the losses a PLD keeps (up to 700)
 #: would leave the integers exact in floating point (with a margin) to the PLD's widest step.
 INTERVAL_RANGE = (1e-12, largest_interval())
 #: The methods a composition of Gaussians alone answers from its closed form without building engines.
