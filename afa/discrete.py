@@ -1461,9 +1461,14 @@ class DiscreteComposition:
         """(estimate, lower, upper) of eps(delta) (:func:`epsilon_bounds_for_delta`).
 
         Without the full enumeration: atoms lighter than delta e^-PRUNE dropped, all of them if
-        that fits, else above thresholds top - span, span = range 2^-level for level
-        FIRST_LEVEL down to 0; at the first threshold where delta - error is still above the
-        target, the crossing lies above it and the atoms composed there answer it.
+        that fits (or the two-group evaluation, :meth:`two_factor`), else above thresholds
+        anchor - span 2^-level for level FIRST_LEVEL down to 1, the anchor the smaller of the top
+        and the Chernoff ceiling (:meth:`chernoff_epsilon`) and span its distance to the bottom
+        (thresholds top - (top - bottom) 2^-level above the ceiling are composed first, without
+        evaluating delta there, to refuse early where the atoms are too many already); at
+        the first threshold where delta - error is still above the target, the crossing lies above
+        it and the atoms composed there answer it.  When a threshold has too many atoms, the one
+        between it and the last point known above the crossing is bisected (REFINEMENTS times).
         """
         if self.full is not None:
             return epsilon_bounds_for_delta(self.full, self.inf_mass, delta, 0.0, self.inf_mass_error)
@@ -1482,15 +1487,27 @@ class DiscreteComposition:
             atoms = None
         if atoms is not None:
             return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
+        # Thresholds above the Chernoff ceiling lie above the crossing: composing the atoms above them, cheap near
+        # the top, only shows early when there are too many (then also above every threshold below the crossing).
+        above = None  # the lowest point known to lie above the crossing
         span = max(self.top - self.bottom, 1e-300)
-        above = None  # the lowest threshold tried so far whose atoms put the crossing below it (or the ceiling)
+        if ceiling < self.top:
+            levels = (self.top - span * 2.0 ** -level for level in range(self.FIRST_LEVEL, 0, -1))
+            for threshold in [t for t in levels if t > ceiling and t > 0] + ([ceiling] if ceiling > 0 else []):
+                try:
+                    self.atoms_above(threshold, log_cutoff)
+                except CompositionTooLargeError as error:
+                    raise CompositionTooLargeError(
+                        f"exact discrete composition: the atoms above eps = {threshold:.6g} are too many, and "
+                        f"eps({delta:.3g}) lies below {ceiling:.6g} (a Chernoff bound)") from error
+            above = ceiling
+        # Below the ceiling the levels hang from it.
+        anchor = min(self.top, ceiling)
+        span = max(anchor - self.bottom, 1e-300)
         for level in range(self.FIRST_LEVEL, 0, -1):
-            threshold = self.top - span * 2.0 ** -level
+            threshold = anchor - span * 2.0 ** -level
             if threshold <= 0:
                 break
-            if threshold >= ceiling:  # the crossing lies below the Chernoff ceiling: nothing to compose here
-                above = ceiling
-                continue
             try:
                 answer = self._bounds_above(threshold, delta, log_cutoff)
             except CompositionTooLargeError:

@@ -560,17 +560,19 @@ def test_chernoff_ceiling_lies_at_or_above_the_crossing_and_close_to_it(delta):
     assert DiscreteComposition(two_rr_terms(), 2 * delta).chernoff_epsilon(delta) == math.inf  # delta < inf mass
 
 
-def test_an_exact_search_beyond_the_atom_limit_refuses_after_few_compositions(active_options):
-    """Where the atoms above the crossing exceed the atom limit, eps(delta) refuses (CompositionTooLargeError):
-    with the Chernoff ceiling, thresholds above it are not composed, so the refusal comes from the refinements
-    below it alone (at most REFINEMENTS + 1 compositions)."""
+def test_an_exact_search_beyond_the_atom_limit_refuses_without_evaluating_above_the_ceiling(active_options):
+    """Where the atoms above the crossing exceed the atom limit, eps(delta) refuses (CompositionTooLargeError).
+    Thresholds above the Chernoff ceiling are only composed (to find early that the atoms are too many), never
+    evaluated: delta is evaluated below the ceiling alone, and the refusal names the ceiling, which lies above
+    the mpmath crossing."""
     active_options(exact=afa.ExactOptions(max_atoms=2000, two_factor=False))
     composition = DiscreteComposition(two_rr_terms(), 0.0)
     assert composition.full is None
     probes = []
     original = composition._bounds_above
     composition._bounds_above = lambda *args: probes.append(args[0]) or original(*args)
-    with pytest.raises(CompositionTooLargeError, match="too many"):
+    with pytest.raises(CompositionTooLargeError, match="Chernoff bound") as refusal:
         composition.epsilon_bounds(1e-10)
     ceiling = composition.chernoff_epsilon(1e-10)
-    assert probes and max(probes) < ceiling and len(probes) <= DiscreteComposition.REFINEMENTS + 1
+    assert all(probe < ceiling for probe in probes)
+    assert f"{ceiling:.6g}" in str(refusal.value) and two_rr_truth(ceiling) <= 1e-10
