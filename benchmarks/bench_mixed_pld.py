@@ -15,9 +15,9 @@ Rows (eps(delta) on a fresh accountant, both directions):
 * fuzz seed 599 (finite terms only): DiscreteLaplace(0.696) x2490 + DiscreteGaussian(5.76, 2) x884 +
   DiscreteGaussian(10.08) x8308 + k-RR(5, 0.306) x139 + k-RR(3, 0.891) x29, add/remove, delta 5.2e-30.
 
-"every use on one grid" is the same accountant with no finite term kept exact (``afa.mixed_pld.MAX_ATOMS =
-0``), none composed exactly before the grid (``AtomTails.POWER_ATOMS = 0``) and the general grid rule for
-finite-only compositions too (``EXACT_POWER_POINTS = PLD_POINTS``).  A cell is the median of ``--repeats``
+"every use on one grid" is the same accountant with no finite term kept exact (the mixture's atom limit
+``afa.ExactOptions(max_atoms=1)``), none composed exactly before the grid (``AtomTails.POWER_ATOMS = 0``) and the
+general grid rule for finite-only compositions too (``afa.planner.EXACT_POWER_POINTS = PLD_POINTS``).  A cell is the median of ``--repeats``
 runs, the two variants alternating; the machine is shared, so compare within a run.
 
 Run: python benchmarks/bench_mixed_pld.py [--repeats 3] [--markdown benchmarks/mixed_pld_results.md]
@@ -32,8 +32,7 @@ import time
 from pathlib import Path
 
 import afa
-from afa import accountant as accountant_module
-from afa import mixed_pld
+from afa import planner
 from afa.loss_tails import AtomTails
 
 
@@ -84,18 +83,19 @@ def cases() -> dict:
 
 
 def run(build, delta: float, single_grid: bool) -> tuple[float, afa.Result]:
-    saved = mixed_pld.MAX_ATOMS, AtomTails.POWER_ATOMS, accountant_module.EXACT_POWER_POINTS
+    saved = AtomTails.POWER_ATOMS, planner.EXACT_POWER_POINTS
     if single_grid:
-        mixed_pld.MAX_ATOMS, AtomTails.POWER_ATOMS = 0, 0
-        accountant_module.EXACT_POWER_POINTS = accountant_module.PLD_POINTS
+        AtomTails.POWER_ATOMS, planner.EXACT_POWER_POINTS = 0, planner.PLD_POINTS
     try:
         accountant = build()
         accountant.budget = afa.Budget(seconds=600)
+        if single_grid:
+            accountant.options = afa.Options(exact=afa.ExactOptions(max_atoms=1))
         start = time.perf_counter()
         result = accountant.epsilon_result(delta, method="pld")
         return time.perf_counter() - start, result
     finally:
-        mixed_pld.MAX_ATOMS, AtomTails.POWER_ATOMS, accountant_module.EXACT_POWER_POINTS = saved
+        AtomTails.POWER_ATOMS, planner.EXACT_POWER_POINTS = saved
 
 
 def main() -> None:
@@ -121,7 +121,7 @@ def main() -> None:
         text = ("## 15. PLD with finite-output terms composed exactly\n\n"
                 f"`benchmarks/bench_mixed_pld.py --repeats {args.repeats}`, run {day}: eps(delta) through "
                 "`method=\"pld\"` on a fresh accountant (both directions), afa's default against every use rounded on one "
-                "grid (`afa.mixed_pld.MAX_ATOMS = 0`, `AtomTails.POWER_ATOMS = 0`, the general grid rule), medians "
+                "grid (`afa.ExactOptions(max_atoms=1)` for the mixture, `AtomTails.POWER_ATOMS = 0`, the general grid rule), medians "
                 "over the repeats, the two alternating in one process on the shared 2-core machine.\n\n" + "\n".join(lines) + "\n")
         args.markdown.write_text(text)
 

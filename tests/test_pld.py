@@ -22,6 +22,7 @@ from scipy.special import log_ndtr, logsumexp
 from scipy.stats import binom
 
 import afa
+from afa import options as afa_options
 from afa import pld
 from afa.engines import PLDEngine
 from afa.loss_tails import LossTails
@@ -323,8 +324,7 @@ def test_two_atom_grid_power_against_binomial(pessimistic, count, path, active_o
        st.booleans(), st.floats(0.0, 0.01))
 def test_grid_self_compose_against_convolution(path, weights, offset, count, pessimistic, inf_mass):
     limit, rounding_tolerance = POWER_PATHS[path]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pld, "DIRECT_POWER_LIMIT", limit)
+    with afa_options.using(afa_options.current().replace(pld=afa.PLDOptions(direct_power_limit=limit))):
         check_self_compose_against_convolution(weights, offset, count, pessimistic, inf_mass, rounding_tolerance)
 
 
