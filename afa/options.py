@@ -38,6 +38,24 @@ def _check_bool(owner: str, name: str, value) -> bool:
     return bool(value)
 
 
+#: The engines 'auto' may fall back to after its first choice and the contour (:attr:`AutoOptions.fallbacks`).
+FALLBACK_METHODS = ("pld", "quadrature", "certified")
+
+
+def _check_methods(owner: str, name: str, value) -> tuple[str, ...]:
+    allowed = ", ".join(map(repr, FALLBACK_METHODS))
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{owner}.{name} must be a sequence of distinct names among {allowed}, got {value!r}")
+    for item in value:
+        if not isinstance(item, str):
+            raise TypeError(f"{owner}.{name} must hold names among {allowed}, got {item!r}")
+        if item not in FALLBACK_METHODS:
+            raise ValueError(f"{owner}.{name} must hold names among {allowed}, got {item!r}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{owner}.{name} must not repeat a method, got {value!r}")
+    return tuple(value)
+
+
 def _check_real(owner: str, name: str, value, low: float, high: float, *, low_open: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{owner}.{name} must be a number in {'(' if low_open else '['}{low:g}, {high:g}], "
@@ -226,19 +244,23 @@ class AutoOptions(_Validated):
     reserve : float
         The share of an eps(delta) query's time kept back for a certified lower bound to attach to a refusal
         when no engine answers in the rest (default 0.1, in [0, 0.5]; 0: none).
+    fallbacks : tuple of str
+        The engines tried, in this order, after 'auto''s first choice and the contour refuse a query: distinct
+        names among "pld", "quadrature" and "certified" (default all three in that order; empty: none).
 
     Raises
     ------
     ValueError
         A setting out of its range.
     TypeError
-        A setting that is not a real number.
+        A setting that is not a real number, or ``fallbacks`` not a sequence of names.
 
     Examples
     --------
     >>> import afa
-    >>> afa.AutoOptions(share=0.25)
-    AutoOptions(share=0.25, wide_share=0.25, bracket_rtol=0.01, retry_rtol=1e-06, reserve=0.1)
+    >>> afa.AutoOptions(share=0.25)  # doctest: +NORMALIZE_WHITESPACE
+    AutoOptions(share=0.25, wide_share=0.25, bracket_rtol=0.01, retry_rtol=1e-06, reserve=0.1,
+                fallbacks=('pld', 'quadrature', 'certified'))
     """
 
     share: float = 0.5
@@ -246,12 +268,14 @@ class AutoOptions(_Validated):
     bracket_rtol: float = 1e-2
     retry_rtol: float = 1e-6
     reserve: float = 0.1
+    fallbacks: tuple[str, ...] = FALLBACK_METHODS
 
     _CHECKS = {"share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "wide_share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "bracket_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
                "retry_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
-               "reserve": lambda o, n, v: _check_real(o, n, v, 0.0, 0.5, low_open=False)}
+               "reserve": lambda o, n, v: _check_real(o, n, v, 0.0, 0.5, low_open=False),
+               "fallbacks": lambda o, n, v: _check_methods(o, n, v)}
 
 
 _GROUPS = {"exact": ExactOptions, "contour": ContourOptions, "pld": PLDOptions, "auto": AutoOptions}
@@ -335,7 +359,7 @@ class Options:
         spec = {}
         for name in _GROUPS:
             group, base = getattr(self, name), getattr(default, name)
-            changed = {f.name: getattr(group, f.name) for f in dataclasses.fields(group)
+            changed = {f.name: _plain(getattr(group, f.name)) for f in dataclasses.fields(group)
                        if getattr(group, f.name) != getattr(base, f.name)}
             if changed:
                 spec[name] = changed
@@ -381,6 +405,11 @@ class Options:
                     raise ValueError(f"unknown key {key!r} in options.{name} (allowed: {', '.join(allowed)})")
             groups[name] = _GROUPS[name](**values)
         return cls(**groups)
+
+
+def _plain(value):
+    """A setting as JSON and TOML write it (a tuple as a list)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 DEFAULT = Options()

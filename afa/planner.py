@@ -53,8 +53,6 @@ DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
 EXACT_POWER_POINTS = 2 ** 18
 #: Grid points per standard deviation of the narrowest term's loss (at least) under the default interval.
 STEP_RESOLUTION = 20.0
-#: What 'auto' tries, in order, after its first choice and the contour method refuse a query (see Planner.run).
-AUTO_FALLBACKS = ("pld", "quadrature", "certified")
 #: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
 WIDE_CONTOUR = "contour (wide node budget)"
 #: Allowed value_discretization_interval: from where the grid's indices of the losses a PLD keeps (up to 700)
@@ -381,7 +379,7 @@ class Planner:
         Notes
         -----
         A named method answers or refuses.  Under 'auto' the candidates are tried in order -- the first choice
-        of :meth:`auto_first` (closed forms, else the contour), then the contour and AUTO_FALLBACKS -- each with
+        of :meth:`auto_first` (closed forms, else the contour), then the contour and AutoOptions.fallbacks -- each with
         AutoOptions.share of the time left (the last with all of it), so no engine spends the whole budget while
         another would answer.  A refusal (AccuracyError, an engine that cannot serve the composition) moves on
         to the next; a contour refused for its node budget (:class:`afa.contour.NodeBudgetError`, a loss piled up
@@ -424,7 +422,7 @@ class Planner:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
         first, passed_over = self.auto_first()
         attempts = [Attempt(name, "passed over", reason) for name, reason in passed_over.items()]
-        candidates = [first] + [name for name in ("contour",) + AUTO_FALLBACKS
+        candidates = [first] + [name for name in ("contour",) + self.options.auto.fallbacks
                                 if name != first and name not in passed_over]
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
             candidates.remove("contour")  # both contours failed an earlier query: the PLD first

@@ -28,6 +28,12 @@ from afa import options as settings
     (lambda: afa.PLDOptions(max_grid_points=10), ValueError, "PLDOptions.max_grid_points"),
     (lambda: afa.AutoOptions(share=1.5), ValueError, "AutoOptions.share"),
     (lambda: afa.AutoOptions(bracket_rtol="1%"), TypeError, "AutoOptions.bracket_rtol"),
+    (lambda: afa.AutoOptions(fallbacks="pld"), TypeError, "AutoOptions.fallbacks"),
+    (lambda: afa.AutoOptions(fallbacks=("pld", 3)), TypeError, "AutoOptions.fallbacks"),
+    (lambda: afa.AutoOptions(fallbacks=("pld", "exact")), ValueError, "AutoOptions.fallbacks"),
+    (lambda: afa.AutoOptions(fallbacks=("pld", "pld")), ValueError, "AutoOptions.fallbacks"),
+    (lambda: afa.ExactOptions(lattice=1), TypeError, "ExactOptions.lattice"),
+    (lambda: afa.PLDOptions(direct_power_limit=-1), ValueError, "PLDOptions.direct_power_limit"),
     (lambda: afa.Options(exact=afa.PLDOptions()), TypeError, "Options.exact"),
     (lambda: afa.Accountant(options={"exact": {}}), TypeError, "options"),
     (lambda: afa.Options.from_dict({"fft": {}}), ValueError, "'fft'"),
@@ -48,6 +54,41 @@ def test_options_are_frozen_and_round_trip():
     accountant = afa.Accountant(options=options).compose(afa.Gaussian(3.0), 2)
     for copy in (pickle.loads(pickle.dumps(accountant)), afa.Accountant.from_dict(accountant.to_dict())):
         assert copy.options == options
+
+
+def test_the_fallbacks_of_auto_are_an_ordered_option(monkeypatch):
+    """AutoOptions.fallbacks orders what 'auto' tries after its first choice and the contour: with the contour
+    unavailable, a Laplace composition goes to the quadrature by default (its first choice, every mechanism being
+    continuous) and then to the PLD; with fallbacks ("pld",) only, a refused quadrature is followed by the PLD
+    alone, and with none, a query nothing answers refuses naming every attempt.  The option round-trips
+    through to_dict (a list) and from_dict."""
+    from afa.planner import Planner
+
+    def unavailable(self, index):
+        raise afa.UnsupportedCompositionError("unavailable (raised by the test)")
+
+    def refusing(self, index):
+        raise afa.AccuracyError("refused (raised by the test)")
+
+    monkeypatch.setitem(Planner._BUILDERS, "contour", unavailable)
+    monkeypatch.setitem(Planner._BUILDERS, "quadrature", refusing)
+    seen = {}
+    for fallbacks in (("certified", "pld"), ("pld",), ()):
+        options = afa.Options(auto=afa.AutoOptions(fallbacks=fallbacks))
+        acc = afa.Accountant(options=options).compose(afa.Laplace(1.0), 3)
+        try:
+            result = acc.delta_result(1.0)
+        except afa.AccuracyError as error:
+            seen[fallbacks] = [(a.method, a.outcome) for a in error.attempts]
+        else:
+            seen[fallbacks] = [(a.method, a.outcome) for a in result.attempts]
+    assert seen[("certified", "pld")] == [("contour", "passed over"), ("quadrature", "refused"),
+                                          ("certified", "refused"), ("pld", "answered")]
+    assert seen[("pld",)] == [("contour", "passed over"), ("quadrature", "refused"), ("pld", "answered")]
+    assert seen[()] == [("contour", "passed over"), ("quadrature", "refused")]
+    options = afa.Options(auto=afa.AutoOptions(fallbacks=("quadrature",)))
+    assert options.to_dict() == {"auto": {"fallbacks": ["quadrature"]}}
+    assert afa.Options.from_dict(json.loads(json.dumps(options.to_dict()))) == options
 
 
 def test_the_exact_limits_reach_the_exact_engine():
