@@ -107,10 +107,11 @@ class Accountant:
 
     Every query takes a ``method``, one of "auto" (the default), "exact", "quadrature", "contour",
     "certified" and "pld".  A named method answers or refuses; "auto" tries closed forms first where they
-    apply, then the contour method and the fallbacks "pld", "quadrature" and "certified", each with a share
-    of the budget, and moves on when one refuses (:class:`afa.AccuracyError`,
-    :class:`afa.UnsupportedCompositionError`).  The :class:`afa.Result` of a query lists every engine tried
-    in ``attempts``.
+    apply, then the contour method and the fallbacks (:attr:`afa.AutoOptions.fallbacks`, by default "pld",
+    "quadrature" and "certified"), each with a share of the budget, and moves on when one refuses
+    (:class:`afa.AccuracyError`, :class:`afa.UnsupportedCompositionError`); :attr:`planner`
+    (:class:`afa.planner.Planner`) builds the engines and runs that policy.  The :class:`afa.Result` of a
+    query lists every engine tried in ``attempts``.
 
     Examples
     --------
