@@ -1477,16 +1477,17 @@ class DiscreteComposition:
 
     def _partial_epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
         log_cutoff = max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE)
-        ceiling = self.chernoff_epsilon(delta)
         split = self.two_factor(log_cutoff)
         if split is not None:
-            return epsilon_bounds_for_delta(split, self.inf_mass, delta, 0.0, self.inf_mass_error, ceiling)
+            return epsilon_bounds_for_delta(split, self.inf_mass, delta, 0.0, self.inf_mass_error,
+                                            self.chernoff_epsilon(delta))
         try:
             atoms = self.atoms_above(-math.inf, log_cutoff)
         except CompositionTooLargeError:
             atoms = None
         if atoms is not None:
             return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
+        ceiling = self.chernoff_epsilon(delta)
         # Thresholds above the Chernoff ceiling lie above the crossing: composing the atoms above them, cheap near
         # the top, only shows early when there are too many (then also above every threshold below the crossing).
         above = None  # the lowest point known to lie above the crossing

@@ -223,6 +223,7 @@ class TwoFactorSum:
 
         low, high = floor, max(self.top, floor)
         log_target = math.log(target)
+        at_low = None  # (value, slope) at low once known
         if floor < hint < high:
             point = hint
             value, slope = (float(v[0]) for v in self._values(np.array([point])))
@@ -231,7 +232,7 @@ class TwoFactorSum:
                     if point < high <= point + 64 * np.finfo(float).eps * abs(high):
                         return high  # by a few ulps: the last point at most the target is the crossing
                     if low < point < high:
-                        low = point
+                        low, at_low = point, (value, slope)
                     break
                 high = point
                 if not (value > 0 and slope > 0):
@@ -244,7 +245,7 @@ class TwoFactorSum:
                 if point <= low:
                     break
                 value, slope = (float(v[0]) for v in self._values(np.array([point])))
-        value, slope = (float(v[0]) for v in self._values(np.array([low])))
+        value, slope = at_low if at_low is not None else (float(v[0]) for v in self._values(np.array([low])))
         if value <= target:
             return low
         for _ in range(200):
