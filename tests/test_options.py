@@ -57,11 +57,11 @@ def test_options_are_frozen_and_round_trip():
 
 
 def test_the_fallbacks_of_auto_are_an_ordered_option(monkeypatch):
-    """AutoOptions.fallbacks orders what 'auto' tries after its first choice and the contour: with the contour
-    unavailable, a Laplace composition goes to the quadrature by default (its first choice, every mechanism being
-    continuous) and then to the PLD; with fallbacks ("pld",) only, a refused quadrature is followed by the PLD
-    alone, and with none, a query nothing answers refuses naming every attempt.  The option round-trips
-    through to_dict (a list) and from_dict."""
+    """AutoOptions.fallbacks orders what 'auto' tries after its first choice and the contour.  With the contour
+    unavailable, a Laplace composition goes first to the quadrature (every mechanism being continuous), made to
+    refuse here; then, in the order given, fallbacks ("certified", "pld") try the certified bracket (which cannot
+    serve it) and the PLD, ("pld",) the PLD alone, and none leaves a refusal naming every attempt.  The option
+    round-trips through to_dict (a list) and from_dict."""
     from afa.planner import Planner
 
     def unavailable(self, index):
