@@ -224,6 +224,18 @@ class LossAtoms:
         shift = self.loss_errors * (1 + 1e-9) + 2 * U * np.abs(self.losses)
         return self.losses - shift, self.losses + shift
 
+    def without_light(self, log_cutoff: float) -> LossAtoms:
+        """The atoms whose mass, raised by its error, is at least e^``log_cutoff``; the others' mass so raised
+        is added to ``log_dropped`` (so every delta's error bound covers it)."""
+        if not log_cutoff > -math.inf or self.size == 0:
+            return self
+        alpha, beta = self.log_mass_error
+        losses, log_masses, loss_errors, log_dropped = _dropped_light(
+            self.losses, self.log_masses, self.loss_errors, alpha, beta, log_cutoff, self.log_dropped)
+        if losses.size == self.size:
+            return self
+        return LossAtoms(losses, log_masses, loss_errors, self.log_mass_error, log_dropped)
+
     def above(self, threshold: float) -> LossAtoms:
         """The atoms whose true loss may exceed ``threshold`` (those with losses + loss_errors > it)."""
         if not threshold > -math.inf or self.size == 0:
@@ -384,6 +396,18 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
         largest = int(sizes.max())
         alpha = (alpha + beta * math.log(largest) + 3 * largest * U) * PAD
         beta = beta + largest * U
+    losses, log_masses, loss_errors, log_dropped = _dropped_light(losses, log_masses, loss_errors, alpha, beta,
+                                                                  log_cutoff, log_dropped)
+    if losses.size > _max_atoms():
+        raise CompositionTooLargeError(
+            f"exact discrete composition has {losses.size} distinct loss values (limit {_max_atoms()})")
+    return LossAtoms(losses, log_masses, loss_errors, (alpha, beta), log_dropped)
+
+
+def _dropped_light(losses: np.ndarray, log_masses: np.ndarray, loss_errors: np.ndarray, alpha: float, beta: float,
+                   log_cutoff: float, log_dropped: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(losses, log_masses, loss_errors, log_dropped) without the atoms whose mass, raised by its error bound
+    (alpha + beta |log mass|), is below e^``log_cutoff``: their mass so raised joins ``log_dropped``."""
     if log_cutoff > -math.inf:
         upper_log_masses = log_masses + (alpha + beta * np.abs(log_masses)) * PAD
         negligible = upper_log_masses < log_cutoff
@@ -392,10 +416,7 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
             log_dropped = float(np.logaddexp(log_dropped, lost))
             keep = ~negligible
             losses, log_masses, loss_errors = losses[keep], log_masses[keep], loss_errors[keep]
-    if losses.size > _max_atoms():
-        raise CompositionTooLargeError(
-            f"exact discrete composition has {losses.size} distinct loss values (limit {_max_atoms()})")
-    return LossAtoms(losses, log_masses, loss_errors, (alpha, beta), log_dropped)
+    return losses, log_masses, loss_errors, log_dropped
 
 
 def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff: float) -> LossAtoms:
@@ -1367,6 +1388,7 @@ class DiscreteComposition:
             self.bottom = math.fsum(count * float(atoms.losses[0] - atoms.loss_errors[0])
                                     for atoms, count in self.terms)
         self._cached: dict[float, tuple[float, LossAtoms]] = {}
+        self._heavy_kept: tuple[float, LossAtoms] | None = None
         try:
             self.full: LossAtoms | None = self.compose(-math.inf, LOG_NEGLIGIBLE)
         except CompositionTooLargeError:
@@ -1460,7 +1482,8 @@ class DiscreteComposition:
     def epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta) (:func:`epsilon_bounds_for_delta`).
 
-        Without the full enumeration: atoms lighter than delta e^-PRUNE dropped, all of them if
+        From the full enumeration, the atoms lighter than delta e^-PRUNE are dropped first (their mass joins the
+        error bound).  Without it: atoms lighter than delta e^-PRUNE dropped, all of them if
         that fits (or the two-group evaluation, :meth:`two_factor`), else above thresholds
         anchor - span 2^-level for level FIRST_LEVEL down to 1, the anchor the smaller of the top
         and the Chernoff ceiling (:meth:`chernoff_epsilon`) and span its distance to the bottom
@@ -1471,9 +1494,18 @@ class DiscreteComposition:
         between it and the last point known above the crossing is bisected (REFINEMENTS times).
         """
         if self.full is not None:
-            return epsilon_bounds_for_delta(self.full, self.inf_mass, delta, 0.0, self.inf_mass_error)
+            heavy = self.heavy_atoms(max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE))
+            return epsilon_bounds_for_delta(heavy, self.inf_mass, delta, 0.0, self.inf_mass_error)
         with pair_allowance(MAX_TOTAL_PAIRS / 2):
             return self._partial_epsilon_bounds(delta)
+
+    def heavy_atoms(self, log_cutoff: float) -> LossAtoms:
+        """The full composition without the atoms lighter than e^``log_cutoff`` (into its dropped mass; kept
+        for the last cutoff asked)."""
+        if self._heavy_kept is None or self._heavy_kept[0] != log_cutoff:
+            assert self.full is not None
+            self._heavy_kept = (log_cutoff, self.full.without_light(log_cutoff))
+        return self._heavy_kept[1]
 
     def _partial_epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
         log_cutoff = max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE)

@@ -976,7 +976,10 @@ class PLDEngine(Engine):
         return [(GaussianTails(upper if side == 0 else lower), uses)] + terms
 
     def bases(self, build: Callable, tail_mass: float) -> list[tuple[DiscretePLD, int]]:
-        """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses).
+        """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses), then
+        each end's run of at most that mass cut (:meth:`afa.pld.DiscretePLD.truncated`, moved the safe way).  A
+        term far from 0 (an exactly composed one) is built on a grid that reaches down to 0; the cut keeps only
+        the points near its atoms.
 
         Parameters
         ----------
@@ -997,7 +1000,8 @@ class PLDEngine(Engine):
             built = []
             for tails, count in terms:
                 budget.check("building the PLDs of the terms")
-                built.append((build(tails, self.interval, tail_mass / (4 * uses), floor=self._floor), count))
+                share = tail_mass / (4 * uses)
+                built.append((build(tails, self.interval, share, floor=self._floor).truncated(share), count))
             _remember(self._bases, key, built, self.CACHED)
         self._bases.move_to_end(key)
         return self._bases[key]

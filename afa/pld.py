@@ -38,11 +38,13 @@ x > eps, sum_{x_i > eps} |E_i| <= eta(eps) = error e^{-lam max(eps - a, 0)}, hen
 the evaluation added, so pessimistic answers are certified upper bounds and optimistic ones certified
 lower bounds; as delta is non-increasing, a bound at one eps also bounds delta above it (pessimistic)
 or below it (optimistic), which makes the reported curves monotone.  The form survives composition:
-the convolution of the two exact measures dominates (is dominated by) the composed pair, relative errors
-multiply, and with S = A + E, S_X * S_Y = A_X * A_Y + E_X * S_Y + A_X * E_Y, where both norms are
-submultiplicative under convolution (e^{lam (x + y)} = e^{lam x} e^{lam y}; S's tilted norm is its
-moment-generating function), so the composed error stays bounded in both norms and keeps decaying at
-rate lam (:func:`_propagated_error`; a k-fold power has (|S| + 2 |E|)^k - |S|^k).
+the convolution of the two exact measures dominates (is dominated by) the composed pair -- the composition's
+delta at eps is the second measure's mass at +infinity plus the sum over its finite atoms y of the first
+measure's delta at eps - y (weighted by their masses), so an order of the curves at every real eps carries
+over, on any grids -- relative errors multiply, and with S = A + E, S_X * S_Y = A_X * A_Y + E_X * S_Y
++ A_X * E_Y, where both norms are submultiplicative under convolution (e^{lam (x + y)} = e^{lam x} e^{lam y};
+S's tilted norm is its moment-generating function), so the composed error stays bounded in both norms and
+keeps decaying at rate lam (:func:`_propagated_error`; a k-fold power has (|S| + 2 |E|)^k - |S|^k).
 The builders round every tail in the safe direction and enforce monotone tails by raising them
 (pessimistic: a stochastic increase) or lowering them (optimistic: a stochastic decrease), which
 needs no slack.  Truncated mass goes up (pessimistic: to the lowest kept point, or to +inf above
@@ -798,7 +800,11 @@ def _loss_grid(tails: LossTails, interval: float, tail_mass: float,
                floor: float | None = None) -> tuple[int, np.ndarray]:
     """(first index, grid losses) covering the loss range, or where the tails beyond hold <= tail_mass / 2.
 
-    The grid always holds a point below 0, 0 itself (Doroshenko et al. 2022 Assumption 5.2) and a point above 0.
+    The grid holds a point above 0 and, unless the loss lies above one grid step, 0 itself and a point below
+    it.  (Doroshenko et al. 2022, Assumption 5.2 puts 0 in every grid so that an optimistic PLD is the PLD of a
+    pair of distributions; here a PLD stands for a positive measure whose hockey-stick curve lies above or
+    below the true one at every real eps, an order that composition keeps on any grid (module docstring), so
+    a loss far above 0 -- an exactly composed term -- is gridded only where it lies.)
     It starts no lower than ``floor`` (if given, <= -interval) and -LOSS_LIMIT; the mass below its first
     point is placed there (pessimistic) or at most there (optimistic), valid for any grid.  At the top it
     goes on as far as the tails need.  Raises PLDTooLargeError, before any large allocation, when more
@@ -827,7 +833,7 @@ def _loss_grid(tails: LossTails, interval: float, tail_mass: float,
         bottom = -_first_true(lambda j: tails.log_lower_mass(-j * interval) <= log_half, 1, stop)
         if math.isfinite(low):
             bottom = max(bottom, math.floor(low / interval))
-    bottom, top = min(bottom, -1), max(top, 1)
+    bottom, top = (bottom if math.isfinite(low) and low > interval else min(bottom, -1)), max(top, 1)
     _check_size(top - bottom + 1, "the PLD of one mechanism")
     budget.reserve(16 * 8 * (top - bottom + 1), "the loss grid of one mechanism's PLD")
     return bottom, interval * np.arange(bottom, top + 1)

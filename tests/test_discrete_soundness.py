@@ -24,7 +24,9 @@ import pytest
 
 import afa
 import afa.discrete as discrete
+from afa import pld
 from afa.discrete import CompositionTooLargeError, DiscreteComposition
+from afa.engines import pld_tail_mass
 from afa.results import AccuracyError
 
 mp.mp.dps = 50
@@ -545,6 +547,52 @@ def test_two_factor_evaluation_contains_the_truth(active_options):
         estimate, lower, upper = composition.epsilon_bounds(delta)
         assert lower <= estimate <= upper and upper - lower <= 1e-9 * max(upper, 1.0)
         assert two_rr_truth(lower) > delta >= two_rr_truth(upper), (delta, lower, upper)
+
+
+def test_full_composition_answers_from_its_heavy_atoms():
+    """With the full composition of TWO_RR (up to 401 x 301 distinct atoms), eps(delta) searches only the atoms heavier
+    than delta e^-PRUNE (the rest joins the error bound): fewer atoms, and bounds that still contain the eps
+    where the mpmath double sum crosses delta, as tight as before."""
+    composition = DiscreteComposition(two_rr_terms(), 0.0)
+    assert composition.full is not None and composition.full.size > 100_000
+    for delta in (1e-3, 1e-10, 1e-30, 1e-100):
+        estimate, lower, upper = composition.epsilon_bounds(delta)
+        heavy = composition.heavy_atoms(math.log(delta) - discrete.PRUNE)
+        assert heavy.size < composition.full.size and heavy.log_dropped > -math.inf
+        assert math.exp(heavy.log_dropped) <= delta * 1e-30
+        assert lower <= estimate <= upper and upper - lower <= 1e-9 * max(upper, 1.0)
+        assert two_rr_truth(lower) > delta >= two_rr_truth(upper), (delta, lower, upper)
+
+
+@pytest.mark.parametrize("delta", [1e-6, 1e-20])
+def test_pld_of_terms_far_above_zero_is_built_where_their_mass_is(delta):
+    """method='pld' composes each term of TWO_RR exactly first; the atoms of RR(0.8) x 400 that it keeps lie far
+    above 0, and its PLDs are gridded from its lowest atom, not from 0.  The certified bracket contains the eps
+    where the mpmath double sum crosses delta."""
+    accountant = afa.Accountant(neighboring="substitution")
+    for p, count in TWO_RR:
+        accountant.compose(afa.RandomizedResponse(p), times=count)
+    result = accountant.epsilon_result(delta, method="pld")
+    assert two_rr_truth(result.lower) > delta >= two_rr_truth(result.upper), (result.lower, result.upper)
+    assert result.upper - result.lower <= 1e-3 * result.value
+    engine = accountant.planner.engines("pld")[0]
+    for build in (pld.connect_the_dots, pld.greedy_hull_optimistic):
+        first = engine.bases(build, pld_tail_mass(delta))[0][0]
+        low, high = engine._exact_powers(pld_tail_mass(delta))[0][0].loss_range
+        assert low > 10.0 and first.losses[0] >= low - engine.interval
+        assert first.probs.size <= (high - low) / engine.interval + 3
+
+
+def test_without_light_moves_the_light_atoms_into_the_dropped_mass():
+    """LossAtoms.without_light keeps the atoms at or above the cutoff unchanged and adds the others' summed mass
+    (raised by the mass error) to log_dropped: against a direct sum over the atoms."""
+    atoms = discrete.LossAtoms.from_atoms(np.arange(6.0), np.log([1e-40, 1e-20, 0.2, 0.3, 1e-30, 0.5 - 1e-20]))
+    kept = atoms.without_light(math.log(1e-10))
+    assert kept.losses.tolist() == [2.0, 3.0, 5.0]
+    assert np.array_equal(kept.log_masses, atoms.log_masses[[2, 3, 5]])
+    assert math.isclose(math.exp(kept.log_dropped), 1e-20 + 1e-30 + 1e-40, rel_tol=1e-8)
+    assert math.exp(kept.log_dropped) >= 1e-20 + 1e-30 + 1e-40
+    assert atoms.without_light(-math.inf) is atoms and atoms.without_light(math.log(1e-50)) is atoms
 
 
 @pytest.mark.parametrize("delta", [1e-3, 1e-10, 1e-30, 1e-100])
