@@ -49,6 +49,9 @@ BLOCK = 512
 PAD = 1.0 + 1e-9
 #: Elements per chunk of the (eps x atoms of the smaller factor) evaluation.
 CHUNK = 1 << 20
+#: Terms of the smaller factor's atoms summing to at most e^-OMIT of the value are left out of an evaluation (and
+#: their bound added to its error), found by checking SAMPLES + 1 evenly spaced atoms.
+OMIT, SAMPLES = 50.0, 256
 
 
 def blocked_suffix_logsumexp(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -140,44 +143,101 @@ class TwoFactorSum:
         self._small_magnitude = float(np.max(np.abs(small.losses))) if small.size else 0.0
         self._large_losses_magnitude = float(np.max(np.abs(large.losses))) if large.size else 0.0
         self._small_log_mass_magnitude = float(np.max(np.abs(small.log_masses))) if small.size else 0.0
+        # log of the smaller factor's masses before / from each index on (rounded: _kept doubles its bounds).
+        with np.errstate(divide="ignore"):
+            self._log_prefix = np.concatenate(([-np.inf], np.logaddexp.accumulate(small.log_masses)))
+            self._log_suffix = np.append(np.logaddexp.accumulate(small.log_masses[::-1])[::-1], -np.inf)
 
     @property
     def log_dropped(self) -> float:
         """log of the bound on the mass the factors dropped, as it enters every value's error."""
         return math.log(self._dropped) if self._dropped > 0 else -math.inf
 
+    def _log_tail(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log S(x), log of -dS/dx) at each x: one look-up in the larger factor's suffix sums (-inf beyond its
+        top)."""
+        b = self.large.losses
+        k = np.searchsorted(b, x, side="right")
+        inside = k < b.size
+        kk = np.minimum(k, b.size - 1)
+        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+            gap = np.minimum(x - b[kk], 0.0)
+            gain = self._gain[kk]
+            log_s = np.where(inside, np.logaddexp(self._log_c[kk], gain + np.log(-np.expm1(gap))), -np.inf)
+            log_slope = np.where(inside, gain + gap, -np.inf)
+        return log_s, log_slope
+
+    def _kept(self, epsilons: np.ndarray, a: np.ndarray, first: int) -> tuple[int, int, np.ndarray]:
+        """(start, stop, omitted): the atoms a[start:stop] of the smaller factor (a = its atoms from index
+        ``first`` on) outside which, at every eps, the terms w_i S(eps - a_i) add at most e^-OMIT of its value;
+        ``omitted`` bounds those terms at each eps.
+
+        S is non-increasing, so the atoms below index i add at most W(< i) S(eps - a_{i-1}) (W the smaller
+        factor's prefix masses), and those from index j on at most W(>= j) S(eps - a_last); both are monotone
+        in the index, so checking them at SAMPLES + 1 evenly spaced indices and keeping the outermost that pass
+        is safe.  The value is at least the largest sampled term (halved for rounding); each bound is doubled
+        for its own rounding.
+        """
+        n = a.size
+        everything = (0, n, np.zeros(epsilons.size))
+        grid = np.unique(np.linspace(0, n, SAMPLES + 1).astype(np.int64))
+        inner = grid[grid > 0]
+        log_w = self.small.log_masses[first:]
+        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+            log_s = self._log_tail(epsilons[:, None] - a[None, inner - 1])[0]
+            log_least = np.max(log_w[inner - 1][None, :] + log_s, axis=1) - math.log(2.0)
+            highest = self._log_tail(epsilons - a[-1])[0]  # the largest S(eps - a_i)
+            below = self._log_prefix[first + inner][None, :] + log_s        # atoms before each inner index
+            above = self._log_suffix[first + grid][None, :] + highest[:, None]  # atoms from each index on
+        if not np.all(np.isfinite(log_least)):
+            return everything
+        limit = log_least - OMIT
+        passed_below = below <= limit[:, None]
+        starts = np.where(passed_below.any(axis=1), inner[np.argmax(np.cumsum(passed_below, axis=1), axis=1)], 0)
+        stops = grid[np.argmax(above <= limit[:, None], axis=1)]
+        start, stop = int(np.min(starts)), int(np.max(stops))
+        if stop <= start:
+            return everything
+        with np.errstate(under="ignore"):
+            omitted = np.exp(below[:, np.searchsorted(inner, start)]) if start > 0 else np.zeros(epsilons.size)
+            if stop < n:
+                omitted = omitted + np.exp(above[:, np.searchsorted(grid, stop)])
+        return start, stop, 2 * omitted
+
     def _values(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(computed value, computed slope -d value / d eps) at each eps (1-d), no error bound."""
+        value, slope, _ = self._values_omitting(epsilons)
+        return value, slope
+
+    def _values_omitting(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(computed value, computed slope, bound on the terms left out) at each eps (1-d): the sum over the
+        smaller factor's atoms that :meth:`_kept` keeps; the rest adds at most the bound."""
         small, large = self.small, self.large
         value = np.zeros(epsilons.size)
         slope = np.zeros(epsilons.size)
+        omitted = np.zeros(epsilons.size)
         if small.size == 0 or large.size == 0:
-            return value, slope
+            return value, slope, omitted
         b = large.losses
         # Atoms of the smaller factor with eps - a_i beyond the larger factor's top add nothing: the search
         # covers those above min(eps) - b_top, less a margin wider than the rounding of eps - a_i.
         low = float(np.min(epsilons)) - float(b[-1])
         margin = 8 * U * (abs(low) + float(np.max(np.abs(epsilons))) + abs(float(b[-1]))) + 1e-300
         first = int(np.searchsorted(small.losses, low - margin, side="left"))
-        a, log_w = small.losses[first:], small.log_masses[first:]
-        if a.size == 0:
-            return value, slope
-        rows = max(1, CHUNK // a.size)
+        a_all, log_w_all = small.losses[first:], small.log_masses[first:]
+        if a_all.size == 0:
+            return value, slope, omitted
+        rows = max(1, CHUNK // a_all.size)
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
             for start in range(0, epsilons.size, rows):
                 budget.check("evaluating delta(eps) of a two-factor privacy loss")
-                x = epsilons[start:start + rows, None] - a[None, :]
-                k = np.searchsorted(b, x, side="right")
-                inside = k < b.size
-                kk = np.minimum(k, b.size - 1)
-                gap = np.minimum(x - b[kk], 0.0)
-                gain = self._gain[kk]
-                log_s = np.logaddexp(self._log_c[kk], gain + np.log(-np.expm1(gap)))
-                terms = np.where(inside, log_w[None, :] + log_s, -np.inf)
-                slopes = np.where(inside, log_w[None, :] + gain + gap, -np.inf)
-                value[start:start + rows] = np.exp(log_sum_exp(terms, axis=1))
-                slope[start:start + rows] = np.exp(log_sum_exp(slopes, axis=1))
-        return value, slope
+                chunk = epsilons[start:start + rows]
+                keep_start, keep_stop, omitted[start:start + rows] = self._kept(chunk, a_all, first)
+                a, log_w = a_all[keep_start:keep_stop], log_w_all[keep_start:keep_stop]
+                log_s, log_slope = self._log_tail(chunk[:, None] - a[None, :])
+                value[start:start + rows] = np.exp(log_sum_exp(log_w[None, :] + log_s, axis=1))
+                slope[start:start + rows] = np.exp(log_sum_exp(log_w[None, :] + log_slope, axis=1))
+        return value, slope, omitted
 
     def evaluate(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(value, error, slope) of sum_{i,j} w_i v_j (1 - e^{eps - a_i - b_j})_+ at each eps (1-d).
@@ -193,7 +253,7 @@ class TwoFactorSum:
         shift = (self._position + 4 * U * (reach + self._small_magnitude + self._large_losses_magnitude)
                  + 1e-300) * PAD
         points = np.concatenate((epsilons, epsilons - shift, epsilons + shift))
-        values, slopes = self._values(points)
+        values, slopes, omitted = self._values_omitting(points)
         n = epsilons.size
         value, high, low, slope = values[:n], values[n:2 * n], values[2 * n:], slopes[:n]
         finite = values[values > 0]
@@ -202,7 +262,7 @@ class TwoFactorSum:
                         float(np.max(np.abs(np.log(finite)))) if finite.size else 0.0) + 8
         rounding = math.expm1(U * magnitude * (2 * self._chain + 64) * PAD) + U * (self.small.size + 8)
         relative = (1 + rounding) * (1 + self._mass_error) - 1
-        upper = high * (1 + relative) + self._dropped
+        upper = (high + omitted[n:2 * n]) * (1 + relative) + self._dropped
         lower = low * (1 - relative)
         error = np.maximum(upper - value, value - lower) * PAD
         error = np.where((error == 0) & (upper > 0), 5e-324, error)

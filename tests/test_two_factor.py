@@ -60,6 +60,30 @@ def test_agrees_with_the_enumerated_convolution_and_its_error():
     assert np.all(np.abs(values - enumerated) <= errors + enumerated_error)
 
 
+def binomial_atoms(count: int, p: float, step: float) -> LossAtoms:
+    """The loss of ``count`` randomized responses with log-ratio ``step`` (binomial masses, log space)."""
+    i = np.arange(count + 1)
+    log_masses = (math.lgamma(count + 1) - np.array([math.lgamma(k + 1) + math.lgamma(count - k + 1) for k in i])
+                  + i * math.log(p) + (count - i) * math.log1p(-p))
+    return LossAtoms.from_atoms((2 * i - count) * step, log_masses)
+
+
+def test_terms_left_out_in_the_far_tail_stay_within_the_error():
+    """Far in the upper tail, most atoms of the smaller factor add nothing measurable (their prefix mass times
+    the largest S they meet is below e^-OMIT of the value): they are left out of the sum and their bound joins
+    the error.  The value stays within its error of the enumerated convolution and of the mpmath double sum."""
+    first, second = binomial_atoms(300, 0.6, 0.31), binomial_atoms(400, 0.7, 0.45)
+    split = TwoFactorSum(first, second)
+    epsilons = np.array([120.0, 160.0, 200.0])
+    assert np.all(split._values_omitting(epsilons)[2] > 0)  # some terms are left out at each eps
+    values, errors, _ = split.evaluate(epsilons)
+    enumerated, enumerated_error = hockey_stick_with_error(first.convolve(second), epsilons)
+    assert np.all(np.abs(values - enumerated) <= errors + enumerated_error)
+    assert np.all(errors <= 1e-9 * values)
+    truth = mp_delta(first, second, 200.0)
+    assert abs(values[2] - truth) <= errors[2], (values[2], errors[2], mp.nstr(truth, 20))
+
+
 def test_root_and_verified_bounds_bracket_the_mpmath_crossing():
     rng = np.random.default_rng(3)
     first, second = random_atoms(rng, 8, 4.0), random_atoms(rng, 700, 6.0)
