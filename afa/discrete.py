@@ -1344,7 +1344,7 @@ def _compose_terms(terms: list[tuple[LossAtoms, int]], threshold: float, log_cut
 
 
 class DiscreteComposition:
-    """sum_t k_t L_t for finite losses L_t: in full when the enumeration fits, else what a query needs.
+    """sum_t k_t L_t for finite losses L_t: what each query needs, or in full when that was asked for and fits.
 
     Parameters
     ----------
@@ -1353,9 +1353,11 @@ class DiscreteComposition:
     inf_mass : float
         The composed mass at +infinity.
 
-    The full composition drops only atoms lighter than e^LOG_NEGLIGIBLE.  When it exceeds
-    the pair or atom limits (:class:`afa.ExactOptions`), a query composes only what it needs: an eps(delta) query drops
-    atoms lighter than delta e^-PRUNE, and if that is still too large, composes only the atoms
+    The full composition (:attr:`full`, composed when first asked for: by delta(eps) queries, and by the
+    Gaussian mixture and the mixed PLD) drops only atoms lighter than e^LOG_NEGLIGIBLE.  Without it, or when it
+    exceeds the pair or atom limits (:class:`afa.ExactOptions`), a query composes only what it needs: an
+    eps(delta) query drops atoms lighter than delta e^-PRUNE (or evaluates two groups of terms against each
+    other, :meth:`two_factor`), and if that is still too large, composes only the atoms
     that can exceed a threshold (each intermediate keeps what can still reach it, given the
     largest loss the other uses add), lowering the threshold from the top until the crossing
     lies above it; a delta(eps) query composes the atoms that can exceed the smallest eps.
@@ -1389,10 +1391,21 @@ class DiscreteComposition:
                                     for atoms, count in self.terms)
         self._cached: dict[float, tuple[float, LossAtoms]] = {}
         self._heavy_kept: tuple[float, LossAtoms] | None = None
-        try:
-            self.full: LossAtoms | None = self.compose(-math.inf, LOG_NEGLIGIBLE)
-        except CompositionTooLargeError:
-            self.full = None
+        self._full: LossAtoms | None = None
+        self._full_tried = False
+
+    @property
+    def full(self) -> LossAtoms | None:
+        """Every atom heavier than e^LOG_NEGLIGIBLE, composed when first asked for (None when that does not fit
+        the limits).  An eps(delta) query composes only what its delta needs unless this was composed
+        already."""
+        if not self._full_tried:
+            try:
+                self._full = self.compose(-math.inf, LOG_NEGLIGIBLE)
+            except CompositionTooLargeError:
+                self._full = None
+            self._full_tried = True
+        return self._full
 
     def compose(self, threshold: float = -math.inf, log_cutoff: float = LOG_NEGLIGIBLE) -> LossAtoms:
         """The composed atoms, complete above ``threshold`` (-inf: all), atoms lighter than
@@ -1421,8 +1434,8 @@ class DiscreteComposition:
     def atoms_above(self, threshold: float, log_cutoff: float = LOG_NEGLIGIBLE) -> LossAtoms:
         """Atoms complete above ``threshold`` (the full composition when it fits), lighter ones than
         e^``log_cutoff`` dropped."""
-        if self.full is not None:
-            return self.full
+        if self._full is not None:
+            return self._full
         cached = self._cached.get(log_cutoff)
         if cached is not None and cached[0] <= threshold:
             return cached[1]
@@ -1493,7 +1506,7 @@ class DiscreteComposition:
         it and the atoms composed there answer it.  When a threshold has too many atoms, the one
         between it and the last point known above the crossing is bisected (REFINEMENTS times).
         """
-        if self.full is not None:
+        if self._full is not None:
             heavy = self.heavy_atoms(max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE))
             return epsilon_bounds_for_delta(heavy, self.inf_mass, delta, 0.0, self.inf_mass_error)
         with pair_allowance(MAX_TOTAL_PAIRS / 2):
@@ -1503,7 +1516,8 @@ class DiscreteComposition:
         """The full composition without the atoms lighter than e^``log_cutoff`` (into its dropped mass; kept
         for the last cutoff asked)."""
         if self._heavy_kept is None or self._heavy_kept[0] != log_cutoff:
-            assert self.full is not None
+            if self.full is None:
+                raise CompositionTooLargeError("the full composition does not fit the limits")
             self._heavy_kept = (log_cutoff, self.full.without_light(log_cutoff))
         return self._heavy_kept[1]
 

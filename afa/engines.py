@@ -422,7 +422,7 @@ class ExactEngine(Engine):
                                                discrete.inf_mass)
         if mu > 0 and self.composition.full is None:
             self.composition.compose()  # raises CompositionTooLargeError, with the sizes
-        self.atoms: LossAtoms | None = self.composition.full  # composed in full whenever mu > 0
+        self.atoms: LossAtoms | None = self.composition.full if mu > 0 else None  # composed in full when mu > 0
         if mu > 0 and self._full_atoms.size > MAX_MIXTURE_ATOMS:
             raise CompositionTooLargeError(
                 f"the exact Gaussian mixture over {self._full_atoms.size} atoms (limit {MAX_MIXTURE_ATOMS}) costs the "

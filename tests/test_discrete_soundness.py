@@ -550,10 +550,15 @@ def test_two_factor_evaluation_contains_the_truth(active_options):
 
 
 def test_full_composition_answers_from_its_heavy_atoms():
-    """With the full composition of TWO_RR (up to 401 x 301 distinct atoms), eps(delta) searches only the atoms heavier
-    than delta e^-PRUNE (the rest joins the error bound): fewer atoms, and bounds that still contain the eps
-    where the mpmath double sum crosses delta, as tight as before."""
+    """Before the full composition of TWO_RR is asked for, eps(delta) composes the atoms its delta needs; once
+    it is there (up to 401 x 301 distinct atoms), eps(delta) searches only its atoms heavier than delta e^-PRUNE
+    (the rest joins the error bound).  Either way the bounds contain the eps where the mpmath double sum
+    crosses delta, as tight as before."""
     composition = DiscreteComposition(two_rr_terms(), 0.0)
+    for delta in (1e-3, 1e-30):
+        estimate, lower, upper = composition.epsilon_bounds(delta)
+        assert lower <= estimate <= upper and upper - lower <= 1e-9 * max(upper, 1.0)
+        assert two_rr_truth(lower) > delta >= two_rr_truth(upper), (delta, lower, upper)
     assert composition.full is not None and composition.full.size > 100_000
     for delta in (1e-3, 1e-10, 1e-30, 1e-100):
         estimate, lower, upper = composition.epsilon_bounds(delta)
