@@ -460,8 +460,10 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
             sample = np.random.default_rng(0).integers(0, pairs, PAIR_SAMPLE)
             rows = np.searchsorted(np.cumsum(counts), sample, side="right")
             columns = starts[rows] + sample - (np.cumsum(counts) - counts)[rows]
-            heavy_share = np.mean(first.log_masses[rows] + second.log_masses[columns] >= log_cutoff - margin)
-            kept = 0.5 * heavy_share * pairs  # half the estimate: refuse only when clearly too many
+            heavy_share = float(np.mean(first.log_masses[rows] + second.log_masses[columns] >= log_cutoff - margin))
+            # refuse only when clearly too many: the share less five of its standard errors
+            spread = 5 * math.sqrt(heavy_share * (1 - heavy_share) / PAIR_SAMPLE)
+            kept = max(heavy_share - spread, 0.0) * pairs
         if kept > DISTINCT_SUMS * _max_atoms():
             raise CompositionTooLargeError(
                 f"exact discrete composition would have about {kept:.3g} distinct loss values (limit {_max_atoms()})")

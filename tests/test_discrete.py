@@ -223,6 +223,34 @@ def test_merge_past_max_atoms(active_options):
         make(IRR3).convolve(make(IRR3))
 
 
+@pytest.mark.parametrize("limit_factor, refused", [(0.7, True), (1.3, False)])
+def test_thresholded_convolution_estimates_its_heavy_pairs_before_forming_them(active_options, limit_factor,
+                                                                               refused):
+    """Above a threshold, the heavy pairs (mass above the cutoff) are estimated from a sample before any pair is
+    formed, and the convolution refused when even the estimate less five standard errors exceeds the atom
+    limit: against the count by brute force, a limit 30 % below it refuses at once (naming an estimate within
+    5 %), one 30 % above it does not refuse on the estimate."""
+    rng = np.random.default_rng(7)
+    first = LossAtoms.from_atoms(rng.normal(0, 1, 1500), rng.normal(-8, 3, 1500))
+    second = LossAtoms.from_atoms(rng.normal(0, math.e, 1700), rng.normal(-8, 3, 1700))
+    threshold, log_cutoff = 1.0, -20.0
+    sums = first.losses[:, None] + second.losses[None, :]
+    masses = first.log_masses[:, None] + second.log_masses[None, :]
+    heavy = int(np.count_nonzero((sums > threshold) & (masses >= log_cutoff)))
+    assert heavy > 200_000
+    # with refused, a pair limit that forming the pairs would hit: the refusal must come from the estimate
+    active_options(exact=afa.ExactOptions(max_atoms=int(limit_factor * heavy),
+                                          max_pairs=1000 if refused else 10 ** 8))
+    if refused:
+        with pytest.raises(CompositionTooLargeError, match="would have about") as refusal:
+            first.convolve(second, threshold, log_cutoff)
+        estimate = float(str(refusal.value).split("about ")[1].split(" ")[0])
+        assert abs(estimate - heavy) <= 0.05 * heavy
+    else:
+        composed = first.convolve(second, threshold, log_cutoff)
+        assert composed.size <= heavy
+
+
 def test_binomial_power_past_max_atoms(active_options):
     active_options(exact=afa.ExactOptions(max_atoms=100))
     assert make(RR).power(99).size == 100
