@@ -1606,11 +1606,16 @@ class DiscreteComposition:
 
     def two_factor(self, log_cutoff: float) -> TwoFactorSum | None:
         """The composition as two groups of terms, each composed in full (atoms lighter than
-        e^``log_cutoff`` dropped), evaluated without forming their pairs; None when the whole
+        e^``log_cutoff`` dropped, or the split already composed at the nearest lower cutoff), evaluated without
+        forming their pairs; None when the whole
         composition is small, no split makes both groups much smaller than it
         (TWO_FACTOR_ABOVE, TWO_FACTOR_GAIN), or a group cannot be composed."""
         if log_cutoff in self._two_factors:
             return self._two_factors[log_cutoff]
+        # A split composed at a lower cutoff holds every atom this one would (and a smaller dropped mass).
+        lower = [cutoff for cutoff, split in self._two_factors.items() if split is not None and cutoff < log_cutoff]
+        if lower:
+            return self._two_factors[max(lower)]
         split = None
         allowed = settings.current().exact.two_factor and len(self.terms) > 1 and not self.empty
         groups = self._split_terms(log_cutoff) if allowed else None

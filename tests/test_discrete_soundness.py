@@ -600,6 +600,21 @@ def test_without_light_moves_the_light_atoms_into_the_dropped_mass():
     assert atoms.without_light(-math.inf) is atoms and atoms.without_light(math.log(1e-50)) is atoms
 
 
+def test_a_two_group_split_serves_every_larger_delta(active_options):
+    """The two groups composed for one delta (atoms down to delta e^-PRUNE) hold every atom a larger delta needs:
+    a later query at a larger delta reuses them, and its bounds contain the mpmath crossing."""
+    active_options(exact=afa.ExactOptions(max_atoms=1200))
+    composition = DiscreteComposition(two_rr_terms(), 0.0)
+    composition.epsilon_bounds(1e-20)
+    first = composition.two_factor(math.log(1e-20) - discrete.PRUNE)
+    assert first is not None
+    for delta in (1e-10, 1e-3):
+        estimate, lower, upper = composition.epsilon_bounds(delta)
+        assert composition.two_factor(math.log(delta) - discrete.PRUNE) is first
+        assert lower <= estimate <= upper and upper - lower <= 1e-9 * max(upper, 1.0)
+        assert two_rr_truth(lower) > delta >= two_rr_truth(upper), (delta, lower, upper)
+
+
 @pytest.mark.parametrize("delta", [1e-3, 1e-10, 1e-30, 1e-100])
 def test_chernoff_ceiling_lies_at_or_above_the_crossing_and_close_to_it(delta):
     """The threshold search of eps(delta) starts below DiscreteComposition.chernoff_epsilon: against the
