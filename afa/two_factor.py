@@ -77,6 +77,21 @@ def blocked_suffix_logsumexp(values: np.ndarray) -> tuple[np.ndarray, int]:
     return out, BLOCK + blocks + 1
 
 
+def _log_cumulative_bound(log_values: np.ndarray) -> np.ndarray:
+    """Upper bounds on log sum_{j < i} exp(log_values[j]) for i = 0..n (the first entry -inf), within a few
+    hundred ulps: scaled by the largest value, summed in linear scale (relative error n u), each term that
+    underflows counted as 2^-1000."""
+    if log_values.size == 0:
+        return np.array([-np.inf])
+    top = float(np.max(log_values))
+    if not math.isfinite(top):
+        return np.full(log_values.size + 1, -np.inf if top == -math.inf else math.inf)
+    with np.errstate(under="ignore", divide="ignore"):
+        sums = np.cumsum(np.exp(log_values - top)) + np.arange(1, log_values.size + 1) * 2.0 ** -1000
+        bound = np.log(sums * (1 + (log_values.size + 4) * U)) + top + 4 * U * (abs(top) + 1)
+    return np.concatenate(([-np.inf], bound))
+
+
 class TwoFactorSum:
     """The privacy loss A + B of two independent finite losses, evaluated without forming its pairs.
 
@@ -143,10 +158,9 @@ class TwoFactorSum:
         self._small_magnitude = float(np.max(np.abs(small.losses))) if small.size else 0.0
         self._large_losses_magnitude = float(np.max(np.abs(large.losses))) if large.size else 0.0
         self._small_log_mass_magnitude = float(np.max(np.abs(small.log_masses))) if small.size else 0.0
-        # log of the smaller factor's masses before / from each index on (rounded: _kept doubles its bounds).
-        with np.errstate(divide="ignore"):
-            self._log_prefix = np.concatenate(([-np.inf], np.logaddexp.accumulate(small.log_masses)))
-            self._log_suffix = np.append(np.logaddexp.accumulate(small.log_masses[::-1])[::-1], -np.inf)
+        # Upper bounds on the log of the smaller factor's masses before / from each index on.
+        self._log_prefix = _log_cumulative_bound(small.log_masses)
+        self._log_suffix = _log_cumulative_bound(small.log_masses[::-1])[::-1]
 
     @property
     def log_dropped(self) -> float:

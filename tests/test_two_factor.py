@@ -133,3 +133,18 @@ def test_blocked_suffix_sums_match_math_fsum():
         with mp.workdps(30):
             truth = mp.log(mp.fsum(mp.exp(mp.mpf(v)) for v in values[k:]))
         assert abs(sums[k] - truth) <= 4 * chain * np.finfo(float).eps * (abs(float(truth)) + 2)
+
+
+def test_cumulative_bounds_lie_just_above_math_fsum():
+    """The prefix-mass bounds that decide which atoms an evaluation leaves out: at or above the exact prefix
+    sums (mpmath), within 1e-12 relative, also across 600 nats and below the underflow of exp."""
+    from afa.two_factor import _log_cumulative_bound
+
+    rng = np.random.default_rng(11)
+    values = np.concatenate((rng.normal(-5, 3, 400), rng.normal(-700, 5, 200), [-2000.0, 0.0]))
+    bounds = _log_cumulative_bound(values)
+    assert bounds.size == values.size + 1 and bounds[0] == -np.inf
+    for i in (1, 2, 399, 400, 401, 600, 601, 602):
+        with mp.workdps(40):
+            truth = mp.log(mp.fsum(mp.exp(mp.mpf(v)) for v in values[:i]))
+        assert truth <= bounds[i] <= truth + 1e-12 * (abs(float(truth)) + 1), (i, bounds[i], mp.nstr(truth, 20))
