@@ -28,9 +28,10 @@ from .budget import Budget
 from .composition import ComposedLoss
 from .discrete import CompositionTooLargeError
 from .engines import ExactEngine, gaussian_delta_with_error, gaussian_epsilon_bracket
+from .limits import INTERVAL_RANGE
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
 from .options import Options
-from .planner import INTERVAL_RANGE, Answer, Planner, label
+from .planner import Answer, Planner, label
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
 if TYPE_CHECKING:

@@ -31,11 +31,11 @@ from . import budget as budgets
 from . import exact
 from .accountant import Accountant
 from .budget import Budget, BudgetExceededError
-from .mechanisms import MAX_MU, NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .limits import MAX_MU, MAX_NOISE_SHIFT
+from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .progress import Progress
 from .progress import progress as progress_bar
 from .results import AccuracyError
-from .subsampling import MAX_SUBSAMPLED_SHIFT
 
 #: PLD grid step for the search's estimates (the final checks use the accountant's default).
 SEARCH_INTERVAL = 1e-3
@@ -232,7 +232,7 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_ra
                          f"target: in {steps} steps a record is used with probability "
                          f"{-math.expm1(steps * math.log1p(-sampling_rate)):.3g} <= delta={delta:g}")
     # (plain Gaussians: the composed loss variance steps (sensitivity / sigma)^2 <= MAX_MU^2, see compose)
-    smallest = sensitivity / MAX_SUBSAMPLED_SHIFT if subsampled else sensitivity * math.sqrt(steps) / MAX_MU
+    smallest = sensitivity / MAX_NOISE_SHIFT if subsampled else sensitivity * math.sqrt(steps) / MAX_MU
     start = gaussian_sigma(max(target_epsilon, 1e-3), delta, steps, sensitivity)
     if sampling_rate is not None:
         start *= sampling_rate  # privacy amplification: roughly q times less noise

@@ -60,6 +60,7 @@ from . import options as settings
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import binomial_log_pmf, log_characteristic, log_sum_exp, normalize
 from ._lazy import special
+from .limits import LOG_NEGLIGIBLE
 from .results import AccuracyError, UnsupportedCompositionError
 from .two_factor import TwoFactorSum
 
@@ -1266,9 +1267,6 @@ def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
 # compositions too large to enumerate in full
 
 
-#: Atoms lighter than e^LOG_NEGLIGIBLE are dropped from every composition (their mass, below the smallest
-#: double, is carried in the error): far tails of binomial laws and lattices then cost nothing.
-LOG_NEGLIGIBLE = -800.0
 #: An eps(delta) query may also drop atoms lighter than delta e^-PRUNE (in all, far below delta's rounding).
 PRUNE = 80.0
 #: The first cutoff of a delta(eps) query answered in two factors (lowered while the dropped mass is not

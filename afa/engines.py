@@ -40,6 +40,7 @@ from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
 from .discrete import CompositionTooLargeError, DiscreteComposition, LossAtoms, verified_epsilon_bounds
+from .limits import INTERVAL_RANGE
 from .loss_tails import GaussianTails, LossTails
 from .noise_pair import NoiseMixturePair
 from .pld import (
@@ -48,7 +49,6 @@ from .pld import (
     composition_tilt,
     connect_the_dots,
     greedy_hull_optimistic,
-    largest_interval,
 )
 from .progress import progress
 from .quadrature import LevyInversion
@@ -861,7 +861,7 @@ class PLDEngine(Engine):
     terms : list of (afa.loss_tails.LossTails, int)
         Each distinct term's loss tails of the direction and its count.
     interval : float
-        The grid step of the loss, in (0, 350] (:func:`afa.pld.largest_interval`).
+        The grid step of the loss, in (0, 350] (:data:`afa.limits.INTERVAL_RANGE`).
     loss : afa.composition.ComposedLoss
         The direction's composed loss: its mass at +infinity, the upper end of its finite loss and the
         scale of the eps searches.
@@ -921,7 +921,7 @@ class PLDEngine(Engine):
 
     def __init__(self, terms: list[tuple[LossTails, int]], interval: float, loss: ComposedLoss,
                  powers: dict | None = None):
-        largest = largest_interval()
+        largest = INTERVAL_RANGE[1]
         if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 < interval <= largest:
             raise ValueError(f"value_discretization_interval must be in (0, {largest:g}], got {interval!r}")
         self.interval: float = float(interval)

@@ -25,6 +25,7 @@ from . import _validation as check
 from ._accurate import LOG_SQRT_2PI, binomial_log_pmf, two_prod, two_sum
 from ._lazy import mpmath, special
 from .discrete import log_hockey_stick
+from .limits import LOG_NEGLIGIBLE
 
 __all__ = [
     "approximate_rr_delta",
@@ -47,9 +48,6 @@ _TAIL = 45.0
 # Switch from the closed form to quadrature when its cancellation would amplify
 # rounding errors by more than this factor.
 _MAX_AMPLIFICATION = 8.0
-# Atoms of a discrete privacy loss with log-probability below this cannot change
-# a double-precision δ.
-_LOG_NEGLIGIBLE = -800.0
 # Elements per block when forming (epsilon × atoms) matrices.
 _BLOCK = 1 << 18
 # A mixture's Gaussian term is the point mass's (1 - e^y) where Φ(μ - a) <= e^_LOG_POINT_MASS (1 - e^y); terms
@@ -461,7 +459,7 @@ def mixture_log_delta(
     could exceed 1e-17 of the sum (then every term is formed).  A mixture over many atoms then
     costs the closed form of the few next to ε.
     """
-    keep = log_weights > _LOG_NEGLIGIBLE
+    keep = log_weights > LOG_NEGLIGIBLE
     losses, log_weights = losses[keep], log_weights[keep]
     if mu == 0.0 or losses.size == 0:
         return log_hockey_stick(losses, log_weights, eps)
@@ -498,8 +496,8 @@ def _binomial_rr_delta(
     log_finite: float = 0.0,
 ) -> NDArray:
     """e^{log_finite}·δ(ε) of n-fold binary RR: loss ±ξ, +ξ w.p. p (Sommer, Meiser & Mohammadi 2019, App. A.1)."""
-    # Chernoff + Pinsker: log P(J = j) <= 0.09 − 2(j − np)²/n < _LOG_NEGLIGIBLE outside.
-    half_width = math.sqrt(0.5 * (0.09 - _LOG_NEGLIGIBLE) * n) + 1.0
+    # Chernoff + Pinsker: log P(J = j) <= 0.09 − 2(j − np)²/n < LOG_NEGLIGIBLE outside.
+    half_width = math.sqrt(0.5 * (0.09 - LOG_NEGLIGIBLE) * n) + 1.0
     lo = max(0, math.floor(n * p - half_width))
     hi = min(n, math.ceil(n * p + half_width))
     j = np.arange(lo, hi + 1, dtype=np.float64)

@@ -43,9 +43,10 @@ from numpy.typing import ArrayLike
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp
 from ._lazy import special
-from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, LossAtoms, estimated_atoms
+from .discrete import CompositionTooLargeError, LossAtoms, estimated_atoms
 from .discrete import hockey_stick_with_error as atoms_hockey_stick
 from .exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
+from .limits import LOG_NEGLIGIBLE
 from .noise_pair import NoiseMixturePair
 
 __all__ = ["AtomTails", "ComposedAtomTails", "GaussianTails", "LaplaceTails", "LossTails", "MixtureTails",

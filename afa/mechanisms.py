@@ -33,6 +33,7 @@ import numpy as np
 from . import _validation as check
 from . import pairs
 from ._lazy import cfunctions, special, sympy
+from .limits import MAX_MU
 from .loss_tails import GaussianTails, LaplaceTails, LossTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair, PairMixture
@@ -113,9 +114,6 @@ def _randomized_response_template() -> Template:
 #: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation); the accountant
 #: widens every bound by the composed truncated mass (:attr:`Mechanism.truncated_mass`).
 DISCRETE_GAUSSIAN_TAIL = 1e-60
-#: The largest sensitivity / noise scale of a Gaussian (also of a discrete Gaussian and of the mixture's
-#: components): its loss has mean mu^2 / 2 and variance mu^2, which must stay below ``MAX_LOSS``.
-MAX_MU = 1e150
 
 
 
@@ -603,7 +601,7 @@ class Gaussian(Mechanism):
         Standard deviation of the noise, > 0 (finite).
     sensitivity : float, default 1.0
         Sensitivity of f under the relation the accountant uses, > 0 (finite).  The ratio
-        ``sensitivity / sigma`` must be <= ``MAX_MU`` = 1e150 (the loss's variance is its square).
+        ``sensitivity / sigma`` must be <= :data:`afa.limits.MAX_MU` = 1e150 (the loss's variance is its square).
 
     Raises
     ------
@@ -961,7 +959,7 @@ class MixtureOfGaussians(Mechanism):
     ----------
     sensitivities : sequence of float
         The possible sensitivities c_i sigma, each >= 0 (finite), at least one; ``max(sensitivities) / sigma``
-        must be <= ``MAX_MU`` = 1e150.
+        must be <= :data:`afa.limits.MAX_MU` = 1e150.
     probabilities : sequence of float
         Their probabilities p_i, in [0, 1], summing to 1 (to 1e-9), one per sensitivity.  Some
         sensitivity > 0 must have probability > 0.

@@ -33,8 +33,9 @@ from . import budget
 from . import options as settings
 from ._accurate import UNIT_ROUNDOFF as U
 from .composition import ComposedLoss
-from .discrete import LOG_NEGLIGIBLE, CompositionTooLargeError, DiscreteComposition, LossAtoms, estimated_atoms
+from .discrete import CompositionTooLargeError, DiscreteComposition, LossAtoms, estimated_atoms
 from .engines import Engine, PLDEngine, checked_crossing, loss_epsilon_scale, pld_tail_mass, refuse_infinite
+from .limits import LOG_NEGLIGIBLE
 from .loss_tails import LossTails
 from .pld import composition_tilt, connect_the_dots, greedy_hull_optimistic
 from .privacy_loss import PrivacyLoss

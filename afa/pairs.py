@@ -27,17 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._accurate import complex_log1p
+from .limits import MAX_NOISE_SHIFT
 from .loss_tails import AtomTails, LossTails, MixtureTails, NoisePairTails
 from .noise_pair import NoiseMixturePair, PairFamily, PairMGF
 from .privacy_loss import PrivacyLoss, batched_log_phi
 
-__all__ = ["MAX_NOISE_SHIFT", "FinitePair", "NoiseMixturePair", "PairMixture", "atom_tails", "finite_losses",
+__all__ = ["FinitePair", "NoiseMixturePair", "PairMixture", "atom_tails", "finite_losses",
            "gaussian_mu", "loss_tails", "privacy_losses"]
 
-#: The largest |shift| / scale of a noise-mixture pair.  Its MGF is an integral over the output
-#: (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 |Re s|) shifts within PairMGF.MAX_REACH =
-#: 20 000 noise scales: a shift of 1000 scales leaves |Re s| up to about 9.
-MAX_NOISE_SHIFT = 1000.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,7 +200,7 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair | PairMixture,
     TypeError
         ``pair`` is of neither kind.
     ValueError
-        A noise-mixture pair with a shift beyond ``MAX_NOISE_SHIFT`` noise scales.
+        A noise-mixture pair with a shift beyond :data:`afa.limits.MAX_NOISE_SHIFT` noise scales.
 
     Examples
     --------
@@ -242,7 +239,7 @@ def loss_tails(pair: FinitePair | NoiseMixturePair | PairMixture) -> tuple[LossT
     TypeError
         ``pair`` is of neither kind.
     ValueError
-        A noise-mixture pair with a shift beyond ``MAX_NOISE_SHIFT`` noise scales.
+        A noise-mixture pair with a shift beyond :data:`afa.limits.MAX_NOISE_SHIFT` noise scales.
     """
     if isinstance(pair, FinitePair):
         return atom_tails(*finite_losses(pair.log_p, pair.log_q))

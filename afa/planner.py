@@ -40,10 +40,11 @@ from .engines import (
     PLDEngine,
     QuadratureEngine,
 )
+from .limits import INTERVAL_RANGE
 from .mechanisms import Mechanism
 from .mixed_pld import MixedPLDEngine, exact_part
 from .options import METHODS, Options
-from .pld import PLDTooLargeError, largest_interval
+from .pld import PLDTooLargeError
 from .results import AccuracyError, Attempt, UnsupportedCompositionError
 
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
@@ -55,9 +56,6 @@ EXACT_POWER_POINTS = 2 ** 18
 STEP_RESOLUTION = 20.0
 #: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
 WIDE_CONTOUR = "contour (wide node budget)"
-#: Allowed value_discretization_interval: from where the grid's indices of the losses a PLD keeps (up to 700)
-#: would leave the integers exact in floating point (with a margin) to the PLD's widest step.
-INTERVAL_RANGE = (1e-12, largest_interval())
 #: The methods a composition of Gaussians alone answers from its closed form without building engines.
 CLOSED_FORM_METHODS = ("auto", "exact")
 

@@ -91,6 +91,7 @@ from . import options as settings
 from ._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp, suffix_recurrence
+from .limits import INTERVAL_RANGE, LOSS_LIMIT
 from .loss_tails import LossTails
 from .results import UnsupportedCompositionError
 
@@ -107,15 +108,6 @@ __all__ = [
 
 #: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
 DEFAULT_TAIL_MASS = 1e-15
-#: Losses are kept at or above -LOSS_LIMIT, and the greedy hull (which works with e^x) at or below LOSS_LIMIT
-#: (e^{+-700} is still a float).
-LOSS_LIMIT = 700.0
-
-
-def largest_interval() -> float:
-    """The widest grid step a PLD takes, LOSS_LIMIT / 2: a grid reaching down to -LOSS_LIMIT keeps two points."""
-    return LOSS_LIMIT / 2
-
 #: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
 FFT_ERROR_CONSTANT = 8.0
 #: Rounding of z -> z^k, as |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
@@ -780,7 +772,7 @@ def _builder_arguments(tails, interval, tail_mass, tails_rtol) -> tuple[float, f
         raise TypeError(f"tails must be a LossTails, got {type(tails).__name__}")
     if tails_rtol is None:
         tails_rtol = tails.log_rtol
-    interval = check.in_interval("interval", interval, 0.0, largest_interval(), low_open=True)
+    interval = check.in_interval("interval", interval, 0.0, INTERVAL_RANGE[1], low_open=True)
     tail_mass = check.in_interval("tail_mass", tail_mass, 0.0, 1.0, low_open=True, high_open=True)
     tails_rtol = check.in_interval("tails_rtol", tails_rtol, 0.0, 1e-3)
     check.in_interval("tails.inf_mass", tails.inf_mass, 0.0, 1.0)

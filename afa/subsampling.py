@@ -37,16 +37,14 @@ import numpy as np
 from . import _validation as check
 from . import pairs
 from ._accurate import binomial_log_tails
+from .limits import MAX_NOISE_SHIFT
 from .mechanisms import CLASSICAL_RELATIONS, NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .noise_pair import NoiseMixturePair
-from .pairs import MAX_NOISE_SHIFT, FinitePair, PairMixture
+from .pairs import FinitePair, PairMixture
 
 __all__ = ["Subsampled", "SCHEMES", "TruncatedPoissonGaussian"]
 
 SCHEMES = ("poisson", "subset")
-#: The largest sensitivity / noise scale of a subsampled Gaussian or Laplace base: the largest shift of a
-#: noise-mixture pair (:data:`afa.pairs.MAX_NOISE_SHIFT`, where it is explained).
-MAX_SUBSAMPLED_SHIFT = MAX_NOISE_SHIFT
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ class Subsampled(Mechanism):
     sampling_rate : float
         Sampling rate, in [0, 1]: each record's inclusion probability ("poisson"), or m/n ("subset").
         For a Gaussian or Laplace base with 0 < q < 1, ``sensitivity / sigma`` (or ``/ scale``) must be
-        <= ``MAX_SUBSAMPLED_SHIFT`` = 1000.
+        <= :data:`afa.limits.MAX_NOISE_SHIFT` = 1000.
     scheme : {"poisson", "subset"}, default "poisson"
         Poisson subsampling, or a random subset of fixed size.
 
@@ -121,11 +119,11 @@ class Subsampled(Mechanism):
         check.assign(self, sampling_rate=check.in_interval("sampling_rate", self.sampling_rate, 0.0, 1.0))
         check.choice("scheme", self.scheme, SCHEMES)
         noise = self._noise
-        if noise is not None and 0 < self.sampling_rate < 1 and not noise[2] / noise[1] <= MAX_SUBSAMPLED_SHIFT:
+        if noise is not None and 0 < self.sampling_rate < 1 and not noise[2] / noise[1] <= MAX_NOISE_SHIFT:
             kind, scale, shift = noise
             name = "sigma" if kind == "gaussian" else "scale"
             raise ValueError(f"{name} is out of range for a subsampled {type(self.base).__name__}: sensitivity / "
-                             f"{name} must be <= {MAX_SUBSAMPLED_SHIFT:g}, got {shift / scale:.4g} ({name}={scale:g}, "
+                             f"{name} must be <= {MAX_NOISE_SHIFT:g}, got {shift / scale:.4g} ({name}={scale:g}, "
                              f"sensitivity={shift:g}); with such a shift delta(epsilon) is nearly q at every "
                              "epsilon >= 0, and ApproxDP(epsilon=0, delta=q) is a valid bound to compose instead")
 
@@ -362,7 +360,7 @@ class TruncatedPoissonGaussian(Mechanism):
         n, the number of records, an integer in [``batch_size``, 2**53].
     sensitivity : float, default 1.0
         Delta, the largest change of f when one record is added or removed, > 0 (finite), with
-        ``2 * sensitivity / sigma`` <= 1000 (``afa.pairs.MAX_NOISE_SHIFT``).
+        ``2 * sensitivity / sigma`` <= 1000 (:data:`afa.limits.MAX_NOISE_SHIFT`).
 
     Raises
     ------

@@ -24,7 +24,7 @@ import pytest
 
 import afa
 import afa.discrete as discrete
-from afa import pld
+from afa import limits, pld
 from afa.discrete import CompositionTooLargeError, DiscreteComposition
 from afa.engines import pld_tail_mass
 from afa.results import AccuracyError
@@ -538,7 +538,7 @@ def test_two_factor_evaluation_contains_the_truth(active_options):
     # (delta at 650 is 5.5e-69, below what the first cutoff leaves negligible: the cutoff is lowered.)
     for eps, target in ((0.0, 1e-3), (200.0, 1e-8), (580.0, 1e-15), (600.0, 1e-25), (650.0, 1e-70)):
         value, error = composition.delta(np.array([eps]))
-        assert composition.two_factor(discrete.LOG_NEGLIGIBLE) is not None
+        assert composition.two_factor(limits.LOG_NEGLIGIBLE) is not None
         exact = two_rr_truth(eps)
         assert abs(value[0] - exact) <= error[0], (eps, value[0], error[0], mp.nstr(exact, 17))
         assert error[0] <= 1e-9 * exact, (eps, error[0], mp.nstr(exact, 17))

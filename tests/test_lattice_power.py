@@ -19,6 +19,7 @@ from test_discrete_soundness import mp_delta, mp_epsilon
 
 import afa
 import afa.discrete as discrete
+from afa import limits
 from afa.discrete import DiscreteComposition
 
 #: Fixed-point bits of the integer reference.
@@ -128,7 +129,7 @@ def test_composed_masses_lie_within_their_errors(gaussian_100):
     far below a rounding unit)."""
     _, atoms, _ = gaussian_100
     loss = afa.DiscreteGaussian(sigma=3).privacy_losses()[0]
-    power = discrete._lattice_power(loss.atoms, 100, -math.inf, discrete.LOG_NEGLIGIBLE)
+    power = discrete._lattice_power(loss.atoms, 100, -math.inf, limits.LOG_NEGLIGIBLE)
     assert power is not None
     alpha, beta = power.log_mass_error
     truth = {round(float(l) * 9): (l, w) for l, w in atoms}
@@ -149,9 +150,9 @@ def test_lattice_power_agrees_with_pair_enumeration(active_options):
     """DiscreteGaussian(1.5) x 12 through the dense power and through sorted pairs (dense paths disabled):
     the same atoms, each pair within the sum of their errors."""
     loss = afa.DiscreteGaussian(sigma=1.5).privacy_losses()[0]
-    dense = loss.atoms.power(12, -math.inf, discrete.LOG_NEGLIGIBLE)
+    dense = loss.atoms.power(12, -math.inf, limits.LOG_NEGLIGIBLE)
     active_options(exact=afa.ExactOptions(lattice=False))
-    pairs = loss.atoms.power(12, -math.inf, discrete.LOG_NEGLIGIBLE)
+    pairs = loss.atoms.power(12, -math.inf, limits.LOG_NEGLIGIBLE)
     assert dense.size == pairs.size
     assert np.all(np.abs(dense.losses - pairs.losses) <= dense.loss_errors + pairs.loss_errors)
     (alpha1, beta1), (alpha2, beta2) = dense.log_mass_error, pairs.log_mass_error

@@ -24,7 +24,7 @@ presence is revealed outright, so its dominating pair is P = (1 - q, q), Q = (1,
 revealed} (the limit of the subsampled Gaussian's pair as sigma -> 0; Zhu, Dong & Wang 2022, Thm 11(1)),
 and after k such steps epsilon(delta) = +inf for every delta < 1 - (1 - q)^k.  The same pair, which
 dominates every mechanism on a rate-q Poisson subsample, stands in for a noise multiplier too small for
-afa's subsampled Gaussian (1 / sigma above ``afa.subsampling.MAX_SUBSAMPLED_SHIFT``), where it is sound
+afa's subsampled Gaussian (1 / sigma above ``afa.limits.MAX_NOISE_SHIFT``), where it is sound
 and nearly tight.
 """
 
@@ -39,9 +39,9 @@ from typing import Any
 from ..accountant import Accountant
 from ..budget import Budget
 from ..calibration import calibrate_sigma
-from ..mechanisms import MAX_MU, DiscreteMechanism, Gaussian, Mechanism
+from ..limits import MAX_MU, MAX_NOISE_SHIFT
+from ..mechanisms import DiscreteMechanism, Gaussian, Mechanism
 from ..options import METHODS
-from ..subsampling import MAX_SUBSAMPLED_SHIFT
 
 __all__ = ["AfaAccountant", "get_noise_multiplier", "register_with_opacus", "MECHANISM", "OPACUS_MECHANISMS"]
 
@@ -512,7 +512,7 @@ def _step_mechanism(sigma: float, rate: float) -> Mechanism | None:
     if rate == 1:
         if sigma > 0 and 1 / sigma <= MAX_MU:
             return Gaussian(sigma)
-    elif sigma > 0 and 1 / sigma <= MAX_SUBSAMPLED_SHIFT:
+    elif sigma > 0 and 1 / sigma <= MAX_NOISE_SHIFT:
         return Gaussian(sigma).poisson_subsampled(rate)
     return _revealing(rate)
 
