@@ -111,17 +111,15 @@ def _randomized_response_template() -> Template:
                     (xi, bias))
 
 
-#: Tail mass of the discrete Gaussian sent to +infinity (pessimistic truncation); the accountant
-#: widens every bound by the composed truncated mass (:attr:`Mechanism.truncated_mass`).
+#: The default ``tail_mass`` of :class:`DiscreteGaussian`: the noise mass sent to +infinity (pessimistic
+#: truncation); the accountant widens every bound by the composed truncated mass (:attr:`Mechanism.truncated_mass`).
 DISCRETE_GAUSSIAN_TAIL = 1e-60
 
 
-
-
-def _discrete_gaussian_reach() -> float:
-    """r with |x| <= r sigma holding all but DISCRETE_GAUSSIAN_TAIL of the discrete Gaussian's mass (its
-    enumerated support, see DiscreteGaussian._noise): the Gaussian tail bound 4 e^{-r^2 / 2}."""
-    return math.sqrt(-2 * math.log(DISCRETE_GAUSSIAN_TAIL / 4))
+def _discrete_gaussian_reach(tail_mass: float) -> float:
+    """r with |x| <= r sigma holding all but ``tail_mass`` of the discrete Gaussian's mass (its enumerated
+    support, see DiscreteGaussian._noise): the Gaussian tail bound 4 e^{-r^2 / 2}."""
+    return math.sqrt(-2 * math.log(tail_mass / 4))
 
 
 def _at_most(name: str, value: float, limit: float, what: str) -> None:
@@ -1618,6 +1616,9 @@ class DiscreteGaussian(Mechanism):
         tau of the truncated discrete Gaussian N_Z^tau(0, sigma^2), supported on {-tau, ..., tau} with mass
         proportional to e^{-x^2/(2 sigma^2)} there (Google DP team 2025, Sec. 3.5): an integer >= 1 with
         2 tau + sensitivity + 1 <= ``MAX_OUTPUTS``.  None (the default) is the untruncated discrete Gaussian.
+    tail_mass : float, default ``DISCRETE_GAUSSIAN_TAIL`` = 1e-60
+        For the untruncated noise: the most mass beyond +-tau that is sent to +infinity, in [1e-300, 1e-6]
+        (smaller keeps more outputs; the accountant's bounds include the mass sent, :attr:`truncated_mass`).
 
     Raises
     ------
@@ -1638,7 +1639,7 @@ class DiscreteGaussian(Mechanism):
     Pr[N_Z^tau(0) > tau - sensitivity]).  Nothing is dropped (:attr:`truncated_mass` is 0).
 
     The noise is not truncated: the normaliser is summed until its terms
-    underflow, and only outputs with P-mass below ``DISCRETE_GAUSSIAN_TAIL``
+    underflow, and only outputs with P-mass below ``tail_mass``
     in total (``|x|`` beyond about 16.7 sigma) are dropped, their mass sent to
     +infinity -- a pessimistic change that raises delta by at most that mass
     per use (Google DP team 2025, Sec. 3.5, Proposition 1); the accountant's bounds
@@ -1665,10 +1666,12 @@ class DiscreteGaussian(Mechanism):
     sigma: float
     sensitivity: int = 1
     truncation: int | None = None
+    tail_mass: float = DISCRETE_GAUSSIAN_TAIL
 
     def __post_init__(self):
         check.assign(self, sigma=check.positive("sigma", self.sigma),
-             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 3))
+             sensitivity=check.positive_integer("sensitivity", self.sensitivity, maximum=MAX_OUTPUTS - 3),
+             tail_mass=check.in_interval("tail_mass", self.tail_mass, 1e-300, 1e-6))
         if self.truncation is not None:
             tau = check.positive_integer("truncation", self.truncation,
                                          maximum=(MAX_OUTPUTS - 1 - self.sensitivity) // 2)
@@ -1679,7 +1682,7 @@ class DiscreteGaussian(Mechanism):
                      f"sensitivity={self.sensitivity}, truncation={tau})")
             return
         # Outputs -tau..tau + sensitivity and two for the dropped tails are enumerated (Google DP team 2025, Sec. 3.5).
-        reach = _discrete_gaussian_reach()
+        reach = _discrete_gaussian_reach(self.tail_mass)
         _at_most("sigma", self.sigma, (MAX_OUTPUTS - 3 - self.sensitivity) // 2 / reach,
                  f"sigma (with sensitivity={self.sensitivity}: its {2 * reach:.4g} sigma + sensitivity + 3 "
                  f"outputs are enumerated, at most {MAX_OUTPUTS}; use Gaussian for wider noise)")
@@ -1690,13 +1693,15 @@ class DiscreteGaussian(Mechanism):
                  f"sensitivity={self.sensitivity}, tau={tau})")
 
     def to_dict(self) -> dict:
-        """As :meth:`afa.Mechanism.to_dict`, without ``truncation`` when it is None (TOML has no null).
+        """As :meth:`afa.Mechanism.to_dict`, without ``truncation`` when it is None (TOML has no null) and without
+        ``tail_mass`` at its default.
 
         Returns
         -------
         dict
             ``{"type": "discrete_gaussian", "sigma": ..., "sensitivity": ..., "truncation": ...}``, the last key
-            only for truncated noise; :meth:`afa.Mechanism.from_dict` inverts it.
+            only for truncated noise (and ``tail_mass`` where it is not the default); :meth:`afa.Mechanism.from_dict`
+            inverts it.
 
         Examples
         --------
@@ -1707,17 +1712,19 @@ class DiscreteGaussian(Mechanism):
         table = super().to_dict()
         if table.get("truncation") is None:
             del table["truncation"]
+        if table.get("tail_mass") == DISCRETE_GAUSSIAN_TAIL:
+            del table["tail_mass"]
         return table
 
     @property
     def truncated_mass(self) -> float:
-        """Either side's noise mass beyond +-tau (both tails; at most DISCRETE_GAUSSIAN_TAIL); 0 when the noise
+        """Either side's noise mass beyond +-tau (both tails; at most ``tail_mass``); 0 when the noise
         itself is truncated (``truncation``), whose pair is exact.
 
         Examples
         --------
         >>> import afa
-        >>> afa.DiscreteGaussian(sigma=2.0).truncated_mass < afa.mechanisms.DISCRETE_GAUSSIAN_TAIL
+        >>> afa.DiscreteGaussian(sigma=2.0).truncated_mass < afa.DiscreteGaussian(sigma=2.0).tail_mass
         True
         """
         if self.truncation is not None:
@@ -1733,7 +1740,7 @@ class DiscreteGaussian(Mechanism):
         until its terms underflow.
         """
         sigma = self.sigma
-        tau = int(math.ceil(sigma * _discrete_gaussian_reach()))
+        tau = int(math.ceil(sigma * _discrete_gaussian_reach(self.tail_mass)))
         reach = max(int(math.ceil(40 * sigma)), tau + self.sensitivity) + 1
         log_weight = -np.arange(0, reach + 1, dtype=float) ** 2 / (2 * sigma ** 2)
         return tau, log_weight, float(np.logaddexp(log_weight[0], math.log(2) + special.logsumexp(log_weight[1:])))

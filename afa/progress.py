@@ -26,8 +26,6 @@ from typing import TextIO
 
 __all__ = ["Progress", "progress", "silenced", "wanted"]
 
-#: The least time between two redraws of the plain-text line, in seconds.
-REDRAW_SECONDS = 0.2
 #: Whether bars are silenced for the current context (:func:`silenced`, the CLI's ``--quiet``).
 _SILENCED: contextvars.ContextVar[bool] = contextvars.ContextVar("afa_progress_silenced", default=False)
 
@@ -98,14 +96,14 @@ class Progress:
     """
 
     def __init__(self, total: int | None, description: str, stream: TextIO | None, drawn: bool,
-                 delay: float = 0.0):
+                 delay: float = 0.0, redraw: float = 0.2):
         self.count, self.total, self.description = 0, total, description
         self._stream = sys.stderr if stream is None else stream
         self._tqdm = None
         self._drawn = drawn
         self._shown = False  # whether the plain line was written (it waits for ``delay``)
         self._start = time.monotonic()
-        self._delay = delay
+        self._delay, self._redraw = delay, redraw
         self._last = 0.0
         if drawn:
             try:
@@ -133,7 +131,7 @@ class Progress:
 
     def _line(self, force: bool = False) -> None:
         now = time.monotonic()
-        if now - self._start < self._delay or (not force and now - self._last < REDRAW_SECONDS):
+        if now - self._start < self._delay or (not force and now - self._last < self._redraw):
             return
         self._last, self._shown = now, True
         of = "" if self.total is None else f"/{self.total}"
@@ -155,7 +153,7 @@ class Progress:
 
 @contextlib.contextmanager
 def progress(total: int | None = None, description: str = "", *, enabled: bool | None = None,
-             stream: TextIO | None = None, delay: float = 0.0) -> Iterator[Progress]:
+             stream: TextIO | None = None, delay: float = 0.0, redraw: float = 0.2) -> Iterator[Progress]:
     """A progress bar for the block (see the module docstring).
 
     Parameters
@@ -170,6 +168,8 @@ def progress(total: int | None = None, description: str = "", *, enabled: bool |
         Where to draw (default ``sys.stderr``).
     delay : float, default 0.0
         Seconds before anything is drawn (a block that ends sooner leaves no trace).
+    redraw : float, default 0.2
+        The least time between two redraws of the plain-text line, in seconds (tqdm keeps its own pace).
 
     Yields
     ------
@@ -185,7 +185,7 @@ def progress(total: int | None = None, description: str = "", *, enabled: bool |
     >>> bar.count
     2
     """
-    bar = Progress(total, description, stream, wanted(enabled, stream), delay)
+    bar = Progress(total, description, stream, wanted(enabled, stream), delay, redraw)
     try:
         yield bar
     finally:

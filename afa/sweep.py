@@ -78,8 +78,8 @@ RESULT_COLUMNS = ("query", "value", "lower", "upper", "error", "method", "certif
 _INPUT_RENAMES = {"id": None, "query": None, "method": "requested_method"}
 #: Seconds to wait for a Dask scheduler before giving up (``sweep(scheduler=...)``).
 SCHEDULER_TIMEOUT = 5.0
-#: Output rows buffered before they are written (also written at least every FLUSH_SECONDS).
-FLUSH_ROWS, FLUSH_SECONDS = 1000, 10.0
+#: Output rows are written at least every FLUSH_SECONDS seconds (and every ``flush_rows`` rows, :func:`sweep`).
+FLUSH_SECONDS = 10.0
 #: Batches in flight per worker: enough to keep every worker busy, few enough to bound memory.
 IN_FLIGHT_PER_WORKER = 2
 #: Largest automatic batch (distinct compositions per task) and the tasks aimed for per worker.
@@ -824,7 +824,7 @@ def _sink(kind: str, output, columns: list[str], types: Mapping[str, str]) -> An
 
 def sweep(configurations, output: str | Path | TextIO | None = None, *, workers: int | None = None, client=None,
           scheduler: str | None = None, batch_size: int | None = None, budget: Budget | None = None,
-          quiet: bool = False, timeout: float = SCHEDULER_TIMEOUT) -> SweepReport:
+          quiet: bool = False, timeout: float = SCHEDULER_TIMEOUT, flush_rows: int = 1000) -> SweepReport:
     """Answer one privacy query per configuration: deduplicated, in parallel, streamed to ``output``.
 
     Parameters
@@ -852,6 +852,9 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
         No progress display (it is shown only on a terminal anyway).
     timeout : float, default 5
         Seconds to wait for ``scheduler``.
+    flush_rows : int, default 1000
+        Rows buffered before they are written (they are also written every 10 s): what an interrupted sweep
+        can lose and must redo on resuming.
 
     Returns
     -------
@@ -915,6 +918,7 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
     if budget is not None and not isinstance(budget, Budget):
         raise TypeError(f"budget must be an afa.Budget, got {type(budget).__name__}")
     timeout = check.positive("timeout", timeout)
+    flush_rows = check.positive_integer("flush_rows", flush_rows)
     kind = _output_kind(output)
     rows = _rows(configurations)
     ids = _config_ids(rows)
@@ -1006,7 +1010,7 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
                 buffer.extend(shaped(index, query, key, outcome) for index in indices)
                 progress.update(len(indices))
                 evaluations += 1
-            if len(buffer) >= FLUSH_ROWS or time.monotonic() - last_flush > FLUSH_SECONDS:
+            if len(buffer) >= flush_rows or time.monotonic() - last_flush > FLUSH_SECONDS:
                 failed += sum(row["error_message"] is not None for row in buffer)
                 written += len(buffer)
                 sink.write(buffer)

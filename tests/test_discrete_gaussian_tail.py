@@ -107,18 +107,25 @@ def test_delta_bounds_include_truncated_mass():
         assert result.lower <= truth * (1 + REFERENCE_RTOL) and truth * (1 - REFERENCE_RTOL) <= result.upper
 
 
-def test_coarse_cut_is_covered_by_the_bounds(monkeypatch):
-    """With the old cut (tail mass 1e-30) eps(1e-30) is too high, but the bounds allow for the cut mass."""
-    import afa.mechanisms as mechanisms
-    caches = (afa.Mechanism._cached_losses, afa.Mechanism._cached_tails)
-    monkeypatch.setattr(mechanisms, "DISCRETE_GAUSSIAN_TAIL", 1e-30)
-    for cache in caches:
-        cache.cache_clear()
-    try:
-        accountant = afa.Accountant().compose(afa.DiscreteGaussian(2.0), 100)
-        assert_contains_truth(accountant, 1e-30, ("exact", "pld"), lambda eps: delta_discrete(eps, 2.0, 100))
-        result = accountant.epsilon_result(1e-30, method="exact")
-        assert delta_discrete(result.value, 2.0, 100) < 0.999 * 1e-30  # the value itself stays pessimistic
-    finally:
-        for cache in caches:
-            cache.cache_clear()
+def test_coarse_cut_is_covered_by_the_bounds():
+    """With a coarse cut (tail mass 1e-30) eps(1e-30) is too high, but the bounds allow for the cut mass."""
+    mechanism = afa.DiscreteGaussian(2.0, tail_mass=1e-30)
+    assert 1e-60 < mechanism.truncated_mass <= 1e-30
+    accountant = afa.Accountant().compose(mechanism, 100)
+    assert_contains_truth(accountant, 1e-30, ("exact", "pld"), lambda eps: delta_discrete(eps, 2.0, 100))
+    result = accountant.epsilon_result(1e-30, method="exact")
+    assert delta_discrete(result.value, 2.0, 100) < 0.999 * 1e-30  # the value itself stays pessimistic
+
+
+def test_tail_mass_is_validated_and_written_only_when_not_the_default():
+    """tail_mass lies in [1e-300, 1e-6]; to_dict writes it only when it is not the default, and from_dict
+    reads it back."""
+    for bad in (0.0, 1e-5, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="tail_mass"):
+            afa.DiscreteGaussian(2.0, tail_mass=bad)
+    with pytest.raises(TypeError, match="tail_mass"):
+        afa.DiscreteGaussian(2.0, tail_mass="1e-30")
+    assert "tail_mass" not in afa.DiscreteGaussian(2.0).to_dict()
+    coarse = afa.DiscreteGaussian(2.0, tail_mass=1e-30)
+    assert coarse.to_dict()["tail_mass"] == 1e-30
+    assert afa.Mechanism.from_dict(coarse.to_dict()) == coarse

@@ -26,10 +26,9 @@ def test_nothing_is_printed_when_not_a_terminal():
 
 def test_forced_bar_advances_plain_line(monkeypatch):
     """Without tqdm: a line rewritten in place, ending with the final count and a newline."""
-    monkeypatch.setattr(bars, "REDRAW_SECONDS", 0.0)
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
     stream = io.StringIO()
-    with bars.progress(total=3, description="work", stream=stream, enabled=True) as bar:
+    with bars.progress(total=3, description="work", stream=stream, enabled=True, redraw=0.0) as bar:
         for _ in range(3):
             bar.update()
     lines = stream.getvalue().split("\r")

@@ -182,10 +182,9 @@ def test_a_sweep_stopped_after_some_batches_resumes(tmp_path, monkeypatch, suffi
         calls.append(1)
         return original(cls, spec)
 
-    monkeypatch.setattr(sw, "FLUSH_ROWS", 1)
     monkeypatch.setattr(afa.Accountant, "from_dict", classmethod(interrupted))
     with pytest.raises(KeyboardInterrupt):
-        sw.sweep(grid, output, workers=1, batch_size=1, quiet=True)
+        sw.sweep(grid, output, workers=1, batch_size=1, quiet=True, flush_rows=1)
     monkeypatch.setattr(afa.Accountant, "from_dict", classmethod(original))
     report = sw.sweep(grid, output, workers=1, quiet=True)
     assert (report.skipped, report.written, report.evaluations) == (3, 3, 3)
@@ -236,6 +235,10 @@ def test_bad_arguments_name_the_parameter(tmp_path):
         sw.sweep(GRID, tmp_path / "out.txt")
     with pytest.raises(ValueError, match="workers must be an integer"):
         sw.sweep(GRID, workers=0)
+    with pytest.raises(ValueError, match="flush_rows must be an integer"):
+        sw.sweep(GRID, flush_rows=0)
+    with pytest.raises(TypeError, match="flush_rows"):
+        sw.sweep(GRID, flush_rows=2.5)
     with pytest.raises(ValueError, match="grid parameter 'sigma' has no values"):
         sw.sweep({"sigma": [], "steps": [1], "delta": [1e-5]})
     with pytest.raises(ValueError, match="give client or scheduler"):
