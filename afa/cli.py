@@ -460,8 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 ("delta", "--epsilon", "the tight delta(EPSILON)")):
         command = commands.add_parser(query, help=text, description=f"Compute {text}.", epilog=_EPILOG,
                                       formatter_class=formatter)
-        command.add_argument(target, type=_real, required=True, nargs="+", metavar=target[2:].upper(),
-                             help=f"the given {target[2:]}; several values print a table (one row each)")
+        command.add_argument(target, type=_real, required=True, nargs="+", action="extend", metavar=target[2:].upper(),
+                             help=f"the given {target[2:]}; several values (after one flag, or the flag repeated) "
+                                  "print a table (one row each)")
         options = _composition_arguments(command)
         options.add_argument("--json", action="store_true", help="print a JSON object instead of a line of text")
         options.add_argument("--compare", action="store_true",

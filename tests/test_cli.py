@@ -121,6 +121,24 @@ def test_gaussian_epsilon_plain_line(capsys):
     assert line["lower"] <= line["value"] <= line["upper"]
 
 
+@pytest.mark.parametrize("deltas", [["--delta", "1e-5", "1e-7"], ["--delta", "1e-5", "--delta", "1e-7"]])
+def test_several_deltas_print_a_table_and_a_json_list(capsys, deltas):
+    """Several deltas, after one flag or with the flag repeated: one table row each (against the exact Gaussian
+    formula), and with --json a list of objects in the same order."""
+    argv = ["epsilon", "--mechanism", "gaussian", "--sigma", "1.0", "--compositions", "1000", *deltas, "--quiet"]
+    mu = math.sqrt(1000)
+    lines = run_ok(capsys, *argv).strip().splitlines()
+    assert lines[0].split()[:2] == ["delta", "epsilon"] and len(lines) == 3
+    for line, delta in zip(lines[1:], (1e-5, 1e-7)):
+        fields = line.split()
+        assert float(fields[0]) == delta
+        assert float(fields[1]) == pytest.approx(exact.gaussian_epsilon(delta, mu), rel=1e-9)
+    data = json.loads(run_ok(capsys, *argv, "--json"))
+    assert [row["delta"] for row in data] == [1e-5, 1e-7]
+    assert [row["value"] for row in data] == pytest.approx([exact.gaussian_epsilon(d, mu) for d in (1e-5, 1e-7)],
+                                                            rel=1e-9)
+
+
 def test_gaussian_epsilon_json(capsys):
     data = run_json(capsys, *GAUSS_1000)
     mu = math.sqrt(1000)
