@@ -147,6 +147,14 @@ def privacy_loss_class(accountant: Accountant) -> dict[str, LossClass]:
     Notes
     -----
     Under composition the means and variances add and 1 - omega(inf) multiplies (Thm 4).
+
+    Examples
+    --------
+    Four uses of Gaussian(2): each loss has mean mu^2 / 2 and variance mu^2 with mu = 1 / 2.
+
+    >>> import afa
+    >>> afa.clt.privacy_loss_class(afa.Accountant().compose(afa.Gaussian(2.0), 4))["remove"]
+    LossClass(mean=0.5, variance=1.0, inf_mass=0.0)
     """
     return {name: _class(composed) for name, composed in _directions(accountant).items()}
 

@@ -419,6 +419,11 @@ _ACTIVE: contextvars.ContextVar[Options] = contextvars.ContextVar("afa_options",
 def current() -> Options:
     """The options in effect: those of the query being answered, else the defaults.
 
+    Returns
+    -------
+    Options
+        The active :class:`Options`.
+
     Examples
     --------
     >>> import afa

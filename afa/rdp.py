@@ -499,6 +499,12 @@ class RdpAccountant:
         -------
         RdpAccountant
             This accountant.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.rdp.RdpAccountant(orders=[2.0]).compose(afa.Gaussian(1.0), 3).rdp.tolist()  # 3 uses of alpha / 2
+        [3.0]
         """
         self._accountant.compose(mechanism, times)
         return self
@@ -534,6 +540,17 @@ class RdpAccountant:
         -------
         float
             See :func:`epsilon_from_rdp`.
+
+        Examples
+        --------
+        Ten uses of Gaussian(1): RDP 5 alpha, and the standard conversion is min over the orders of
+        5 alpha + log(1 / delta) / (alpha - 1) (Mironov 2017, Prop. 3).
+
+        >>> import math, afa
+        >>> accountant = afa.rdp.RdpAccountant(orders=[2.0, 4.0, 8.0]).compose(afa.Gaussian(1.0), 10)
+        >>> bound = min(5 * a + math.log(1e5) / (a - 1) for a in (2.0, 4.0, 8.0))
+        >>> math.isclose(accountant.epsilon(1e-5, conversion="standard"), bound, rel_tol=1e-12)
+        True
         """
         return epsilon_from_rdp(self.orders, self.rdp, delta, conversion)[0]
 

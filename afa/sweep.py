@@ -768,6 +768,16 @@ class SweepReport:
         Queries this run evaluated: each distinct composition once, so ``compositions`` when the run completed.
     seconds : float
         Wall-clock time of the run.
+
+    Examples
+    --------
+    >>> import afa
+    >>> from afa import sweep
+    >>> report = sweep.sweep({"sigma": [1.0, 2.0], "steps": [10], "delta": [1e-5]}, workers=1, quiet=True)
+    >>> report.configurations, report.written, report.failed
+    (2, 2, 0)
+    >>> report.rows[0]["value"] == afa.Accountant().compose(afa.Gaussian(1.0), times=10).epsilon_result(1e-5).value
+    True
     """
 
     rows: list[dict] | None
@@ -789,6 +799,13 @@ class SweepReport:
         -------
         pandas.DataFrame
             The in-memory rows, or the output file read back (CSV or Parquet).
+
+        Examples
+        --------
+        >>> from afa import sweep
+        >>> report = sweep.sweep({"sigma": [1.0, 2.0], "steps": [10], "delta": [1e-5]}, workers=1, quiet=True)
+        >>> report.to_frame().shape[0]  # doctest: +SKIP
+        2
         """
         try:
             import pandas
@@ -1059,6 +1076,18 @@ class PerRecord:
         ``count`` (records), ``failed`` (records without an epsilon), ``compositions`` (distinct ones), ``min``,
         ``quantiles`` ({q: epsilon}), ``max`` and ``histogram`` ({"counts": [...], "edges": [...]}) of the
         finite epsilons.
+
+    Examples
+    --------
+    Three records: two with 10 steps (sensitivities 1 and 0.5), one with 20; sigma 2, no subsampling.
+
+    >>> import afa
+    >>> from afa import sweep
+    >>> records = sweep.per_record([10, 10, 20], [1.0, 0.5, 1.0], sigma=2.0, delta=1e-5, workers=1, quiet=True)
+    >>> records.summary["compositions"]
+    3
+    >>> bool(records.epsilon[1] == afa.Accountant().compose(afa.Gaussian(4.0), times=10).epsilon(1e-5))
+    True
     """
 
     epsilon: np.ndarray

@@ -1,31 +1,39 @@
 """Every public name documents itself: numpy-style sections and an example whose output is checked.
 
-For each name in ``afa.__all__`` (and the public methods its classes define), the docstring has an
-``Examples`` section, a ``Parameters`` section when the callable takes arguments and a ``Returns`` (or
-``Yields``) section when it returns something.  The examples themselves run as doctests in the default
-test run (``--doctest-modules``), which checks their printed output.
+For each name in ``afa.__all__`` and in the ``__all__`` of the submodules the API reference lists (and the
+public methods their classes define), the docstring has an ``Examples`` section, a ``Parameters`` section
+when the callable takes arguments and a ``Returns`` (or ``Yields``) section when it returns something.  The
+examples themselves run as doctests in the default test run (``--doctest-modules``), which checks their
+printed output.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 
 import pytest
 
 import afa
 
+#: The submodules of the API reference's "Submodules" page that declare their public names in __all__.
+SUBMODULES = ("afa.tradeoff", "afa.plot", "afa.clt", "afa.rdp", "afa.exact", "afa.options", "afa.limits", "afa.sweep",
+              "afa.interop.dp_accounting", "afa.interop.opacus")
+
 
 def _public_callables():
-    for name in afa.__all__:
-        obj = getattr(afa, name)
-        if name == "t":  # a sympy Symbol: documented in the API reference by hand
-            continue
-        yield name, obj
-        if isinstance(obj, type):
-            for attribute, member in vars(obj).items():
-                if not attribute.startswith("_") and (inspect.isfunction(member)
-                                                      or isinstance(member, (classmethod, staticmethod))):
-                    yield f"{name}.{attribute}", getattr(obj, attribute)
+    spaces = [("", afa)] + [(f"{name}.", importlib.import_module(name)) for name in SUBMODULES]
+    for prefix, module in spaces:
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name == "t" or not callable(obj):  # a sympy Symbol (documented by hand); constants
+                continue
+            yield prefix + name, obj
+            if isinstance(obj, type):
+                for attribute, member in vars(obj).items():
+                    if not attribute.startswith("_") and (inspect.isfunction(member)
+                                                          or isinstance(member, (classmethod, staticmethod))):
+                        yield f"{prefix}{name}.{attribute}", getattr(obj, attribute)
 
 
 def _missing_sections(obj) -> list[str]:

@@ -147,6 +147,16 @@ class AfaAccountant:
             A parameter out of range (NaN, infinite, negative, a rate above 1); nothing is recorded.
         TypeError
             A parameter that is not a real number; nothing is recorded.
+
+        Examples
+        --------
+        >>> from afa.interop.opacus import AfaAccountant
+        >>> accountant = AfaAccountant()
+        >>> for _ in range(3):
+        ...     accountant.step(noise_multiplier=1.0, sample_rate=0.01)
+        >>> accountant.step(noise_multiplier=1.2, sample_rate=0.01)
+        >>> accountant.history, len(accountant)
+        ([(1.0, 0.01, 3), (1.2, 0.01, 1)], 4)
         """
         sigma = _noise_multiplier("noise_multiplier", noise_multiplier)
         rate = _sample_rate("sample_rate", sample_rate)
@@ -161,7 +171,19 @@ class AfaAccountant:
 
     @classmethod
     def mechanism(cls) -> str:
-        """The accounting mechanism's name, "afa" (kept in the state_dict; Opacus's registry key)."""
+        """The accounting mechanism's name (kept in the state_dict; Opacus's registry key).
+
+        Returns
+        -------
+        str
+            "afa".
+
+        Examples
+        --------
+        >>> from afa.interop.opacus import AfaAccountant
+        >>> AfaAccountant.mechanism()
+        'afa'
+        """
         return MECHANISM
 
     def get_optimizer_hook_fn(self, sample_rate: float) -> Callable[[Any], None]:
@@ -184,6 +206,16 @@ class AfaAccountant:
         ------
         ValueError, TypeError
             ``sample_rate`` out of range or not a number (and from the hook, a step that :meth:`step` refuses).
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace
+        >>> from afa.interop.opacus import AfaAccountant
+        >>> accountant = AfaAccountant()
+        >>> hook = accountant.get_optimizer_hook_fn(sample_rate=0.01)
+        >>> hook(SimpleNamespace(noise_multiplier=1.1, accumulated_iterations=2))  # two batches in one step
+        >>> accountant.history
+        [(1.1, 0.02, 1)]
         """
         rate = _sample_rate("sample_rate", sample_rate)
 
@@ -207,6 +239,14 @@ class AfaAccountant:
         mutable mapping
             ``destination``; its values are plain lists, tuples, floats, ints and a string, so it survives
             ``pickle``, ``copy.deepcopy`` and ``torch.save`` / ``torch.load`` (also with ``weights_only=True``).
+
+        Examples
+        --------
+        >>> from afa.interop.opacus import AfaAccountant
+        >>> accountant = AfaAccountant()
+        >>> accountant.step(noise_multiplier=1.0, sample_rate=0.01)
+        >>> dict(accountant.state_dict())
+        {'history': [(1.0, 0.01, 1)], 'mechanism': 'afa'}
         """
         if destination is None:
             destination = OrderedDict()
@@ -230,6 +270,14 @@ class AfaAccountant:
             (named by its index); the ledger is then left as it was.
         TypeError
             A state_dict that is not a mapping, or a history entry that is not three numbers.
+
+        Examples
+        --------
+        >>> from afa.interop.opacus import AfaAccountant
+        >>> restored = AfaAccountant()
+        >>> restored.load_state_dict({"history": [(1.0, 0.01, 500)], "mechanism": "rdp"})  # an Opacus RDP ledger
+        >>> len(restored)
+        500
         """
         if state_dict is None or len(state_dict) == 0:
             raise ValueError("state_dict is None or empty: there is no accountant state to load")
@@ -270,6 +318,15 @@ class AfaAccountant:
         ------
         ValueError, TypeError
             A history entry out of range (the history may have been mutated in place).
+
+        Examples
+        --------
+        >>> import afa
+        >>> from afa.interop.opacus import AfaAccountant
+        >>> ledger = AfaAccountant()
+        >>> ledger.step(noise_multiplier=1.0, sample_rate=0.01)
+        >>> ledger.accountant().mechanisms == {afa.Gaussian(1.0).poisson_subsampled(0.01): 1}
+        True
         """
         entries = tuple(_validated_history(self._history))
         if self._composed is None or self._composed[0] != entries:
@@ -310,6 +367,17 @@ class AfaAccountant:
             ``delta`` outside (0, 1), or a history entry out of range.
         afa.AccuracyError
             afa could not answer within its accuracy or the budget (a :class:`afa.BudgetExceededError`).
+
+        Examples
+        --------
+        >>> import afa
+        >>> from afa.interop.opacus import AfaAccountant
+        >>> ledger = AfaAccountant()
+        >>> for _ in range(100):
+        ...     ledger.step(noise_multiplier=1.0, sample_rate=0.01)
+        >>> direct = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=100)
+        >>> ledger.get_epsilon(1e-5) == direct.epsilon(1e-5)
+        True
         """
         if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 < float(delta) < 1:
             raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
@@ -439,6 +507,12 @@ def register_with_opacus(force: bool = False) -> None:
     ``make_private_with_epsilon`` then calls Opacus's own ``get_noise_multiplier`` with this accountant
     (a bisection on its epsilon, each an afa upper bound); :func:`get_noise_multiplier` here is the
     certified calibration to pass as ``noise_multiplier`` to ``make_private`` instead.
+
+    Examples
+    --------
+    >>> from afa.interop.opacus import register_with_opacus
+    >>> register_with_opacus()  # doctest: +SKIP
+    >>> # then: opacus.PrivacyEngine(accountant="afa")
     """
     try:
         from opacus import accountants
