@@ -47,7 +47,7 @@ certified:
    subtracts the Chernoff bound on the mass outside the window, the upper bound adds it.
 6. Rounding.  The FFT and power step are bounded componentwise, |fl(DFT x) - DFT x| <=
    c log2(M) u ||x||_1 (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
-   Sec. 24.1, for accurately computed twiddle factors; c = ``FFT_ERROR_CONSTANT``), pushed
+   Sec. 24.1, for accurately computed twiddle factors; c = ``FFT_ERROR_CONSTANT`` of ``afa._fft``), pushed
    through z -> z^k and the inverse FFT, and subtracted from / added to the bounds (about
    k * 1e-13 absolute).  Masses carry their log-error bounds, sums of n positive terms a
    relative (n + 1) u margin, loss comparisons a few ulps of the magnitudes involved.  Library
@@ -96,6 +96,7 @@ from . import _validation as check
 from . import budget
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp, suffix_recurrence
+from ._fft import fft_gamma, power_rounding
 from .noise_pair import NoiseMixturePair
 from .results import AccuracyError
 
@@ -103,10 +104,6 @@ __all__ = ["certified_delta"]
 
 # Mass allowed beyond the automatic reach (all k steps together) and outside the FFT window.
 TAIL_TOLERANCE = 1e-25
-# Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
-FFT_ERROR_CONSTANT = 8.0
-# Rounding of z -> exp(k log z): at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
-POWER_ERROR_CONSTANT = 8.0
 # The lower bound's grid step spans at least this many cells' loss differences.
 CELLS_PER_GROUP = 4
 # Largest fraction of a group merged into the next group up (lower bound).
@@ -944,22 +941,21 @@ def _outside_window(log_mass, losses, count, low, high, grid: _LossGrid, first, 
 def _fft_power_error(spectrum, powered, single, count, size) -> tuple[float, float]:
     """Bounds (e1, e2) on the error e of irfft(fl(rfft(x))^k) against the exact circular k-fold
     convolution of x: |sum_x e(x) g(x)| <= min(e1 sum|g|, e2 ||g||_2) for any g."""
-    log_size = math.log2(size)
-    forward = FFT_ERROR_CONSTANT * log_size * U * float(single.sum())  # componentwise, any frequency
-    forward_norm = FFT_ERROR_CONSTANT * log_size * U * math.sqrt(size) * float(np.linalg.norm(single))
+    gamma = fft_gamma(size)
+    forward = gamma * float(single.sum())  # componentwise, any frequency
+    forward_norm = gamma * math.sqrt(size) * float(np.linalg.norm(single))
     magnitude = np.abs(spectrum) + forward
     with np.errstate(divide="ignore"):
         log_magnitude = np.log(magnitude)
     amplification = count * np.exp((count - 1) * log_magnitude)  # |d z^k / dz| near the spectrum
     propagated = amplification * forward
-    log_abs = np.abs(np.log(np.maximum(np.abs(spectrum), 1e-300)))
-    powering = POWER_ERROR_CONSTANT * U * (1 + count * (math.pi + log_abs)) * np.exp(count * log_magnitude)
+    powering = power_rounding(count, np.log(np.maximum(np.abs(spectrum), 1e-300)), np.exp(count * log_magnitude))
     weights = np.full(spectrum.size, 2.0)  # rfft keeps one of each conjugate pair
     weights[0] = 1.0
     if size % 2 == 0:
         weights[-1] = 1.0
     spectral_sum = float(np.sum(weights * (propagated + powering)))
-    inverse = FFT_ERROR_CONSTANT * log_size * U
+    inverse = gamma
     sup = (spectral_sum + inverse * float(np.sum(weights * np.abs(powered))) + inverse * spectral_sum) / size
     propagated_norm = min(math.sqrt(float(np.sum(weights * propagated ** 2))),
                           float(amplification.max()) * forward_norm)

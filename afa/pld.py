@@ -91,6 +91,9 @@ from . import options as settings
 from ._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp, suffix_recurrence
+from ._fft import fft_gamma as _fft_gamma
+from ._fft import fft_size as _fft_size
+from ._fft import power_rounding
 from .limits import INTERVAL_RANGE, LOSS_LIMIT
 from .loss_tails import LossTails
 from .results import UnsupportedCompositionError
@@ -108,10 +111,6 @@ __all__ = [
 
 #: Default mass allowed beyond each truncation (builders: per PLD; compositions: in total).
 DEFAULT_TAIL_MASS = 1e-15
-#: Componentwise FFT rounding: |fl(DFT x) - DFT x| <= FFT_ERROR_CONSTANT log2(M) u ||x||_1.
-FFT_ERROR_CONSTANT = 8.0
-#: Rounding of z -> z^k, as |z|^k e^{i k arg z}: at most POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k.
-POWER_ERROR_CONSTANT = 8.0
 #: Powers of smaller counts are formed by repeated squaring instead: k - 1 complex products in effect, each
 #: relatively accurate to sqrt(5) u, so at most (k - 1) sqrt(5) u |z|^k (< 8 pi k u, inside the bound above)
 #: plus a few subnormal spacings per product where they underflow (|z| <= 1: no overflow).  No cos and sin.
@@ -1331,7 +1330,7 @@ def _power_on_window(masses: np.ndarray, positions: np.ndarray, interval: float,
         power = power_modulus * (np.cos(phase) + 1j * np.sin(phase))
     finite_log = np.where(modulus > 0, np.abs(log_modulus), 0.0)
     bound = (count * eta * np.exp((count - 1) * np.log(modulus + eta))
-             + POWER_ERROR_CONSTANT * U * (1 + count * (math.pi + finite_log)) * power_modulus
+             + power_rounding(count, finite_log, power_modulus)
              + 4 * count * SUBNORMAL)
     values, error = _inverse(power, bound, size, (bottom - count * first) % size, length)
     return values, error, math.expm1(count * math.log1p(theta))
@@ -1416,14 +1415,6 @@ def _inverse(spectrum: np.ndarray, bound: np.ndarray, size: int, start: int, len
 def _power_rounding(count: int, points: int) -> float:
     """The plan's estimate of a count-fold FFT power's absolute rounding on a window of ``points`` points."""
     return 4 * count * _fft_gamma(_fft_size(points))
-
-
-def _fft_gamma(size: int) -> float:
-    return FFT_ERROR_CONSTANT * max(1.0, math.log2(size)) * U
-
-
-def _fft_size(length: int) -> int:
-    return 1 << max(0, (length - 1).bit_length())
 
 
 def _max_grid_points() -> int:

@@ -24,6 +24,7 @@ from scipy.stats import binom
 import afa
 from afa import options as afa_options
 from afa import pld
+from afa._fft import power_rounding
 from afa.engines import PLDEngine
 from afa.loss_tails import LossTails
 from afa.pld import (
@@ -701,7 +702,8 @@ def test_bounds_at_the_grid_skip_the_search_and_agree(builder):
 @pytest.mark.parametrize("count", [1, 2, 3, 10, 37, 1023])
 def test_power_by_squaring_within_its_rounding_bound(count):
     """z^k by binary powering (counts below SQUARING_LIMIT) against 40-digit mpmath: within (k - 1) sqrt(5) u |z|^k
-    plus subnormal spacings, which POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||)) |z|^k covers."""
+    plus subnormal spacings, which the FFT model's power rounding, POWER_ERROR_CONSTANT u (1 + k (pi + |log|z||))
+    |z|^k, covers."""
     import mpmath as mp
     rng = np.random.default_rng(count)
     z = rng.uniform(0.2, 1.0, 200) * np.exp(1j * rng.uniform(-math.pi, math.pi, 200))
@@ -711,8 +713,7 @@ def test_power_by_squaring_within_its_rounding_bound(count):
         exact = [complex(mp.mpc(value.real, value.imag) ** count) for value in z]
     bound = (count - 1) * math.sqrt(5) * pld.U * np.abs(exact) * 1.01 + 4 * count * pld.SUBNORMAL
     assert np.all(np.abs(power - exact) <= bound)
-    assert np.all(bound <= pld.POWER_ERROR_CONSTANT * pld.U * (1 + count * (math.pi + np.abs(np.log(np.abs(z)))))
-                  * np.abs(exact) + 4 * count * pld.SUBNORMAL)
+    assert np.all(bound <= power_rounding(count, np.log(np.abs(z)), np.abs(exact)) + 4 * count * pld.SUBNORMAL)
 
 
 def test_too_many_grid_points():
