@@ -77,6 +77,12 @@ def test_submodules_are_attributes_imported_on_first_use():
     assert "tradeoff" in dir(afa) and callable(afa.clt.privacy_loss_class)
 
 
+def test_every_public_module_is_an_attribute():
+    """Each module of the package whose name has no leading underscore resolves as afa.<name>."""
+    public = sorted(path.stem for path in (ROOT / "afa").glob("*.py") if not path.stem.startswith("_"))
+    assert public and all(getattr(afa, name).__name__ == f"afa.{name}" for name in public)
+
+
 def test_an_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         afa.nothing  # noqa: B018
