@@ -977,9 +977,8 @@ class PLDEngine(Engine):
 
     def bases(self, build: Callable, tail_mass: float) -> list[tuple[DiscretePLD, int]]:
         """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses), then
-        each end's run of at most that mass cut (:meth:`afa.pld.DiscretePLD.truncated`, moved the safe way).  A
-        term far from 0 (an exactly composed one) is built on a grid that reaches down to 0; the cut keeps only
-        the points near its atoms.
+        each end's run of at most that mass cut (:meth:`afa.pld.DiscretePLD.truncated`, moved the safe way), so
+        that a term's light tails (an exactly composed term keeps atoms far lighter than that) cost no grid points.
 
         Parameters
         ----------
