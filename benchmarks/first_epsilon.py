@@ -1,7 +1,8 @@
 """Time to first epsilon: a fresh accountant's first eps(delta) per row, for two checkouts in one run.
 
-Each (row, checkout) is timed in its own subprocess (afa imported before the clock starts, so the
-import is not counted; every cache the first query builds is), interleaved checkout by checkout and
+Each (row, checkout) is timed in its own subprocess (afa and the third-party libraries it imports on first
+use -- SymPy, mpmath, SciPy's submodules -- imported before the clock starts, so those imports are not counted;
+afa's own modules and every cache the first query builds are), interleaved checkout by checkout and
 repeated; the table gives each checkout's median and the ratio.  The machine is shared: read the ratios,
 not the absolute times.
 
@@ -33,6 +34,7 @@ import sys, time, json
 sys.path.insert(0, {root!r})
 import afa
 assert afa.__file__.startswith({root!r}), afa.__file__
+import mpmath, scipy.fft, scipy.optimize, scipy.special, scipy.stats, sympy  # third-party, imported lazily by afa
 mechanism, times, delta = {row}
 began = time.perf_counter()
 acc = afa.Accountant()
