@@ -96,7 +96,7 @@ from . import _validation as check
 from . import budget
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp, suffix_recurrence
-from ._fft import fft_gamma, power_rounding
+from ._fft import fft_gamma, fft_size, power_rounding
 from .noise_pair import NoiseMixturePair
 from .results import AccuracyError
 
@@ -909,7 +909,7 @@ def _chernoff_window(single, first, count, grid: _LossGrid, tail_tolerance: floa
     lowest, highest = count * first, count * (first + single.size - 1)
     low = max(math.floor(to_index(np.max((log_tol - count * log_mgf_down) / rates))), lowest)
     high = min(math.ceil(to_index(np.min((count * log_mgf_up - log_tol) / rates))), highest) + 1
-    size = 2 ** math.ceil(math.log2(max(high - low, single.size, 2)))
+    size = fft_size(max(high - low, single.size, 2))
     if size > LARGEST_FFT:
         if or_none:
             return None

@@ -91,9 +91,7 @@ from . import options as settings
 from ._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp, suffix_recurrence
-from ._fft import fft_gamma as _fft_gamma
-from ._fft import fft_size as _fft_size
-from ._fft import power_rounding
+from ._fft import fft_gamma, fft_size, power_rounding
 from .limits import INTERVAL_RANGE, LOSS_LIMIT
 from .loss_tails import LossTails
 from .results import UnsupportedCompositionError
@@ -429,7 +427,7 @@ class DiscretePLD:
         tilt = _common_tilt(self, other) if tilt is None else _tilt_argument(tilt)
         length = self.probs.size + other.probs.size - 1
         _check_size(length, "the composition")
-        size = _fft_size(length)
+        size = fft_size(length)
         budget.reserve(_fft_bytes(size), "the FFT of a composition of two PLDs")
         values, plain_error = _fft_convolution(self.probs, other.probs, size, length)
         rho, error, log_tilted, inf_error = _propagated_error(self, other, tilt)
@@ -1241,7 +1239,7 @@ class _WindowPlan:
             high = max(high, _chernoff_point(tilted, count, log_rounding, tilted_orders, x_high)[0])
         self.bottom = max(math.floor(low / interval), count * first)
         self.top = min(math.ceil(high / interval), count * last)
-        self.size = _fft_size(self.top - self.bottom + 1)
+        self.size = fft_size(self.top - self.bottom + 1)
 
         def mass_beyond(measure, measure_orders, lowest: int | None, highest: int | None) -> float:
             """Bound on the mass at positions <= lowest plus that at positions >= highest (None: none there)."""
@@ -1328,7 +1326,7 @@ def _power_on_window(masses: np.ndarray, positions: np.ndarray, interval: float,
         power_modulus = np.exp(count * log_modulus)
         phase = float(count) * np.angle(spectrum)
         power = power_modulus * (np.cos(phase) + 1j * np.sin(phase))
-    finite_log = np.where(modulus > 0, np.abs(log_modulus), 0.0)
+    finite_log = np.where(modulus > 0, log_modulus, 0.0)
     bound = (count * eta * np.exp((count - 1) * np.log(modulus + eta))
              + power_rounding(count, finite_log, power_modulus)
              + 4 * count * SUBNORMAL)
@@ -1393,7 +1391,7 @@ def _spectrum(weights: np.ndarray, size: int, positions: np.ndarray | None = Non
         folds = -(-int(positions[-1] + 1) // size)
         weights = np.bincount(positions % size, weights=weights, minlength=size)
     spectrum = rfft(weights, n=size)
-    return spectrum, (_fft_gamma(size) + folds * U) * float(np.sum(weights))
+    return spectrum, (fft_gamma(size) + folds * U) * float(np.sum(weights))
 
 
 def _inverse(spectrum: np.ndarray, bound: np.ndarray, size: int, start: int, length: int) -> tuple[np.ndarray, float]:
@@ -1409,12 +1407,12 @@ def _inverse(spectrum: np.ndarray, bound: np.ndarray, size: int, start: int, len
         return math.sqrt(max(2 * float(np.sum(squares)) - once, 0.0))
 
     bound_norm = full_norm(bound)
-    return values, bound_norm + _fft_gamma(size) * (full_norm(np.abs(spectrum)) + bound_norm)
+    return values, bound_norm + fft_gamma(size) * (full_norm(np.abs(spectrum)) + bound_norm)
 
 
 def _power_rounding(count: int, points: int) -> float:
     """The plan's estimate of a count-fold FFT power's absolute rounding on a window of ``points`` points."""
-    return 4 * count * _fft_gamma(_fft_size(points))
+    return 4 * count * fft_gamma(fft_size(points))
 
 
 def _max_grid_points() -> int:
