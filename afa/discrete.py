@@ -1269,6 +1269,9 @@ def epsilon_for_delta(pld: LossAtoms, inf_mass: float, delta: float) -> float:
 
 #: An eps(delta) query may also drop atoms lighter than delta e^-PRUNE (in all, far below delta's rounding).
 PRUNE = 80.0
+#: The two-group evaluation of an eps(delta) query first drops atoms lighter than delta e^-SPLIT_PRUNE, and keeps
+#: that split when the mass it drops is below delta e^-SPLIT_DROPPED (else it drops only below delta e^-PRUNE).
+SPLIT_PRUNE, SPLIT_DROPPED = 40.0, 25.0
 #: The first cutoff of a delta(eps) query answered in two factors (lowered while the dropped mass is not
 #: negligible next to the answer).
 FIRST_DELTA_CUTOFF = -200.0
@@ -1523,7 +1526,7 @@ class DiscreteComposition:
 
     def _partial_epsilon_bounds(self, delta: float) -> tuple[float, float, float]:
         log_cutoff = max(LOG_NEGLIGIBLE, math.log(delta) - PRUNE)
-        split = self.two_factor(log_cutoff)
+        split = self._split_for(delta)
         if split is not None:
             return epsilon_bounds_for_delta(split, self.inf_mass, delta, 0.0, self.inf_mass_error,
                                             self.chernoff_epsilon(delta))
@@ -1626,6 +1629,16 @@ class DiscreteComposition:
             except CompositionTooLargeError:
                 split = None
         self._two_factors[log_cutoff] = split
+        return split
+
+    def _split_for(self, delta: float) -> TwoFactorSum | None:
+        """The two-group evaluation serving eps(``delta``) (:meth:`two_factor`): atoms lighter than
+        delta e^-SPLIT_PRUNE dropped, or, when the mass that drops is not below delta e^-SPLIT_DROPPED, those
+        lighter than delta e^-PRUNE (the dropped mass counts whole in every error bound either way)."""
+        log_delta = math.log(delta)
+        split = self.two_factor(max(LOG_NEGLIGIBLE, log_delta - SPLIT_PRUNE))
+        if split is not None and split.log_dropped > log_delta - SPLIT_DROPPED:
+            split = self.two_factor(max(LOG_NEGLIGIBLE, log_delta - PRUNE))
         return split
 
     def _split_terms(self, log_cutoff: float) -> tuple[list, list] | None:

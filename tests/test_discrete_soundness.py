@@ -601,16 +601,18 @@ def test_without_light_moves_the_light_atoms_into_the_dropped_mass():
 
 
 def test_a_two_group_split_serves_every_larger_delta(active_options):
-    """The two groups composed for one delta (atoms down to delta e^-PRUNE) hold every atom a larger delta needs:
-    a later query at a larger delta reuses them, and its bounds contain the mpmath crossing."""
+    """The two groups composed for one delta (atoms down to delta e^-SPLIT_PRUNE, the mass they drop below
+    delta e^-SPLIT_DROPPED) hold every atom a larger delta needs: a later query at a larger delta reuses them,
+    and its bounds contain the mpmath crossing."""
     active_options(exact=afa.ExactOptions(max_atoms=1200))
     composition = DiscreteComposition(two_rr_terms(), 0.0)
     composition.epsilon_bounds(1e-20)
-    first = composition.two_factor(math.log(1e-20) - discrete.PRUNE)
+    first = composition.two_factor(math.log(1e-20) - discrete.SPLIT_PRUNE)
     assert first is not None
+    assert first.log_dropped <= math.log(1e-20) - discrete.SPLIT_DROPPED
     for delta in (1e-10, 1e-3):
         estimate, lower, upper = composition.epsilon_bounds(delta)
-        assert composition.two_factor(math.log(delta) - discrete.PRUNE) is first
+        assert composition.two_factor(math.log(delta) - discrete.SPLIT_PRUNE) is first
         assert lower <= estimate <= upper and upper - lower <= 1e-9 * max(upper, 1.0)
         assert two_rr_truth(lower) > delta >= two_rr_truth(upper), (delta, lower, upper)
 
