@@ -66,6 +66,10 @@ _NEWTON_STEPS = 2_200
 
 
 
+#: Below this log a delta underflows to 0 (the log of the smallest subnormal double, less a margin).
+_LOG_SMALLEST = -746.0
+
+
 def _epsilon_array(epsilon: ArrayLike) -> tuple[NDArray[np.float64], bool]:
     """``epsilon`` as a float64 array and whether it was a scalar."""
     eps = check.real_array("epsilon", epsilon)
@@ -370,7 +374,9 @@ def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]
     mu = check.positive("mu", mu)
     eps, scalar = _epsilon_array(epsilon)
     hi, lo = _gaussian_log_delta_parts(eps, mu)
-    return _result(np.exp(hi) * np.exp(lo), scalar)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.where(hi + lo < _LOG_SMALLEST, 0.0, np.exp(hi) * np.exp(lo))
+    return _result(values, scalar)
 
 
 def gaussian_epsilon(delta: float, mu: float) -> float:

@@ -117,6 +117,16 @@ def test_gaussian_points_reach_tiny_delta():
     assert mp_gaussian_delta(537046.114, 1000.0) < mp.mpf("1e-299")
 
 
+@pytest.mark.parametrize("eps, mu", [(1e4, 0.7), (1e10, 0.7), (1e300, 0.7), (1e300, 1e-3), (1e308, 1000.0)])
+def test_gaussian_delta_underflows_to_zero_far_in_the_tail(eps, mu):
+    """Where delta is far below the smallest double, delta is 0, not NaN: delta(eps) <= P[L > eps] <=
+    exp(-(eps/mu - mu/2)^2 / 2) (the Gaussian tail bound, in mpmath) is below e^-1000 there."""
+    with mp.workdps(DPS):
+        assert -(mp.mpf(eps) / mu - mp.mpf(mu) / 2) ** 2 / 2 < -1000
+    assert gaussian_delta(eps, mu) == 0.0
+    assert gaussian_delta(np.array([eps, 1.0]), mu)[0] == 0.0
+
+
 @pytest.mark.parametrize("eps, mu", [(1e4, 1.0), (1e3, 1e-3), (3e6, 1000.0), (50.0, 0.5)])
 def test_gaussian_log_delta_far_tail(eps, mu):
     """δ far below the double range keeps a relatively accurate logarithm."""
