@@ -559,13 +559,14 @@ class ClosedFormEngine(Engine):
     """delta(eps) of one direction from a closed-form function of eps returning (values, errors).
 
     Used for one use of :class:`afa.DataDependentGaussian`
-    (:func:`afa.exact.data_dependent_gaussian_delta`, Zhu, Dong & Wang 2022, App. A Example 15) and for
-    one use of any other mechanism with a continuous loss, from its loss tails
-    (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).  eps(delta) is the root of the values
-    with bounds verified against values -/+ errors (:func:`afa.discrete.verified_epsilon_bounds`), so a
-    delta far below the errors is still answered where eps is determined (next to a bounded loss's top,
-    where delta's error is its top's rounding); a bracket wider than CLOSED_FORM_EPSILON_RTOL (relative)
-    is refused, so that 'auto' moves on.
+    (:func:`afa.exact.data_dependent_gaussian_delta`, Zhu, Dong & Wang 2022, App. A Example 15), for
+    compositions of data-dependent Gaussians sharing sigma1/sigma2 with Gaussians (one noncentral chi-square
+    integral, :class:`afa.quadratic.QuadraticComposition`), and for one use of any other mechanism with a
+    continuous loss, from its loss tails (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).
+    eps(delta) is the root of the values with bounds verified against values -/+ errors
+    (:func:`afa.discrete.verified_epsilon_bounds`), so a delta far below the errors is still answered where eps
+    is determined (next to a bounded loss's top, where delta's error is its top's rounding); a bracket wider
+    than CLOSED_FORM_EPSILON_RTOL (relative) is refused, so that 'auto' moves on.
 
     Parameters
     ----------

@@ -83,6 +83,9 @@ class LossTails(abc.ABC):
     log_ulps: ClassVar[float] = TAILS_LOG_ULPS
     #: Whether the finite loss has no atoms (P[L = x] = 0 for every finite x), so that P[L >= x] = P[L > x].
     atomless: bool = False
+    #: The loss as L* + gamma (Z - z*)^2, Z ~ N(0, 1), when it is one (:class:`afa.exact.QuadraticLoss`), else
+    #: None: compositions of such losses sharing gamma are one noncentral chi-square (:mod:`afa.quadratic`).
+    quadratic: QuadraticLoss | None = None
 
     @abc.abstractmethod
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -598,7 +601,7 @@ class QuadraticGaussianTails(LossTails):
 
     def __init__(self, own: float, other: float, shift: float):
         self._pair = (own, other, shift)
-        self._loss = QuadraticLoss.of(own, other, shift)
+        self._loss = self.quadratic = QuadraticLoss.of(own, other, shift)
         self.inf_mass = 0.0
         # L* is extreme + extreme_lo: the range's finite end is rounded outwards.
         extreme, below = self._loss.extreme, self._loss.extreme_lo

@@ -153,6 +153,9 @@ class Mechanism:
 
     #: The name of this mechanism type in spec files and :meth:`to_dict` (empty: not serialisable).
     type_name: ClassVar[str] = ""
+    #: Whether each direction's loss tails may carry a quadratic loss (:attr:`afa.loss_tails.LossTails.quadratic`):
+    #: uses sharing its curvature compose to one noncentral chi-square (:mod:`afa.quadratic`).
+    quadratic_loss: ClassVar[bool] = False
     _types: ClassVar[dict[str, type[Mechanism]]] = {}
 
     def __init_subclass__(cls, **kwargs):
@@ -875,7 +878,9 @@ class DataDependentGaussian(Mechanism):
     when sigma1 > sigma2 (sigma1^2 = 2, sigma2^2 = 1: every alpha >= 2, as in Example 15); the add
     direction D_alpha(Q||P) is infinite when alpha sigma1^2 + (1 - alpha) sigma2^2 <= 0 (only when
     sigma2 > sigma1).  The privacy profile stays finite and tight
-    (:func:`afa.exact.data_dependent_gaussian_delta` for one use).
+    (:func:`afa.exact.data_dependent_gaussian_delta` for one use; uses sharing sigma1/sigma2, with any
+    sensitivities and beside Gaussian mechanisms, compose to one noncentral chi-square integral,
+    :mod:`afa.quadratic`).
 
     Examples
     --------
@@ -892,6 +897,8 @@ class DataDependentGaussian(Mechanism):
     sigma1: float
     sigma2: float
     sensitivity: float = 0.0
+
+    quadratic_loss: ClassVar[bool] = True
 
     def __post_init__(self):
         check.assign(self, sigma1=check.positive("sigma1", self.sigma1), sigma2=check.positive("sigma2", self.sigma2),

@@ -45,6 +45,7 @@ from .mechanisms import Mechanism
 from .mixed_pld import MixedPLDEngine, exact_part
 from .options import METHODS, Options
 from .pld import PLDTooLargeError
+from .quadratic import QuadraticComposition
 from .results import AccuracyError, Attempt, UnsupportedCompositionError
 
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
@@ -132,6 +133,7 @@ class Planner:
         self._engines: dict[str, list] = {}
         self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
         self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
+        self._quadratic: dict[int, QuadraticComposition | None] = {}  # direction -> quadratic_composition's answer
         #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
         self._exact_parts: dict[tuple, tuple] = {}
         #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.PLDEngine`'s ``powers``)
@@ -185,9 +187,34 @@ class Planner:
 
     def exact_available(self) -> bool:
         """Whether method="exact" can serve the composition: Gaussian and finite-output mechanisms only, one
-        use of a single mechanism, or a certain reveal."""
+        use of a single mechanism, quadratic losses sharing their curvature with Gaussians
+        (:meth:`quadratic_composition`), or a certain reveal."""
         return self.certain_reveal() or self.single_use() is not None or all(
-            m in self.gaussian_mu or not losses[0].continuous for m, losses in self.losses.items())
+            m in self.gaussian_mu or not losses[0].continuous for m, losses in self.losses.items()) or all(
+            self.quadratic_composition(index) is not None for index in self.distinct_directions)
+
+    def quadratic_composition(self, index: int) -> QuadraticComposition | None:
+        """Direction ``index`` as one noncentral chi-square integral (:class:`afa.quadratic.QuadraticComposition`)
+        when every mechanism is a Gaussian or has a quadratic loss (:attr:`afa.loss_tails.LossTails.quadratic`,
+        e.g. :class:`afa.DataDependentGaussian`), at least one has, and all of those share one curvature; else
+        None."""
+        if index not in self._quadratic:
+            self._quadratic[index] = self._quadratic_composition(index)
+        return self._quadratic[index]
+
+    def _quadratic_composition(self, index: int) -> QuadraticComposition | None:
+        quadratic, mu_squared = [], 0.0
+        for mechanism, count in self.counts.items():
+            if mechanism in self.gaussian_mu:
+                mu_squared += count * self.gaussian_mu[mechanism] ** 2
+                continue
+            loss = mechanism.loss_tails(self.neighboring)[index].quadratic if mechanism.quadratic_loss else None
+            if loss is None:
+                return None
+            quadratic.append((loss, count))
+        if not quadratic or len({loss.gamma for loss, _ in quadratic}) != 1:
+            return None
+        return QuadraticComposition.of(quadratic, math.sqrt(mu_squared))
 
     # -- engines -------------------------------------------------------------
     def resolve(self, method: str) -> str:
@@ -209,8 +236,9 @@ class Planner:
             return self.first_choice()
         if method == "exact" and not self.exact_available():
             raise UnsupportedCompositionError(
-                "method='exact' needs a composition of Gaussian and finite-output mechanisms only (or one use of a "
-                "single mechanism); use method='contour', 'pld' or 'quadrature'")
+                "method='exact' needs a composition of Gaussian and finite-output mechanisms only, of data-dependent "
+                "Gaussians sharing sigma1/sigma2 with Gaussians, or one use of a single mechanism; use "
+                "method='contour', 'pld' or 'quadrature'")
         return method
 
     def first_choice(self) -> str:
@@ -269,6 +297,9 @@ class Planner:
     def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine:
         if self.single_use() is not None:
             return self._single_use_engine(index)
+        quadratic = self.quadratic_composition(index)
+        if quadratic is not None:
+            return ClosedFormEngine(quadratic.delta, self.composed(index))
         mu = math.sqrt(sum(count * self.gaussian_mu[m] ** 2 for m, count in self.counts.items()
                            if m in self.gaussian_mu))
         return ExactEngine(mu, self.composed(index, lambda m: m not in self.gaussian_mu))

@@ -461,7 +461,7 @@ def test_accountant_auto_uses_the_closed_form_for_one_use():
 
 @pytest.mark.parametrize("s1, s2, m, k", [(2 ** 0.5, 1.0, 0.0, 10), (1.5, 1.0, 1.0, 20), (1.0, 1.3, 0.0, 6)])
 def test_contour_composed_against_chi_square_reference(s1, s2, m, k):
-    """k uses by the contour method (the default): relative 1e-10 against the chi-square law, to delta ~ 1e-30.
+    """k uses by the contour method: relative 1e-10 against the chi-square law, to delta ~ 1e-30.
 
     For (1, 1.3) the remove direction is bounded above, so its delta is exactly 0 beyond k times its
     maximum: the contour must return 0 there (Chernoff bound), not fail.
@@ -473,7 +473,7 @@ def test_contour_composed_against_chi_square_reference(s1, s2, m, k):
         truth = max(composed_mpmath(eps, k, *mech.coefficients(d)) for d in DIRECTIONS)
         if truth < 1e-30:
             break
-        result = acc.delta_result(eps)
+        result = acc.delta_result(eps, method="contour")
         assert result.method == "contour"
         assert result.value == pytest.approx(truth, rel=1e-10, abs=0)
         assert result.lower <= truth <= result.upper
