@@ -20,14 +20,19 @@ loss is then bounded above by c).  f_W is the noncentral chi-square density (Joh
 Balakrishnan 1995, ch. 29), evaluated in log space through the exponentially scaled Bessel
 function, so that it keeps its relative accuracy in both tails.
 
-Quadrature.  The integral is split at the integrand's peak (found on a logarithmic grid), and each
-piece is summed by the double-exponential rule (tanh-sinh on a finite piece, exp-sinh on an
-infinite one; Takahasi & Mori 1974), whose nodes cluster double-exponentially at the ends, where
-the density's singularity (n = 1) and the payoff's zero lie.  Each node is expressed by its
-distances to both ends of its piece, so neither is lost to cancellation.  The step is halved until
-two levels agree within RTOL; their difference is the quadrature part of the error, to which the
+Quadrature.  The integral is split at the integrand's peak (found on a logarithmic grid, then on
+linear grids zoomed around the best point), and each piece is summed by the double-exponential rule
+(tanh-sinh on a finite piece, exp-sinh on an infinite one; Takahasi & Mori 1974), whose nodes
+cluster double-exponentially at the ends, where the density's singularity (n = 1), the payoff's
+zero and the peak lie.  Each node is expressed by its distances to both ends of its piece, so
+neither is lost to cancellation.  The step is halved until two levels agree within RTOL (or within
+the rounding bounds of both); their difference is the quadrature part of the error, to which the
 rounding of the log-integrand is added (unit roundoff times the magnitudes it is formed from).  An
-integral that does not settle within MAX_LEVEL halvings is refused (AccuracyError).
+integral that does not settle within MAX_LEVEL halvings of FIRST_STEP is refused (AccuracyError).
+The ends of the rule's range (|t| <= REACH) are not checked: there the terms fall double-
+exponentially (the density decays like e^{-w/2}, and near a piece's end the integrand vanishes or
+has the density's integrable singularity).  A nearby eps (the root search's next point) reuses
+the latest split and starts one level above the step it settled at.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ RTOL = 1e-13
 FIRST_STEP, MAX_LEVEL = 0.5, 9
 #: The rule's nodes span |t| <= REACH (exp-sinh: e^{+-pi/2 sinh REACH} times the scale).
 REACH = 6.0
+#: The peak search: points of the logarithmic grid, then ZOOMS linear grids of ZOOM_POINTS points around the best.
+PEAK_POINTS, ZOOMS, ZOOM_POINTS = 400, 4, 33
+#: An eps within NEARBY (relative, at least absolute) of the latest one reuses its split of the range.
+NEARBY = 1e-6
 #: Terms below e^-DROP of the largest are left out of the sums (their total is far below RTOL).
 DROP = 60.0
 
@@ -153,6 +162,9 @@ class QuadraticComposition:
         if not (math.isfinite(mu) and mu >= 0):
             raise ValueError(f"mu must be finite and >= 0, got {mu!r}")
         self.gamma, self.offset, self.dof, self.noncentrality, self.mu = gamma, offset, int(dof), noncentrality, mu
+        #: (eps, low, high, pieces, steps) of the latest eps: a nearby eps on the same range reuses its split and
+        #: starts its sums one level above the step they settled at.
+        self._hint: tuple | None = None
         #: Mean and standard deviation of W (where the density's mass lies).
         self._w_mean = dof + noncentrality
         self._w_sd = math.sqrt(2 * (dof + 2 * noncentrality))
@@ -216,31 +228,56 @@ class QuadraticComposition:
             return None
         return 0.0, w0, w0
 
+    def _log_at(self, eps: float, low: float, high: float, kink: float | None,
+                distances: np.ndarray) -> np.ndarray:
+        """log of the integrand at ``low + distances`` (-inf where it vanishes or cannot be formed)."""
+        w = low + distances
+        if kink is None:
+            kink_distance = None
+        elif kink == high:
+            kink_distance = (high - low) - distances
+        else:
+            kink_distance = np.abs(w - kink)
+        values = self._log_integrand(eps, w, kink_distance)[0]
+        return np.where(np.isfinite(values), values, -np.inf)
+
     def _pieces(self, eps: float, low: float, high: float, kink: float | None) -> list[_Piece]:
-        """The range split at the integrand's largest value on a logarithmic grid of distances from ``low``."""
+        """The range split at the integrand's peak: the largest value per unit of log distance from ``low`` on a
+        logarithmic grid, then the largest value per unit of w on linear grids zoomed around it."""
         width = high - low
         # An infinite range: past the density's bulk, and past where the payoff's shift reaches eps - c.
         reach = width if math.isfinite(width) else (self._w_mean + 40 * self._w_sd + abs(low) + 1.0
                                                      + abs((eps - self.offset[0]) / self.gamma))
-        distances = reach * np.logspace(-30, 0 if math.isfinite(width) else 3, 400)
+        distances = reach * np.logspace(-30, 0 if math.isfinite(width) else 3, PEAK_POINTS)
         distances = distances[distances < width]
-        w = low + distances
-        kink_distance = None if kink is None else np.abs(w - kink)
-        if kink is not None and kink == high:
-            kink_distance = width - distances
-        values = self._log_integrand(eps, w, kink_distance)[0] + np.log(distances)
+        values = self._log_at(eps, low, high, kink, distances) + np.log(distances)
         if not np.any(np.isfinite(values)):
             raise AccuracyError("the data-dependent Gaussian integral found no mass to integrate")
-        values = np.where(np.isfinite(values), values, -np.inf)
         index = int(np.argmax(values))
+        inner = float(distances[index - 1]) if index > 0 else 0.0
+        outer = float(distances[index + 1]) if index + 1 < distances.size else float(distances[index])
         peak = float(distances[index])
+        for _ in range(ZOOMS):
+            grid = np.linspace(inner, outer, ZOOM_POINTS)[1:-1]
+            grid = grid[(grid > 0) & (grid < width)]
+            if not grid.size:
+                break
+            zoomed = self._log_at(eps, low, high, kink, grid)
+            best = int(np.argmax(zoomed))
+            if not math.isfinite(zoomed[best]):
+                break
+            spacing = float(grid[1] - grid[0]) if grid.size > 1 else 0.0
+            peak, inner, outer = float(grid[best]), max(float(grid[best]) - spacing, inner), \
+                min(float(grid[best]) + spacing, outer)
         split = low + peak
         if math.isfinite(high):
             return [_Piece(low, split, peak), _Piece(split, high, high - split)]
-        # The infinite piece's scale: how far beyond the peak the integrand (per unit of w) falls by e.
-        density = values - np.log(distances)
-        beyond = np.flatnonzero(density[index:] < density[index] - 1.0)
-        fall = float(distances[index + beyond[0]] - peak) if beyond.size else peak
+        # The infinite piece's scale: how far beyond the peak the integrand falls by e.
+        steps = max(outer - peak, peak * 1e-12, 1e-300) * 2.0 ** np.arange(0, 120)
+        beyond = self._log_at(eps, low, high, kink, peak + steps)
+        at_peak = float(self._log_at(eps, low, high, kink, np.array([peak]))[0])
+        fallen = np.flatnonzero(beyond < at_peak - 1.0)
+        fall = float(steps[fallen[0]]) if fallen.size else peak
         return [_Piece(low, split, peak), _Piece(split, high, max(fall, 1e-300))]
 
     def _piece_sum(self, eps: float, piece: _Piece, kink: float | None, step: float) -> tuple[float, float]:
@@ -286,21 +323,30 @@ class QuadraticComposition:
         if self.mu == 0 and self.gamma > 0 and kink is not None and kink < 0:
             # Every loss lies above eps: delta = 1 - e^eps.
             return (math.log(-math.expm1(eps)), 4 * U) if eps < 0 else (-math.inf, 0.0)
-        pieces = self._pieces(eps, low, high, kink)
-        totals = []
-        for piece in pieces:
-            previous, step = None, FIRST_STEP
-            for _level in range(MAX_LEVEL + 1):
+        hint = self._hint
+        if hint is not None and abs(eps - hint[0]) <= NEARBY * max(1.0, abs(eps)) and hint[1:3] == (low, high):
+            pieces, first_steps = hint[3], hint[4]  # a nearby eps: its split and the step its sums settled at
+        else:
+            pieces = self._pieces(eps, low, high, kink)
+            first_steps = [FIRST_STEP] * len(pieces)
+        totals, settled = [], []
+        for piece, first_step in zip(pieces, first_steps):
+            previous, step = None, first_step
+            while step >= FIRST_STEP * 2.0 ** -MAX_LEVEL:
                 value, rounding = self._piece_sum(eps, piece, kink, step)
+                # Settled: two levels agree within RTOL, or within the rounding both carry.
                 if previous is not None and (value == previous[0] == -math.inf or (
-                        math.isfinite(value) and abs(math.expm1(value - previous[0])) <= RTOL)):
+                        math.isfinite(value) and abs(math.expm1(value - previous[0])) <= max(
+                            RTOL, rounding + previous[1]))):
                     change = abs(math.expm1(value - previous[0])) if math.isfinite(value) else 0.0
                     totals.append((value, change + rounding))
+                    settled.append(min(2 * step, FIRST_STEP))
                     break
                 previous, step = (value, rounding), step / 2
             else:
                 raise AccuracyError(f"the data-dependent Gaussian integral at eps={eps:.17g} did not settle within "
                                     f"{MAX_LEVEL} halvings of its step")
+        self._hint = (eps, low, high, pieces, settled)
         logs = np.array([total for total, _ in totals])
         if not np.any(np.isfinite(logs)):
             return -math.inf, 0.0
