@@ -1056,7 +1056,9 @@ MAX_STEPS = 200
 
 
 def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, float]], target: float, root: float,
-                            floor: float, ceiling: float, tighten: bool = False) -> tuple[float, float]:
+                            floor: float, ceiling: float, tighten: bool = False,
+                            value_and_error: Callable[[float], tuple[float, float]] | None = None
+                            ) -> tuple[float, float]:
     """(lower, upper) on the smallest eps >= ``floor`` with delta(eps) <= ``target``, each verified.
 
     ``evaluate(eps)`` returns (delta estimate, a bound on its error, -d delta / d eps) of a
@@ -1069,16 +1071,23 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     distance to it instead); ``floor`` if that fails (the caller guarantees the floor is a valid
     lower bound).  A step is Newton's when the slope gives a finite one, else twice the last.  With
     ``tighten`` (for slopes that are only estimates), each bound is then moved back towards the last
-    point that failed by bisection (:func:`_tighten`).
+    point that failed by bisection (:func:`_tighten`); ``value_and_error(eps)``, when given, returns the first
+    two of ``evaluate`` without the slope, for the bisection's checks.
     """
     tiny = 4 * np.finfo(float).eps
 
-    def holds_upper(x: float) -> bool:
+    def check(x: float) -> tuple[float, float]:
+        if value_and_error is not None:
+            return value_and_error(x)
         value, error, _ = evaluate(x)
+        return value, error
+
+    def holds_upper(x: float) -> bool:
+        value, error = check(x)
         return value + error <= target
 
     def holds_lower(x: float) -> bool:
-        value, error, _ = evaluate(x)
+        value, error = check(x)
         return value - error > target
 
     at_root = evaluate(root)

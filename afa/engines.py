@@ -638,7 +638,12 @@ class ClosedFormEngine(Engine):
         def step(eps: float) -> float:
             return 1e-7 * max(1.0, abs(eps))
 
-        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf, tighten=True)
+        def value_and_error(eps: float) -> tuple[float, float]:
+            values, errors = self.delta(np.array([eps]))
+            return float(values[0]), float(errors[0])
+
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf, tighten=True,
+                                               value_and_error=value_and_error)
         lower, upper = min(lower, estimate), max(upper, estimate)
         if not upper - lower <= CLOSED_FORM_EPSILON_RTOL * max(1.0, abs(estimate)):
             raise AccuracyError(
