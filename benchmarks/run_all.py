@@ -27,6 +27,7 @@ import functools
 import logging
 import math
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -156,6 +157,7 @@ class Runner:
         self.deadline = self.started + budget
         self.quick = quick
         self.budget_skips = 0
+        self.summary = Summary()  # every row measured, for the report's summary
 
     def remaining(self) -> float:
         return self.deadline - time.perf_counter()
@@ -236,6 +238,77 @@ def contradicts(cell: Cell, reference: Reference) -> bool:
     if cell.claim in ("bounds", "certified"):
         return cell.upper < reference.lower or cell.lower > reference.upper
     return False
+
+
+# =========================================================================== summary
+
+#: A peer's answer counts as correct in the summary when it is within PEER_RTOL (relative) of a known reference
+#: and does not contradict it (an upper bound below it, or stated bounds excluding it).
+PEER_RTOL = 1e-2
+#: afa answers whose stated relative width (upper - lower) / eps exceeds this are named in the summary.
+STATED_RTOL = 1e-6
+
+
+@dataclass
+class SummaryRow:
+    where: str
+    base: Contender
+    cell: Cell
+    peers: list  # (Contender, Cell) of the peers measured on the row
+    reference: Reference
+
+
+class Summary:
+    """Every row of the suite with afa's default answer: afa's time against the fastest peer that answered it
+    correctly, afa's error against the reference, and afa's stated relative width."""
+
+    def __init__(self):
+        self.rows: list[SummaryRow] = []
+
+    def add(self, where: str, base: Contender, cells: dict, columns: list, reference: Reference) -> None:
+        peers = [(c, cells[c.name]) for c in columns if c.peer]
+        self.rows.append(SummaryRow(where, base, cells[base.name], peers, reference))
+
+    @staticmethod
+    def correct(cell: Cell, reference: Reference) -> bool:
+        return (cell.answered and reference.known and not contradicts(cell, reference)
+                and abs(cell.value - reference.value) <= PEER_RTOL * abs(reference.value))
+
+    def markdown(self) -> str:
+        lines, ratios, widths = [], [], []
+        for row in self.rows:
+            cell = row.cell
+            if cell.answered and math.isfinite(cell.upper) and math.isfinite(cell.lower) and cell.value:
+                width = (cell.upper - cell.lower) / abs(cell.value)
+                widths.append((width, row.where))
+            correct = [(c, p) for c, p in row.peers if self.correct(p, row.reference)]
+            if not (correct and cell.answered):
+                continue
+            best, peer_cell = min(correct, key=lambda pair: pair[1].seconds)
+            ratio = cell.seconds / peer_cell.seconds
+            ratios.append(ratio)
+            error = ((cell.value - row.reference.value) / row.reference.value) if row.reference.value else math.nan
+            lines.append([row.where, cell.method or "", seconds_text(cell.seconds), best.name,
+                          seconds_text(peer_cell.seconds), f"{ratio:.3g}", f"{error:+.1e}"])
+        if not lines:
+            return "No row had a peer answering correctly (are the peers installed?)."
+        faster = sum(1 for r in ratios if r < 1)
+        speedups = [1 / r for r in ratios]
+        worst = min(zip(speedups, (line[0] for line in lines)))
+        text = [f"Rows where a peer answered correctly (within {PEER_RTOL:g} relative of the reference, its claims "
+                f"compatible with it): {len(lines)}.  afa (default method) was faster on {faster} of them.  The "
+                f"fastest correct peer's time / afa's time: median {statistics.median(speedups):.3g}, smallest "
+                f"{worst[0]:.3g} ({worst[1]}).",
+                ""]
+        wide = sorted((w for w in widths if w[0] > STATED_RTOL), reverse=True)
+        largest = max(widths) if widths else (math.nan, "")
+        text.append(f"afa's stated relative width (upper − lower) / ε over all {len(widths)} answered rows: largest "
+                    f"{largest[0]:.2g} ({largest[1]}); above {STATED_RTOL:g} on {len(wide)} row(s)"
+                    + (": " + "; ".join(f"{where} ({width:.2g})" for width, where in wide[:12])
+                       + (f"; and {len(wide) - 12} more" if len(wide) > 12 else "") if wide else "") + ".")
+        text += ["", table(["row", "afa method", "afa time", "fastest correct peer", "its time",
+                            "afa / peer time", "afa error vs reference"], lines)]
+        return "\n".join(text)
 
 
 # =========================================================================== formatting
@@ -414,6 +487,7 @@ def run_grid(runner: Runner, section: Section, cases: list[Case], deltas, column
                 error_text(results[case.name, delta, c.name], c, reference, section.notes, flags, where)
                 for c in columns])
             base_cell = results[case.name, delta, base.name]
+            runner.summary.add(where, base, {c.name: results[case.name, delta, c.name] for c in columns}, columns, reference)
             time_rows.append([case.name, f"{delta:g}"] + [
                 time_text(results[case.name, delta, c.name], c, base_cell, section.notes) for c in columns])
     names = [c.name for c in columns]
@@ -633,6 +707,7 @@ def scaling_grid(runner: Runner, section: Section, families: list[Family], sizes
             print(f"  {family.name} {label}={size}: "
                   + ", ".join(f"{c.name}={results[c.name].status}" for c in family.columns), flush=True)
             where = f"§{section.title.split('.')[0]} {family.name}, {label}={size}"
+            runner.summary.add(where, family.base, results, family.columns, reference)
             error_rows.append([str(size), reference.text()] + [
                 error_text(results[c.name], c, reference, section.notes, flags, where) for c in family.columns])
             time_rows.append([str(size)] + [time_text(results[c.name], c, results[family.base.name], section.notes)
@@ -781,6 +856,7 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
             "why; n/a: the library cannot express this composition; not installed: the peer is absent.",
         ]),
         "## Flags\n\n" + flags.markdown(),
+        "## Summary\n\n" + runner.summary.markdown(),
     ]
     kept = [path.read_text().strip() for path in KEPT_RESULTS if path.exists()]
     return "\n\n".join(head + [section.markdown() for section in sections] + kept) + "\n"
