@@ -51,7 +51,10 @@ class NotSupported(Exception):
 class Term:
     """``count`` uses of one mechanism.  kind: 'gaussian' (sigma), 'laplace' (scale), 'rr' (p: probability
     of the true bit), 'krr' (buckets, p: probability of the true value), 'dgauss' (sigma of the discrete
-    Gaussian), 'subsampled_gaussian' (sigma, q: Poisson sampling rate).  Sensitivity 1 throughout."""
+    Gaussian), 'subsampled_gaussian' (sigma, q: Poisson sampling rate), 'mog' (afa's MixtureOfGaussians with
+    sensitivities (0, 1) of probabilities (1 - q, q) and noise sigma: the Poisson-subsampled Gaussian's pair,
+    which is what the peers are given), 'ddg' (DataDependentGaussian: sigma of P, scale = sigma of Q).
+    Sensitivity 1 throughout."""
 
     kind: str
     count: int
@@ -96,7 +99,17 @@ def afa_mechanism(term: Term) -> afa.Mechanism:
         return afa.DiscreteGaussian(term.sigma)
     if term.kind == "subsampled_gaussian":
         return afa.Gaussian(term.sigma).poisson_subsampled(term.q)
+    if term.kind == "mog":
+        return afa.MixtureOfGaussians((0.0, 1.0), (1 - term.q, term.q), sigma=term.sigma)
+    if term.kind == "ddg":
+        return afa.DataDependentGaussian(term.sigma, term.scale, 1.0)
     raise NotSupported(term.kind)
+
+
+def as_peers_see(terms) -> list[Term]:
+    """The terms as the peers are given them: a 'mog' term as the Poisson-subsampled Gaussian of the same pair."""
+    return [Term("subsampled_gaussian", term.count, sigma=term.sigma, q=term.q) if term.kind == "mog" else term
+            for term in terms]
 
 
 def afa_epsilon(terms, delta: float, method: str = "auto", options=None) -> afa.Result:
@@ -120,7 +133,7 @@ def dp_event(terms):
     """The DpEvent of a composition of Gaussian, Laplace and Poisson-subsampled Gaussian terms."""
     _require(dp_accounting, "dp-accounting")
     events = []
-    for term in terms:
+    for term in as_peers_see(terms):
         if term.kind == "gaussian":
             event = dp_accounting.GaussianDpEvent(term.sigma)
         elif term.kind == "laplace":
@@ -197,6 +210,7 @@ def prv_epsilon(terms, delta: float) -> tuple[float, float, float]:
     """(lower, estimate, upper) from PRVAccountant with eps_error = 0.01 and delta_error = delta / 1000 (what its
     deprecated Accountant wrapper uses)."""
     _require(prv_accountant, "prv-accountant")
+    terms = as_peers_see(terms)
     prvs = [prv_variable(term) for term in terms]
     steps = [term.count for term in terms]
     accountant = prv_accountant.PRVAccountant(prvs=prvs, eps_error=0.01, delta_error=delta / 1000,
@@ -221,6 +235,7 @@ def autodp_rdp_epsilon(terms, delta: float) -> float:
     improved amplification bound."""
     _require(autodp_mechanisms, "autodp")
     mechanisms = []
+    terms = as_peers_see(terms)
     for term in terms:
         if term.kind == "gaussian":
             mechanisms.append(autodp_mechanisms.GaussianMechanism(term.sigma))

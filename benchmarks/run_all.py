@@ -16,7 +16,8 @@ the reason; when the suite's time budget runs out the remaining cells are skippe
 
 Sections: 1 composed Gaussians (delta to 1e-300); 2 DP-SGD (delta to 1e-30); 3 Laplace, randomized response,
 k-ary randomized response, discrete Gaussian; 4 heterogeneous compositions, 10 to 10 000 distinct mechanisms;
-5 time against the number of compositions k (10 to 10^6).
+5 time against the number of compositions k (10 to 10^6); 6 the slow and approximate corners of issue 22.
+The report ends with a summary: per row with a correct peer, afa's time against the fastest one's.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ CHILD_MEMORY = 8 * 2 ** 30
 DEFAULT_BUDGET = 900.0
 #: Exception types (by name: they come back from the child as text) that are a deliberate refusal.
 REFUSALS = {"AccuracyError", "ValidationError", "ValueError", "CompositionTooLargeError", "PLDTooLargeError",
-            "NotImplementedError", "RuntimeError"}
+            "NotImplementedError", "RuntimeError", "UnsupportedCompositionError", "NodeBudgetError",
+            "BudgetExceededError"}
 #: Relative accuracy assumed for an exact reference when checking a contender's stated bounds against it.
 EXACT_TOLERANCE = 1e-12
 PACKAGES = ("numpy", "scipy", "sympy", "mpmath") + lib.PEER_PACKAGES
@@ -791,6 +793,54 @@ def count_scaling(runner: Runner, flags: Flags) -> Section:
     return section
 
 
+def corners(runner: Runner, flags: Flags) -> Section:
+    section = Section("18. The slow and approximate corners of issue 22", (
+        "The compositions where afa was slowest or least accurate: DiscreteGaussian(3) x 100 (reference: exact "
+        "enumeration of the lattice law, benchmarks/references.py); MixtureOfGaussians((0, 1), (0.99, 0.01), "
+        "σ = 1) x 100 (the Poisson-subsampled Gaussian's pair, which is what the peers are given); the near-atom "
+        "and few-step rows of the subsampled Gaussian and DP-SGD with q = 0.01, σ = 1, k = 100 (reference as in "
+        "section 2: afa's contour inside afa's certified PLD bracket, else the bracket's midpoint); "
+        "DataDependentGaussian(1, 1.5, 1) x 2-4 (no peer has it; reference: the eps where the 30-digit noncentral "
+        "chi-square integral crosses δ, benchmarks/bench_data_dependent.py)."))
+    subsampled = [(2.0, 0.001, 1000, (1e-6,)), (0.8, 0.001, 100, (1e-6,)), (0.8, 0.001, 1000, (1e-6,)),
+                  (2.0, 0.001, 10, (1e-14,)), (1.0, 0.01, 100, (1e-5,))]
+    cases = [Case("DG σ=3, k=100", [Term("dgauss", 100, sigma=3.0)], (1e-6,)),
+             Case("MoG (0, 1) / (0.99, 0.01), σ=1, k=100", [Term("mog", 100, sigma=1.0, q=0.01)], (1e-5, 1e-10))]
+    cases += [Case(f"subsampled σ={sigma:g}, q={q:g}, k={k}", [Term("subsampled_gaussian", k, sigma=sigma, q=q)],
+                   deltas) for sigma, q, k, deltas in subsampled]
+    cases += [Case(f"DDG(1, 1.5, 1), k={k}", [Term("ddg", k, sigma=1.0, scale=1.5)], (1e-10,)) for k in (2, 3, 4)]
+    if runner.quick:
+        cases = [cases[0], cases[1], cases[-1]]
+    pld = afa_contender("pld")
+
+    def reference_for(case, delta, results):
+        term, = case.terms
+        if term.kind == "dgauss":
+            law = references.discrete_gaussian_loss(term.sigma, term.count)
+            return Reference.exact(law.epsilon(delta), "exact enumeration of the lattice law")
+        if term.kind == "ddg":
+            import bench_data_dependent
+
+            guess = results[case.name, delta, pld.name]
+            start = guess.value if guess.answered else results[case.name, delta, "afa auto"].value
+            value = float(bench_data_dependent.reference_epsilon(term.count, delta, start))
+            return Reference.exact(value, "30-digit noncentral chi-square integral")
+        bracket = results[case.name, delta, pld.name]
+        if not bracket.answered:
+            return Reference.missing("none: afa's PLD did not answer")
+        estimate = results[case.name, delta, "afa contour"]
+        if estimate.answered and bracket.lower <= estimate.value <= bracket.upper:
+            return Reference(estimate.value, bracket.lower, bracket.upper, "afa contour, inside afa's certified PLD "
+                             "bracket")
+        return Reference(bracket.value, bracket.lower, bracket.upper, "afa PLD certified bracket (midpoint)")
+
+    base = afa_contender("auto")
+    columns = [base, afa_contender("contour"), pld, DP_PLD, PRV, AUTODP_RDP]
+    run_grid(runner, section, cases, None, columns, base, reference_for, flags)
+    section.blocks.append(reference_source_table(cases, None))
+    return section
+
+
 # =========================================================================== warm-up and report
 
 def afa_revision() -> str:
@@ -859,7 +909,10 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
         "## Summary\n\n" + runner.summary.markdown(),
     ]
     kept = [path.read_text().strip() for path in KEPT_RESULTS if path.exists()]
-    return "\n\n".join(head + [section.markdown() for section in sections] + kept) + "\n"
+    # The suite's own sections 1-5, the sections kept from other scripts (6-17), then the corners (18).
+    first = [section.markdown() for section in sections if int(section.title.split(".")[0]) <= 5]
+    last = [section.markdown() for section in sections if int(section.title.split(".")[0]) > 5]
+    return "\n\n".join(head + first + kept + last) + "\n"
 
 
 #: Sections measured by other scripts, kept in RESULTS.md (in this order) when it is rewritten: the soundness
@@ -867,11 +920,14 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
 #: trade-off curve timings (``benchmarks/bench_tradeoff.py``), the targeted scripts' timings
 #: (``bench_gaussian_closed_form.py``, ``bench_mixture_of_gaussians.py``, ``first_epsilon.py``,
 #: ``bench_heterogeneous.py``, ``bench_small_k.py``), the start-up times (``import_time.py``), the exact
-#: lattice compositions (``bench_lattice.py``) and the mixed PLD (``bench_mixed_pld.py``).
+#: lattice compositions (``bench_lattice.py``), the mixed PLD (``bench_mixed_pld.py``), the discrete
+#: multi-mechanism timings (``bench_discrete_fuzz.py``) and the data-dependent Gaussians
+#: (``bench_data_dependent.py``).
 KEPT_RESULTS = [Path(__file__).resolve().parent / name
                 for name in ("fuzz_results.md", "sweep_results.md", "tradeoff_results.md", "targeted_results.md",
                              "first_epsilon_results.md", "heterogeneous_results.md", "small_k_results.md",
-                             "import_time_results.md", "lattice_results.md", "mixed_pld_results.md")]
+                             "import_time_results.md", "lattice_results.md", "mixed_pld_results.md",
+                             "discrete_fuzz_results.md", "data_dependent_results.md")]
 
 
 def main() -> None:
@@ -879,7 +935,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a small subset (smoke test, about 2 minutes)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="time budget of the suite in seconds")
     parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parent / "RESULTS.md")
-    parser.add_argument("--sections", default="12345", help="which sections to run, e.g. 13")
+    parser.add_argument("--sections", default="123456", help="which sections to run, e.g. 13")
     arguments = parser.parse_args()
 
     logging.getLogger().setLevel(logging.ERROR)  # dp_accounting's absl warnings
@@ -895,7 +951,8 @@ def main() -> None:
     runner = Runner(arguments.budget - (time.perf_counter() - clock), arguments.quick)
     flags = Flags()
     sections: list[Section] = []
-    builders = {"1": gaussians, "2": dp_sgd, "3": finite_and_laplace, "4": heterogeneous, "5": count_scaling}
+    builders = {"1": gaussians, "2": dp_sgd, "3": finite_and_laplace, "4": heterogeneous, "5": count_scaling,
+                "6": corners}
     for key in arguments.sections:
         section_start = time.perf_counter()
         print(f"section {key}", flush=True)
