@@ -58,6 +58,16 @@ def grid_benchmark(subset: int, skip_dask: bool) -> list[str]:
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as cluster, distributed.Client(cluster) as client:
             times["Dask LocalCluster (2 workers x 1 thread)"] = sw.sweep(sample, client=client, quiet=True)
+        # The same without Dask's default MALLOC_TRIM_THRESHOLD_=65536 in the workers' environment: set, it turns
+        # off glibc's dynamic mmap threshold, so every temporary array above 128 KiB is mapped and unmapped anew.
+        import dask
+
+        environ = {key: value for key, value in dask.config.get("distributed.nanny.pre-spawn-environ").items()
+                   if key != "MALLOC_TRIM_THRESHOLD_"}
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}), \
+                distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                         dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+            times["Dask LocalCluster, no MALLOC_TRIM_THRESHOLD_"] = sw.sweep(sample, client=client, quiet=True)
     for name, report in times.items():
         # Busy fraction: summed query time over (workers x wall) -- how well the sweep keeps its workers fed;
         # the median query time shows how much slower each query runs when two share the machine.
