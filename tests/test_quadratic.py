@@ -163,6 +163,19 @@ def test_accountant_under_substitution():
         assert abs(result.value - truth) <= min(1e-11 * truth, result.error)
 
 
+def test_accountant_with_a_gaussian_mechanism():
+    """One data-dependent Gaussian beside Gaussian mechanisms (mu^2 = 4 / 2^2 + 1 / 1^2 = 2): 'auto' uses the
+    integral; delta is the larger direction's, against conditioning on the quadratic use in mpmath."""
+    accountant = afa.Accountant().compose(afa.DataDependentGaussian(1.0, 1.5, 1.0))
+    accountant.compose(afa.Gaussian(sigma=2.0), times=4).compose(afa.Gaussian(sigma=1.0))
+    eps = 6.0
+    result = accountant.delta_result(eps)
+    truth = max(conditioned_mpmath(eps, one_use(1.0, 1.5, 1.0, direction), gaussian_mpmath(math.sqrt(2.0)))
+                for direction in DIRECTIONS)
+    assert result.method == "exact"
+    assert abs(result.value - truth) <= min(1e-11 * truth, result.error + 1e-13 * truth)
+
+
 def test_different_curvatures_are_not_one_integral():
     """Mechanisms whose sigma1/sigma2 differ have different curvatures: method='exact' refuses with a clear
     error, and 'auto' answers with another engine."""
