@@ -67,10 +67,10 @@ _EXPORTS = {
 }
 _HOMES = {name: module for module, names in _EXPORTS.items() for name in names}
 #: Submodules reachable as attributes (``afa.clt``, ``afa.tradeoff``, ...), imported on first use.
-_SUBMODULES = ("accountant", "budget", "calibration", "certified", "cli", "clt", "composition", "contour", "discrete",
-               "engines", "exact", "interop", "limits", "loss_tails", "mechanisms", "mixed_pld", "noise_pair",
-               "options", "pairs", "planner", "pld", "plot", "privacy_loss", "progress", "quadratic", "quadrature",
-               "rdp", "results", "subsampling", "sweep", "tradeoff", "two_factor")
+_SUBMODULES = ("accountant", "atoms", "budget", "calibration", "certified", "cli", "clt", "composition", "contour",
+               "discrete", "engines", "exact", "interop", "limits", "loss_tails", "mechanisms", "mixed_pld",
+               "noise_pair", "options", "pairs", "planner", "pld", "plot", "privacy_loss", "progress", "quadratic",
+               "quadrature", "rdp", "results", "subsampling", "sweep", "tradeoff", "two_factor")
 
 
 def __getattr__(name: str):

@@ -24,9 +24,9 @@ from . import _validation as check
 from . import budget as budgets
 from . import options as settings
 from . import pairs
+from .atoms import CompositionTooLargeError
 from .budget import Budget
 from .composition import ComposedLoss
-from .discrete import CompositionTooLargeError
 from .engines import ExactEngine, gaussian_delta_with_error, gaussian_epsilon_bracket
 from .limits import INTERVAL_RANGE
 from .mechanisms import NEIGHBORING_RELATIONS, Mechanism

@@ -78,8 +78,8 @@ from scipy.special import gammaln, logsumexp
 
 from . import budget
 from . import options as settings
+from .atoms import CompositionTooLargeError, clearly_beyond, estimated_atoms
 from .composition import ComposedLoss
-from .discrete import CompositionTooLargeError, clearly_beyond, estimated_atoms
 from .noise_pair import summed_at_once
 from .privacy_loss import batched_log_phi, log_phi_and_continuous_part
 from .results import AccuracyError, UnsupportedCompositionError

@@ -36,10 +36,11 @@ from scipy.special import log_ndtr, logsumexp
 from . import budget, exact
 from . import options as settings
 from ._accurate import UNIT_ROUNDOFF
+from .atoms import CompositionTooLargeError, LossAtoms, verified_epsilon_bounds
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
-from .discrete import CompositionTooLargeError, DiscreteComposition, LossAtoms, verified_epsilon_bounds
+from .discrete import DiscreteComposition
 from .limits import INTERVAL_RANGE
 from .loss_tails import GaussianTails, LossTails
 from .noise_pair import NoiseMixturePair
@@ -339,7 +340,7 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     -------
     tuple of float
         The estimate, Newton's root of the closed form (:func:`afa.exact.gaussian_epsilon`), and bounds
-        verified on the closed form (:func:`afa.discrete.verified_epsilon_bounds`): delta plus its relative
+        verified on the closed form (:func:`afa.atoms.verified_epsilon_bounds`): delta plus its relative
         error EXACT_RTOL is <= ``delta`` at ``upper``, delta minus it is > ``delta`` at ``lower`` (or
         ``lower`` is 0).
     """
@@ -365,14 +366,14 @@ class ExactEngine(Engine):
     The finite-output part is composed exactly (:class:`afa.discrete.DiscreteComposition`: atoms
     with position and mass error bounds, negligible atoms dropped into a counted mass).  Without
     Gaussians (mu = 0) delta is the atoms' hockey stick with its error bound
-    (:func:`afa.discrete.hockey_stick_with_error`) and eps(delta) a verified bracket
+    (:func:`afa.atoms.hockey_stick_with_error`) and eps(delta) a verified bracket
     (:meth:`afa.discrete.DiscreteComposition.epsilon_bounds`); a composition too large to enumerate
     in full is composed as far as each query needs, and a query that needs more is refused
-    (:class:`afa.discrete.CompositionTooLargeError`, an AccuracyError).  With Gaussians the composed
+    (:class:`afa.atoms.CompositionTooLargeError`, an AccuracyError).  With Gaussians the composed
     Gaussian profile (Sommer, Meiser & Mohammadi 2019, Thm 5) is mixed over the atoms, and the
     bounds are the same mixture over the atoms moved to the ends of their position intervals and
     masses at the ends of theirs, widened by the closed form's relative error EXACT_RTOL; eps(delta)
-    is the estimate's root with bounds verified against them (:func:`afa.discrete.verified_epsilon_bounds`).
+    is the estimate's root with bounds verified against them (:func:`afa.atoms.verified_epsilon_bounds`).
 
     Parameters
     ----------
@@ -389,7 +390,7 @@ class ExactEngine(Engine):
         The discrete part's mass at +infinity.
     composition : afa.discrete.DiscreteComposition
         The exact composition of the finite-output terms.
-    atoms : afa.discrete.LossAtoms or None
+    atoms : afa.atoms.LossAtoms or None
         The fully composed atoms if the composition was composed in full on construction (always when
         mu > 0), else None (then composed as far as each query needs).
 
@@ -564,7 +565,7 @@ class ClosedFormEngine(Engine):
     integral, :class:`afa.quadratic.QuadraticComposition`), and for one use of any other mechanism with a
     continuous loss, from its loss tails (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).
     eps(delta) is the root of the values with bounds verified against values -/+ errors
-    (:func:`afa.discrete.verified_epsilon_bounds`), so a delta far below the errors is still answered where eps
+    (:func:`afa.atoms.verified_epsilon_bounds`), so a delta far below the errors is still answered where eps
     is determined (next to a bounded loss's top, where delta's error is its top's rounding); a bracket wider
     than CLOSED_FORM_EPSILON_RTOL (relative) is refused, so that 'auto' moves on.
 

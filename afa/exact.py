@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from . import _validation as check
 from ._accurate import LOG_SQRT_2PI, binomial_log_pmf, two_prod, two_sum
 from ._lazy import mpmath, special
-from .discrete import log_hockey_stick
+from .atoms import log_hockey_stick
 from .limits import LOG_NEGLIGIBLE
 
 __all__ = [

@@ -43,8 +43,8 @@ from numpy.typing import ArrayLike
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp
 from ._lazy import special
-from .discrete import CompositionTooLargeError, LossAtoms, estimated_atoms
-from .discrete import hockey_stick_with_error as atoms_hockey_stick
+from .atoms import CompositionTooLargeError, LossAtoms, estimated_atoms
+from .atoms import hockey_stick_with_error as atoms_hockey_stick
 from .exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
 from .limits import LOG_NEGLIGIBLE
 from .noise_pair import NoiseMixturePair
@@ -194,7 +194,7 @@ class AtomTails(LossTails):
                              + alpha + beta * float(np.max(np.abs(atoms.log_masses))))
 
     def exact_power(self, count: int, log_cutoff: float) -> tuple[LossTails, LossTails] | None:
-        """``count`` uses composed exactly (:meth:`afa.discrete.LossAtoms.power`, atoms lighter than
+        """``count`` uses composed exactly (:meth:`afa.atoms.LossAtoms.power`, atoms lighter than
         e^``log_cutoff`` dropped, never more than e^LOG_NEGLIGIBLE), moved to the ends of their error bounds:
         :class:`ComposedAtomTails` upward and downward.  None for one use, or when the power would have more
         than POWER_ATOMS atoms."""
@@ -222,7 +222,7 @@ class AtomTails(LossTails):
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) = m + sum_i w_i (1 - e^{eps - l_i})_+ term by term, with the atoms' error bounds
-        (:func:`afa.discrete.hockey_stick_with_error`): relative to delta, except within an atom's position
+        (:func:`afa.atoms.hockey_stick_with_error`): relative to delta, except within an atom's position
         error of it, where the error is that atom's mass times its position error."""
         epsilons = _epsilons(epsilons)
         return atoms_hockey_stick(self.atoms, np.where(np.isfinite(epsilons), epsilons, np.sign(epsilons) * 1e308),
@@ -234,7 +234,7 @@ class AtomTails(LossTails):
 
 
 class ComposedAtomTails(AtomTails):
-    """An exactly composed finite loss (:class:`afa.discrete.LossAtoms` with error bounds) as the tails of a
+    """An exactly composed finite loss (:class:`afa.atoms.LossAtoms` with error bounds) as the tails of a
     measure that dominates it (``upward``) or that it dominates.
 
     Upward, every atom moves to the top of its position interval and the mass dropped as negligible goes to
@@ -248,7 +248,7 @@ class ComposedAtomTails(AtomTails):
 
     Parameters
     ----------
-    atoms : afa.discrete.LossAtoms
+    atoms : afa.atoms.LossAtoms
         The composed atoms, with their error bounds and dropped mass.
     inf_mass : float
         The mass at +infinity, already raised (upward) or lowered by its error and the dropped mass.

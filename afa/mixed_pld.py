@@ -32,8 +32,9 @@ import numpy as np
 from . import budget
 from . import options as settings
 from ._accurate import UNIT_ROUNDOFF as U
+from .atoms import CompositionTooLargeError, LossAtoms, estimated_atoms
 from .composition import ComposedLoss
-from .discrete import CompositionTooLargeError, DiscreteComposition, LossAtoms, estimated_atoms
+from .discrete import DiscreteComposition
 from .engines import Engine, PLDEngine, checked_crossing, loss_epsilon_scale, pld_tail_mass, refuse_infinite
 from .limits import LOG_NEGLIGIBLE
 from .loss_tails import LossTails
@@ -59,7 +60,7 @@ def exact_part(terms: list[tuple[PrivacyLoss, int]]) -> tuple[list[bool], Discre
 
     A term on the grid costs grid points in proportion to its loss's reach (count times its atoms' range), an
     exact one multiplies the composed atoms.  Terms are taken widest reach first, each kept if the estimated
-    composition (:func:`afa.discrete.estimated_atoms`) stays within ExactOptions.max_atoms (each bound of the
+    composition (:func:`afa.atoms.estimated_atoms`) stays within ExactOptions.max_atoms (each bound of the
     mixture looks up the PLD once per atom whose shifted argument falls on the grid) and the composition of the terms
     kept so far with it can be formed in full (:class:`afa.discrete.DiscreteComposition`); the rest go on the
     grid.  The query's time budget is checked between terms.
@@ -116,7 +117,7 @@ class MixedPLDEngine(Engine):
 
     Attributes
     ----------
-    atoms : afa.discrete.LossAtoms
+    atoms : afa.atoms.LossAtoms
         The finite part's composed atoms.
     inf_mass : float
         The finite part's mass at +infinity.
@@ -125,7 +126,7 @@ class MixedPLDEngine(Engine):
 
     Raises
     ------
-    afa.discrete.CompositionTooLargeError
+    afa.atoms.CompositionTooLargeError
         The composition was not formed in full, or has more than ExactOptions.max_atoms atoms.
 
     Examples

@@ -84,7 +84,7 @@ class ExactOptions(_Validated):
     ----------
     max_atoms : int
         Most distinct loss values one composed distribution may hold (default 2 000 000, at least 1).
-        A composition or query needing more is refused (:class:`afa.discrete.CompositionTooLargeError`)
+        A composition or query needing more is refused (:class:`afa.atoms.CompositionTooLargeError`)
         and ``method="auto"`` moves on.
     max_pairs : int
         Most atom pairs one convolution may form (default 20 000 000, at least 1): its time and memory.

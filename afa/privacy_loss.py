@@ -26,7 +26,7 @@ import numpy as np
 
 from ._accurate import complex_log1p, expm1_minus_identity, log_characteristic, weighted_cumulants
 from ._lazy import cfunctions, mpmath, sympy
-from .discrete import LossAtoms
+from .atoms import LossAtoms
 
 
 @functools.cache

@@ -35,8 +35,8 @@ import numpy as np
 from scipy.special import roots_legendre
 
 from . import budget
+from .atoms import CompositionTooLargeError, hockey_stick
 from .composition import ComposedLoss
-from .discrete import CompositionTooLargeError, hockey_stick
 from .privacy_loss import log_phi_and_continuous_part
 from .results import AccuracyError, UnsupportedCompositionError
 

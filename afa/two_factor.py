@@ -41,7 +41,7 @@ from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp
 
 if TYPE_CHECKING:
-    from .discrete import LossAtoms
+    from .atoms import LossAtoms
 
 #: Atoms per block of the blocked suffix sums.
 BLOCK = 512
@@ -97,14 +97,14 @@ class TwoFactorSum:
 
     Parameters
     ----------
-    first, second : afa.discrete.LossAtoms
+    first, second : afa.atoms.LossAtoms
         The two factors (finite parts; any mass at +infinity is the caller's).  The smaller one is
         iterated over, the larger one searched.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from afa.discrete import LossAtoms, hockey_stick_with_error
+    >>> from afa.atoms import LossAtoms, hockey_stick_with_error
     >>> a = LossAtoms.from_atoms([-1.0, 1.0], np.log([0.3, 0.7]))
     >>> b = LossAtoms.from_atoms([-0.5, 0.25, 2.0], np.log([0.2, 0.3, 0.5]))
     >>> value, error, slope = TwoFactorSum(a, b).evaluate(np.array([0.5]))

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import afa
-from afa.discrete import CompositionTooLargeError, LossAtoms, epsilon_for_delta, hockey_stick
+from afa.atoms import CompositionTooLargeError, LossAtoms, epsilon_for_delta, hockey_stick
 
 mpmath.mp.dps = 40
 

@@ -23,9 +23,11 @@ import numpy as np
 import pytest
 
 import afa
+import afa.atoms as afa_atoms
 import afa.discrete as discrete
 from afa import limits, pld
-from afa.discrete import CompositionTooLargeError, DiscreteComposition
+from afa.atoms import CompositionTooLargeError
+from afa.discrete import DiscreteComposition
 from afa.engines import pld_tail_mass
 from afa.results import AccuracyError
 
@@ -591,7 +593,7 @@ def test_pld_of_terms_far_above_zero_is_built_where_their_mass_is(delta):
 def test_without_light_moves_the_light_atoms_into_the_dropped_mass():
     """LossAtoms.without_light keeps the atoms at or above the cutoff unchanged and adds the others' summed mass
     (raised by the mass error) to log_dropped: against a direct sum over the atoms."""
-    atoms = discrete.LossAtoms.from_atoms(np.arange(6.0), np.log([1e-40, 1e-20, 0.2, 0.3, 1e-30, 0.5 - 1e-20]))
+    atoms = afa_atoms.LossAtoms.from_atoms(np.arange(6.0), np.log([1e-40, 1e-20, 0.2, 0.3, 1e-30, 0.5 - 1e-20]))
     kept = atoms.without_light(math.log(1e-10))
     assert kept.losses.tolist() == [2.0, 3.0, 5.0]
     assert np.array_equal(kept.log_masses, atoms.log_masses[[2, 3, 5]])

@@ -18,7 +18,7 @@ import pytest
 from test_discrete_soundness import mp_delta, mp_epsilon
 
 import afa
-import afa.discrete as discrete
+import afa.atoms as afa_atoms
 from afa import limits
 from afa.discrete import DiscreteComposition
 
@@ -129,7 +129,7 @@ def test_composed_masses_lie_within_their_errors(gaussian_100):
     far below a rounding unit)."""
     _, atoms, _ = gaussian_100
     loss = afa.DiscreteGaussian(sigma=3).privacy_losses()[0]
-    power = discrete._lattice_power(loss.atoms, 100, -math.inf, limits.LOG_NEGLIGIBLE)
+    power = afa_atoms._lattice_power(loss.atoms, 100, -math.inf, limits.LOG_NEGLIGIBLE)
     assert power is not None
     alpha, beta = power.log_mass_error
     truth = {round(float(l) * 9): (l, w) for l, w in atoms}
@@ -224,8 +224,8 @@ def test_wide_lattice_law_keeps_or_counts_every_mass():
     mp.mp.dps = 60
     r, count = mp.exp(-mp.mpf(6.5)), 50
     c = 1 / mp.fsum(r ** k for k in range(101))
-    atoms = discrete.LossAtoms.from_atoms(0.25 * np.arange(101), [float(mp.log(c) - 6.5 * k) for k in range(101)])
-    power = discrete._lattice_power(atoms, count, -math.inf, -math.inf)
+    atoms = afa_atoms.LossAtoms.from_atoms(0.25 * np.arange(101), [float(mp.log(c) - 6.5 * k) for k in range(101)])
+    power = afa_atoms._lattice_power(atoms, count, -math.inf, -math.inf)
     assert power is not None and power.log_dropped > -math.inf
     alpha, beta = power.log_mass_error
     checked = 0

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import afa
-import afa.discrete
+import afa.atoms
 from afa import options as settings
 
 
@@ -99,7 +99,7 @@ def test_the_exact_limits_reach_the_exact_engine():
                 .compose(afa.RandomizedResponse(0.6), 5))
     truth = build().epsilon_result(1e-6, method="exact")
     crowded = build(afa.Options(exact=afa.ExactOptions(max_atoms=50)))
-    with pytest.raises(afa.discrete.CompositionTooLargeError):
+    with pytest.raises(afa.atoms.CompositionTooLargeError):
         crowded.epsilon_result(1e-6, method="exact")
     answer = crowded.epsilon_result(1e-6)
     assert answer.method == "pld" and answer.lower <= truth.value <= answer.upper

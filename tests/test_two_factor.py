@@ -12,7 +12,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from afa.discrete import LossAtoms, epsilon_bounds_for_delta, hockey_stick_with_error
+from afa.atoms import LossAtoms, epsilon_bounds_for_delta, hockey_stick_with_error
 from afa.two_factor import TwoFactorSum, blocked_suffix_logsumexp
 
 
