@@ -231,6 +231,19 @@ class Reference:
         return math.isfinite(self.value)
 
 
+def bracket_reference(results: dict, case, delta: float, bracket_name: str, estimates: tuple) -> Reference:
+    """The first of the ``estimates`` columns that answered inside the certified bracket of column
+    ``bracket_name`` (with that bracket), else the bracket's midpoint; missing when the bracket is."""
+    bracket = results[case.name, delta, bracket_name]
+    if not bracket.answered:
+        return Reference.missing("none: afa's PLD did not answer")
+    for name in estimates:
+        estimate = results[case.name, delta, name]
+        if estimate.answered and bracket.lower <= estimate.value <= bracket.upper:
+            return Reference(estimate.value, bracket.lower, bracket.upper, f"{name}, inside afa's certified PLD bracket")
+    return Reference(bracket.value, bracket.lower, bracket.upper, "afa PLD certified bracket (midpoint)")
+
+
 def contradicts(cell: Cell, reference: Reference) -> bool:
     """Whether ``cell``'s stated claim is incompatible with the reference interval."""
     if not (cell.answered and reference.known):
@@ -571,15 +584,7 @@ def dp_sgd(runner: Runner, flags: Flags) -> Section:
     more = Contender("afa contour, 64× nodes", afa_contour_more_nodes, instead_of="afa contour")
 
     def reference_for(case, delta, results):
-        bracket = results[case.name, delta, pld.name]
-        if not bracket.answered:
-            return Reference.missing("none: afa's PLD did not answer")
-        for name in ("afa contour", more.name):
-            estimate = results[case.name, delta, name]
-            if estimate.answered and bracket.lower <= estimate.value <= bracket.upper:
-                return Reference(estimate.value, bracket.lower, bracket.upper,
-                                 f"{name}, inside afa's certified PLD bracket")
-        return Reference(bracket.value, bracket.lower, bracket.upper, "afa PLD certified bracket (midpoint)")
+        return bracket_reference(results, case, delta, pld.name, ("afa contour", more.name))
 
     base = afa_contender("auto")
     columns = [base, afa_contender("contour"), more, pld, DP_PLD, PRV, AUTODP_RDP, AUTODP_AFA]
@@ -825,14 +830,7 @@ def corners(runner: Runner, flags: Flags) -> Section:
             start = guess.value if guess.answered else results[case.name, delta, "afa auto"].value
             value = float(bench_data_dependent.reference_epsilon(term.count, delta, start))
             return Reference.exact(value, "30-digit noncentral chi-square integral")
-        bracket = results[case.name, delta, pld.name]
-        if not bracket.answered:
-            return Reference.missing("none: afa's PLD did not answer")
-        estimate = results[case.name, delta, "afa contour"]
-        if estimate.answered and bracket.lower <= estimate.value <= bracket.upper:
-            return Reference(estimate.value, bracket.lower, bracket.upper, "afa contour, inside afa's certified PLD "
-                             "bracket")
-        return Reference(bracket.value, bracket.lower, bracket.upper, "afa PLD certified bracket (midpoint)")
+        return bracket_reference(results, case, delta, pld.name, ("afa contour",))
 
     base = afa_contender("auto")
     columns = [base, afa_contender("contour"), pld, DP_PLD, PRV, AUTODP_RDP]
