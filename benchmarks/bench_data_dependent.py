@@ -88,7 +88,8 @@ def reference_epsilon(k: int, delta: float, guess: float) -> mp.mpf:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per row of method='auto'")
+    parser.add_argument("--pld-runs", type=int, default=1, help="fresh processes per row of method='pld' (slow)")
     parser.add_argument("--markdown", help="also write the table as a RESULTS.md section to this file")
     args = parser.parse_args()
     lines = ["| k | δ | method | first s | again s | ε | stated bracket width | abs. error vs reference |",
@@ -96,7 +97,7 @@ def main() -> None:
     for k, delta in ROWS:
         reference = None
         for method in ("auto", "pld"):
-            runs = [run(k, delta, method) for _ in range(args.runs)]
+            runs = [run(k, delta, method) for _ in range(args.runs if method == "auto" else args.pld_runs)]
             first = statistics.median(r[0][0] for r in runs)
             again = statistics.median(r[1][0] for r in runs)
             _, value, lower, upper, answered = runs[0][0]
@@ -111,7 +112,8 @@ def main() -> None:
     if args.markdown:
         day = datetime.date.today().isoformat()
         text = ("## 17. Data-dependent Gaussians, 2-4 uses (benchmarks/bench_data_dependent.py)\n\n"
-                f"`benchmarks/bench_data_dependent.py --runs {args.runs}`, run {day} on the shared 2-core machine "
+                f"`benchmarks/bench_data_dependent.py --runs {args.runs} --pld-runs {args.pld_runs}`, run {day} on the "
+                "shared 2-core machine "
                 f"with one BLAS thread: eps(delta) of DataDependentGaussian({SIGMA1:g}, {SIGMA2:g}, {SENSITIVITY:g}) "
                 "x k on a fresh accountant, medians of fresh processes (\"again\": a second accountant in the same "
                 "process).  The reference is the eps where the 30-digit noncentral chi-square integral crosses "
