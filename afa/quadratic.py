@@ -44,6 +44,7 @@ import numpy as np
 
 from ._accurate import UNIT_ROUNDOFF as U
 from ._accurate import log_sum_exp
+from .exact import gaussian_log_delta
 from .results import AccuracyError
 
 __all__ = ["QuadraticComposition"]
@@ -205,8 +206,6 @@ class QuadraticComposition:
                 log_h = np.log(-np.expm1(-abs(self.gamma) * kink_distance))
                 error = error + 8 * U * (1 + np.abs(log_h) + abs(self.gamma) * kink_distance)
             else:
-                from .exact import gaussian_log_delta
-
                 shifted = (eps - self.offset[0]) - self.offset[1] - self.gamma * w
                 log_h = np.asarray(gaussian_log_delta(shifted, self.mu), dtype=float)
                 # Rounding of the shift, propagated by the slope of log delta_mu (at most |x|/mu^2 + 1 + mu),
