@@ -179,6 +179,8 @@ class PrivacyLoss:
         self._inf_mass = float(inf_mass)
         self._continuous = bool(continuous)
         self._log_phi = log_phi
+        #: (template, values) of a closed-form log-CF, instantiated when :attr:`log_phi` is first read.
+        self._template_member: tuple[Template, tuple[float, ...]] | None = None
         #: The name of a numeric log-CF's symbol ``name(t)``, made when :attr:`log_phi` is first read.
         self._symbol_name: str | None = None
         self._cumulants = cumulants
@@ -214,11 +216,12 @@ class PrivacyLoss:
         the member's parameters) where a closed form is more accurate.
         """
         atoms = LossAtoms.from_atoms(losses, log_masses)
-        log_phi = None if template is None else _with_finite_mass(template[0].instantiate(template[1]), inf_mass)
-        return cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=log_phi,
+        loss = cls(atoms=atoms, inf_mass=inf_mass, continuous=False, log_phi=None,
                    batch=(ATOMS, atoms) if template is None else template,
                    cumulants=lambda: (weighted_cumulants(atoms.losses, atoms.log_masses) if atoms.size
                                       else (0.0, 0.0)))  # all mass at +infinity: no finite part to describe
+        loss._template_member = template
+        return loss
 
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
@@ -230,10 +233,11 @@ class PrivacyLoss:
         must carry their share of the finite mass).  ``laplace_shift`` declares a Laplace-type loss
         (:attr:`laplace_shift`).
         """
-        log_phi = _with_finite_mass(template.instantiate(values), inf_mass)
-        return cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
-                   log_phi=log_phi, batch=(template, tuple(map(float, values))),
+        loss = cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
+                   log_phi=None, batch=(template, tuple(map(float, values))),
                    cumulants=lambda: template.cumulants(values), laplace_shift=laplace_shift)
+        loss._template_member = (template, tuple(values))
+        return loss
 
     @classmethod
     def numeric(cls, name: str, evaluator: Callable[[np.ndarray], np.ndarray],
@@ -326,7 +330,10 @@ class PrivacyLoss:
 
     @property
     def log_phi(self) -> sympy.Expr:
-        """Symbolic log-CF of the finite part, in :data:`afa.t`."""
+        """Symbolic log-CF of the finite part, in :data:`afa.t` (built on first access)."""
+        if self._log_phi is None and self._template_member is not None:
+            template, values = self._template_member
+            self._log_phi = _with_finite_mass(template.instantiate(values), self._inf_mass)
         if self._log_phi is None and self._symbol_name is not None:
             self._log_phi = sympy.Function(self._symbol_name)(variable())
         if self._log_phi is None and self._atoms.size == 0:
