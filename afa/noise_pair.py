@@ -340,6 +340,8 @@ def gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _log_total(log_weights: tuple[float, ...]) -> float:
     """log sum_i e^{log_weights[i]} of a few log-weights, in Python floats (NaN if one is NaN)."""
+    if len(log_weights) == 1:
+        return float(log_weights[0])
     top = max(log_weights)
     if not math.isfinite(top):
         return top if math.isnan(top) or top > 0 else -math.inf

@@ -388,8 +388,12 @@ def _with_finite_mass(normalised_log_phi: sympy.Expr, inf_mass: float) -> sympy.
     return sympy.Float(math.log1p(-inf_mass), 17) + normalised_log_phi
 
 
+@functools.cache
 def _no_atoms() -> LossAtoms:
-    return LossAtoms(np.empty(0), np.empty(0))
+    """The empty set of atoms (one shared instance; its arrays are read-only)."""
+    empty = np.empty(0)
+    empty.flags.writeable = False
+    return LossAtoms(empty, empty, empty)
 
 
 #: Batch keys of losses evaluated from their atoms, and of numeric log-CFs.
