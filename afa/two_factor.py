@@ -297,10 +297,19 @@ class TwoFactorSum:
 
         low, high = floor, max(self.top, floor)
         log_target = math.log(target)
+        known: dict[float, tuple[float, float]] = {}
+
+        def at(x: float) -> tuple[float, float]:
+            # (value, slope) at x, each point evaluated once: Brent's method starts at the bracket's ends
+            if x not in known:
+                value, slope = self._values(np.array([x]))
+                known[x] = (float(value[0]), float(slope[0]))
+            return known[x]
+
         at_low = None  # (value, slope) at low once known
         if floor < hint < high:
             point = hint
-            value, slope = (float(v[0]) for v in self._values(np.array([point])))
+            value, slope = at(point)
             for _ in range(200):
                 if value > target:  # a step passed the crossing (or the hint was below it)
                     if point < high <= point + 64 * np.finfo(float).eps * abs(high):
@@ -318,8 +327,8 @@ class TwoFactorSum:
                 point = point + step
                 if point <= low:
                     break
-                value, slope = (float(v[0]) for v in self._values(np.array([point])))
-        value, slope = at_low if at_low is not None else (float(v[0]) for v in self._values(np.array([low])))
+                value, slope = at(point)
+        value, slope = at_low if at_low is not None else at(low)
         if value <= target:
             return low
         for _ in range(200):
@@ -329,7 +338,7 @@ class TwoFactorSum:
             proposal = low + step if math.isfinite(step) and low < low + step < high else 0.5 * (low + high)
             if proposal in (low, high):
                 return high
-            proposal_value, proposal_slope = (float(v[0]) for v in self._values(np.array([proposal])))
+            proposal_value, proposal_slope = at(proposal)
             if proposal_value > target:
                 low, value, slope = proposal, proposal_value, proposal_slope
                 continue
@@ -339,7 +348,7 @@ class TwoFactorSum:
 
         def excess(x: float) -> float:
             budget.check("searching eps(delta) of a two-factor privacy loss")
-            found = float(self._values(np.array([x]))[0][0])
+            found = at(x)[0]
             return math.log(found) - log_target if found > 0 else -1e300
 
         if not high > low or excess(high) > 0:
