@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ below imports each name on first use
     from .accountant import Accountant
-    from .mechanisms import (
+    from .mechanisms.catalog import (
         ApproxDP,
         DataDependentGaussian,
         DiscreteGaussian,
@@ -29,13 +29,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ be
         ProposeTestRelease,
         RandomizedResponse,
     )
-    from .privacy_loss import t
-    from .rdp import renyi_divergence
+    from .mechanisms.privacy_loss import t
+    from .views.rdp import renyi_divergence
     from .calibration import Calibration, calibrate_sampling_rate, calibrate_sigma, calibrate_steps, gaussian_sigma
     from .budget import Budget, BudgetExceededError
     from .options import AutoOptions, ContourOptions, ExactOptions, Options, PLDOptions
     from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
-    from .subsampling import Subsampled, TruncatedPoissonGaussian
+    from .mechanisms.subsampling import Subsampled, TruncatedPoissonGaussian
     from .interop import from_dp_event as from_dp_event, to_dp_event as to_dp_event  # not in __all__
 
 __all__ = [
@@ -53,24 +53,28 @@ __version__ = "0.1.0"
 #: ``afa.to_dp_event`` are dp_accounting's bridge, :mod:`afa.interop`).
 _EXPORTS = {
     "accountant": ("Accountant",),
-    "mechanisms": ("ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace", "DiscreteMechanism",
-                   "ExponentialMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism",
-                   "MixtureOfGaussians", "PermuteAndFlip", "ProposeTestRelease", "RandomizedResponse"),
-    "privacy_loss": ("t",),
-    "rdp": ("renyi_divergence",),
+    "mechanisms.catalog": ("ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace",
+                           "DiscreteMechanism", "ExponentialMechanism", "Gaussian", "KaryRandomizedResponse",
+                           "Laplace", "Mechanism", "MixtureOfGaussians", "PermuteAndFlip", "ProposeTestRelease",
+                           "RandomizedResponse"),
+    "mechanisms.privacy_loss": ("t",),
+    "views.rdp": ("renyi_divergence",),
     "calibration": ("Calibration", "calibrate_sampling_rate", "calibrate_sigma", "calibrate_steps", "gaussian_sigma"),
     "budget": ("Budget", "BudgetExceededError"),
     "options": ("AutoOptions", "ContourOptions", "ExactOptions", "Options", "PLDOptions"),
     "results": ("AccuracyError", "Attempt", "Result", "UnsupportedCompositionError", "Validation", "ValidationError"),
-    "subsampling": ("Subsampled", "TruncatedPoissonGaussian"),
+    "mechanisms.subsampling": ("Subsampled", "TruncatedPoissonGaussian"),
     "interop": ("from_dp_event", "to_dp_event"),
 }
 _HOMES = {name: module for module, names in _EXPORTS.items() for name in names}
-#: Submodules reachable as attributes (``afa.clt``, ``afa.tradeoff``, ...), imported on first use.
-_SUBMODULES = ("accountant", "atoms", "budget", "calibration", "certified", "cli", "clt", "composition", "contour",
-               "discrete", "engines", "exact", "interop", "limits", "loss_tails", "mechanisms", "mixed_pld",
-               "noise_pair", "options", "pairs", "planner", "pld", "plot", "privacy_loss", "progress", "quadratic",
-               "quadrature", "rdp", "results", "subsampling", "sweep", "tradeoff", "two_factor")
+#: Submodules reachable as attributes, imported on first use: the subpackages and top-level modules under their
+#: own names, and short names for the modules a user reaches for most (``afa.exact`` is :mod:`afa.numerics.exact`,
+#: ``afa.tradeoff`` :mod:`afa.views.tradeoff`, ...).
+_SUBMODULES = {name: name for name in (
+    "accountant", "budget", "calibration", "cli", "engines", "interop", "limits", "mechanisms", "numerics",
+    "options", "progress", "results", "sweep", "views")}
+_SUBMODULES.update(exact="numerics.exact", clt="views.clt", plot="views.plot", rdp="views.rdp",
+                   tradeoff="views.tradeoff")
 
 
 def __getattr__(name: str):
@@ -79,7 +83,7 @@ def __getattr__(name: str):
         globals()[name] = value  # later reads find it without this function
         return value
     if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
     raise AttributeError(f"module 'afa' has no attribute {name!r}")
 
 

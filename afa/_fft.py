@@ -1,4 +1,5 @@
-"""The floating-point model of afa's FFTs, shared by the discretized-PLD engines (:mod:`afa.pld`, :mod:`afa.certified`).
+"""The floating-point model of afa's FFTs, shared by the discretized-PLD engines (:mod:`afa.engines.pld`,
+:mod:`afa.engines.certified`).
 
 A transform of size M computed by ``scipy.fft`` errs componentwise by at most gamma(M) ||x||_1 with
 gamma(M) = FFT_ERROR_CONSTANT log2(M) u (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,

@@ -1,8 +1,8 @@
 """Deferred imports: the heavy third-party modules afa's light modules use, imported on first use.
 
 ``import afa`` loads none of afa's modules (the package resolves its names on first access), and the
-modules that define and validate mechanisms -- :mod:`afa.mechanisms`, :mod:`afa.subsampling`, the losses,
-tails and closed forms they build on -- import only numpy and afa itself when they load, so that
+modules that define and validate mechanisms -- :mod:`afa.mechanisms.catalog`, :mod:`afa.mechanisms.subsampling`,
+the losses, tails and closed forms they build on -- import only numpy and afa itself when they load, so that
 constructing a mechanism and building the ``afa`` command's parser stay fast.  Those modules take
 SymPy, mpmath and :mod:`scipy.special` from here: each is a stand-in that imports the module on its
 first attribute read.  The engines, loaded with :mod:`afa.accountant`, import scipy directly.
@@ -13,9 +13,10 @@ Type checkers see the real modules (the stand-ins exist only at run time).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["DeferredModule", "cfunctions", "mpmath", "special", "sympy"]
+__all__ = ["DeferredModule", "cfunctions", "lazy_submodules", "mpmath", "special", "sympy"]
 
 
 class DeferredModule:
@@ -48,6 +49,29 @@ class DeferredModule:
 
     def __repr__(self) -> str:
         return f"<deferred module {self._deferred_name!r}>"
+
+
+def lazy_submodules(package: str, names: tuple[str, ...]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """(``__getattr__``, ``__dir__``) for a package whose submodules ``names`` are attributes imported on first
+    read (PEP 562): ``afa.views.clt`` works after ``import afa`` alone.
+
+    Examples
+    --------
+    >>> from afa._lazy import lazy_submodules
+    >>> getattr_, dir_ = lazy_submodules("json", ("decoder",))
+    >>> getattr_("decoder").__name__, "decoder" in dir_()
+    ('json.decoder', True)
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in names:
+            return importlib.import_module(f"{package}.{name}")
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(importlib.import_module(package))) | set(names))
+
+    return __getattr__, __dir__
 
 
 if TYPE_CHECKING:

@@ -23,19 +23,19 @@ from numpy.typing import ArrayLike
 from . import _validation as check
 from . import budget as budgets
 from . import options as settings
-from . import pairs
-from .atoms import CompositionTooLargeError
 from .budget import Budget
-from .composition import ComposedLoss
-from .engines import ExactEngine, gaussian_delta_with_error, gaussian_epsilon_bracket
+from .engines.base import ExactEngine, gaussian_delta_with_error, gaussian_epsilon_bracket
+from .engines.composition import ComposedLoss
+from .engines.planner import Answer, Planner, label
 from .limits import INTERVAL_RANGE
-from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
+from .mechanisms import pairs
+from .mechanisms.catalog import NEIGHBORING_RELATIONS, Mechanism
+from .numerics.atoms import CompositionTooLargeError
 from .options import Options
-from .planner import Answer, Planner, label
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
 if TYPE_CHECKING:
-    from .engines import QuadratureEngine
+    from .engines.base import QuadratureEngine
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse"),
                    "replace_special": ("remove", "add")}
@@ -111,7 +111,7 @@ class Accountant:
     apply, then the contour method and the fallbacks (:attr:`afa.AutoOptions.fallbacks`, by default "pld",
     "quadrature" and "certified"), each with a share of the budget, and moves on when one refuses
     (:class:`afa.AccuracyError`, :class:`afa.UnsupportedCompositionError`); :attr:`planner`
-    (:class:`afa.planner.Planner`) builds the engines and runs that policy.  The :class:`afa.Result` of a
+    (:class:`afa.engines.planner.Planner`) builds the engines and runs that policy.  The :class:`afa.Result` of a
     query lists every engine tried in ``attempts``.
 
     Examples
@@ -366,7 +366,7 @@ class Accountant:
 
         Returns
         -------
-        dict of str to afa.composition.ComposedLoss
+        dict of str to afa.engines.composition.ComposedLoss
             Keyed by :attr:`directions`: each direction's terms and counts, symbolic log-CF, atoms, cumulants
             and mass at +infinity.  Built anew on every call.
         """
@@ -434,11 +434,11 @@ class Accountant:
     # -- engines ---------------------------------------------------------
     @property
     def planner(self) -> Planner:
-        """The engine planner of the composition as it stands (:class:`afa.planner.Planner`).
+        """The engine planner of the composition as it stands (:class:`afa.engines.planner.Planner`).
 
         Returns
         -------
-        afa.planner.Planner
+        afa.engines.planner.Planner
             Built on first use and kept until the composition, :attr:`options` or
             :attr:`value_discretization_interval` changes; it builds the engines (``planner.engines(method)``)
             and runs the policy of ``method="auto"``.
@@ -602,7 +602,7 @@ class Accountant:
         return values.reshape(epsilons.shape)
 
     def _run(self, method: str, query, relative_width: Callable | None = None, delta: float | None = None) -> Answer:
-        """:meth:`afa.planner.Planner.run` under this accountant's budget and options.
+        """:meth:`afa.engines.planner.Planner.run` under this accountant's budget and options.
 
         When 'auto' finds no answer to an eps(``delta``) query, the time AutoOptions.reserve kept back goes to
         a certified lower bound from one mechanism's uses alone (:meth:`_single_group_bracket`), attached to the
@@ -981,7 +981,8 @@ class Accountant:
 
 
 def _gaussian_mu(mechanism: Mechanism, neighboring: str) -> float | None:
-    """mu of a mechanism whose dominating pair is a pure Gaussian pair (:func:`afa.pairs.gaussian_mu`), else None."""
+    """mu of a mechanism whose dominating pair is a pure Gaussian pair (:func:`afa.mechanisms.pairs.gaussian_mu`),
+    else None."""
     try:
         return pairs.gaussian_mu(mechanism.dominating_pair(neighboring))
     except NotImplementedError:
@@ -1004,7 +1005,7 @@ def _directions_delta(engines, epsilons: np.ndarray) -> list[tuple[np.ndarray, n
     """(values, errors) of delta at ``epsilons`` for each direction, for their maximum.
 
     The first direction is evaluated; a further direction whose cheap bound B
-    (:meth:`afa.engines.Engine.chernoff_delta`, e.g. the contour's Chernoff bound, no contour sum) is at
+    (:meth:`afa.engines.base.Engine.chernoff_delta`, e.g. the contour's Chernoff bound, no contour sum) is at
     most the first's value - error and B / 2 at most the first's error cannot change the maximum, its
     bounds or its error: it is reported as delta in [0, B] (value B / 2, error B / 2) without its own
     evaluation.

@@ -28,11 +28,11 @@ from scipy.optimize import brentq
 
 from . import _validation as check
 from . import budget as budgets
-from . import exact
 from .accountant import Accountant
 from .budget import Budget, BudgetExceededError
 from .limits import MAX_MU, MAX_NOISE_SHIFT
-from .mechanisms import NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .mechanisms.catalog import NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .numerics import exact
 from .progress import Progress
 from .progress import progress as progress_bar
 from .results import AccuracyError
@@ -223,7 +223,7 @@ def calibrate_sigma(target_epsilon: float, delta: float, steps: int, sampling_ra
     def accountant(sigma: float, interval: float | None = None) -> Accountant:
         return build(sigma, steps, interval)
 
-    # The smallest sigma the mechanism takes (a subsampled Gaussian's shift is bounded, see afa.subsampling).
+    # The smallest sigma the mechanism takes (a subsampled Gaussian's shift is bounded, see afa.mechanisms.subsampling).
     subsampled = sampling_rate is not None and sampling_rate < 1
     if (sampling_rate is not None and subsampled
             and -math.expm1(steps * math.log1p(-sampling_rate)) <= delta):

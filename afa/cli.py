@@ -56,7 +56,7 @@ One query per configuration of a grid or table (docs/sweeps.md), written to CSV 
 
     afa sweep grid.toml -o results.csv [--workers N] [--scheduler tcp://host:8786] [--quiet]
 
-A figure of a composition (afa.plot; needs matplotlib, ``pip install 'afa[plot]'``), with the composition
+A figure of a composition (afa.views.plot; needs matplotlib, ``pip install 'afa[plot]'``), with the composition
 options of ``epsilon`` and ``delta``; the format follows the extension::
 
     afa plot profile --mechanism gaussian --sigma 10 --compositions 100 -o profile.png   # delta(epsilon)
@@ -125,16 +125,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .mechanisms import (
+from .mechanisms.catalog import (
     NEIGHBORING_RELATIONS,
     ApproxDP,
     Mechanism,
     ProposeTestRelease,
 )
+from .mechanisms.subsampling import SCHEMES, Subsampled
 from .options import METHODS
 from .progress import silenced
 from .results import AccuracyError, Result
-from .subsampling import SCHEMES, Subsampled
 
 if TYPE_CHECKING:
     from .accountant import Accountant
@@ -160,7 +160,7 @@ _RENAMED_FLAGS: dict[type[Mechanism], dict[str, str]] = {
 }
 #: What --quiet does, on every subcommand that can show progress (afa.progress.silenced around the work).
 QUIET_HELP = "no progress bar on stderr"
-#: The figures of ``afa plot``: kind -> (afa.plot function, what it shows).
+#: The figures of ``afa plot``: kind -> (afa.views.plot function, what it shows).
 PLOT_KINDS = {"profile": ("privacy_profile", "delta(epsilon), log delta axis"),
               "epsilon": ("epsilon_curve", "epsilon(delta), log delta axis"),
               "tradeoff": ("tradeoff", "the f-DP trade-off curve beta(alpha)")}
@@ -438,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     -------
     argparse.ArgumentParser
         A parser with the subcommands ``epsilon`` (``--delta``), ``delta`` (``--epsilon``), ``calibrate``,
-        ``sweep`` (:mod:`afa.sweep`) and ``plot`` (:mod:`afa.plot`);
+        ``sweep`` (:mod:`afa.sweep`) and ``plot`` (:mod:`afa.views.plot`);
         the module docstring lists their options.  Bad input raises an internal usage error (reported by
         :func:`main` as one line with exit status 2) instead of exiting; ``--help`` and ``--version`` exit
         through SystemExit as usual.
@@ -498,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run on the Dask scheduler at ADDRESS (tcp://host:8786) instead of local processes")
     sweep.add_argument("--quiet", action="store_true", help=QUIET_HELP + ", and no summary or row problems")
     plot = commands.add_parser("plot", help="draw a figure of the composition to a file (needs matplotlib)",
-                               description="Draw a figure of the composition (afa.plot) into OUT: "
+                               description="Draw a figure of the composition (afa.views.plot) into OUT: "
                                            + "; ".join(f"{kind}: {text}" for kind, (_, text) in PLOT_KINDS.items())
                                            + ".  The format follows OUT's extension (.png, .pdf, .svg, ...).",
                                epilog=_EPILOG, formatter_class=formatter)
@@ -687,7 +687,7 @@ def _plot(args) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from . import plot
+    from .views import plot
 
     accountant = _accountant(args)
     function, _ = PLOT_KINDS[args.kind]
@@ -709,8 +709,9 @@ def _plot(args) -> str:
 def _comparison(args, accountant: Accountant) -> dict[str, float]:
     """What the looser accountants say about the same query (Zhu, Dong & Wang 2022, App. F, Sommer, Meiser & Mohammadi
     2019, Thm 4)."""
-    from . import clt, exact, rdp
-    from .engines import smallest_epsilon
+    from .engines.base import smallest_epsilon
+    from .numerics import exact
+    from .views import clt, rdp
 
     rdp_accountant = rdp.RdpAccountant.from_accountant(accountant)
     mu = clt.gdp_mu(accountant)

@@ -15,7 +15,7 @@ MAX_MU = 1e150
 
 #: The largest shift / scale of a noise-mixture pair, and so the largest sensitivity / noise scale of a
 #: subsampled Gaussian or Laplace base.  The pair's MGF is an integral over the output
-#: (:class:`afa.noise_pair.PairMGF`) that must reach (2 + 2 Re s) shifts within PairMGF.MAX_REACH = 20 000
+#: (:class:`afa.mechanisms.noise_pair.PairMGF`) that must reach (2 + 2 Re s) shifts within PairMGF.MAX_REACH = 20 000
 #: noise scales: a shift of 1000 scales leaves Re s up to about 9.
 MAX_NOISE_SHIFT = 1000.0
 

@@ -84,14 +84,14 @@ class ExactOptions(_Validated):
     ----------
     max_atoms : int
         Most distinct loss values one composed distribution may hold (default 2 000 000, at least 1).
-        A composition or query needing more is refused (:class:`afa.atoms.CompositionTooLargeError`)
+        A composition or query needing more is refused (:class:`afa.numerics.atoms.CompositionTooLargeError`)
         and ``method="auto"`` moves on.
     max_pairs : int
         Most atom pairs one convolution may form (default 20 000 000, at least 1): its time and memory.
     two_factor : bool
         Whether a composition of several discrete mechanisms too large to enumerate may be evaluated as
         two groups, each composed in full and searched against the other without forming their pairs
-        (:class:`afa.two_factor.TwoFactorSum`; default True).
+        (:class:`afa.engines.two_factor.TwoFactorSum`; default True).
     lattice : bool
         Whether finite losses on a common lattice (discrete Gaussian and Laplace, randomized response, ...) are
         composed by dense convolution on it (default True); False composes them by sorting atom pairs, the
@@ -131,14 +131,14 @@ class ContourOptions(_Validated):
     numeric_nodes : int
         Most nodes of one contour sum when the composition has terms whose MGF is computed numerically
         (subsampled mechanisms); default 4096, at least 16.  A sum needing more is refused
-        (:class:`afa.contour.NodeBudgetError`).
+        (:class:`afa.engines.contour.NodeBudgetError`).
     wide_numeric_nodes : int
         The budget of the retry ``method="auto"`` makes after such a refusal (default 64 * 4096), at least
         ``numeric_nodes``.
     work_per_node : int
         The work allowance of one contour sum, in terms of its finite and numeric MGFs per node of its node
         budget (default 4096, at least 1): a finite term costs its atoms at each node, a numeric MGF its
-        output nodes.  A sum needing more is refused (:class:`afa.contour.NodeBudgetError`) before the work
+        output nodes.  A sum needing more is refused (:class:`afa.engines.contour.NodeBudgetError`) before the work
         is spent.
 
     Raises
@@ -185,12 +185,12 @@ class PLDOptions(_Validated):
         delta and refuses with its certified lower bound.
     max_grid_points : int
         Most points of one PLD's grid (default 2**26, at least 1024); more is refused
-        (:class:`afa.pld.PLDTooLargeError`).
+        (:class:`afa.engines.pld.PLDTooLargeError`).
     delta_rounds : int
         Rounds in which a delta(eps) query rebuilds the PLDs, truncated deeper, for the eps whose delta is
         too small for the first build to resolve relative to it (default 3, at least 0).  With 0 every
         delta comes from the first build: certified still, with an *absolute* error of about 1e-12 plus
-        the discretization's (what a trade-off curve needs, see :func:`afa.tradeoff.tradeoff_curve`).
+        the discretization's (what a trade-off curve needs, see :func:`afa.views.tradeoff.tradeoff_curve`).
     direct_power_limit : int
         Most multiply-adds of a PLD's self-composition by direct convolution, taken instead of the FFT where
         the FFT's rounding would exceed the tolerance (default 10**8, at least 0; 0 always takes the FFT).

@@ -59,7 +59,7 @@ from . import _validation as check
 from .accountant import Accountant
 from .budget import Budget
 from .calibration import calibrate_sigma
-from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
+from .mechanisms.catalog import NEIGHBORING_RELATIONS, Mechanism
 from .options import METHODS
 
 __all__ = ["ROW_FIELDS", "RESULT_COLUMNS", "QUERIES", "SchedulerError", "SweepReport", "PerRecord", "grid",

@@ -23,7 +23,7 @@ import numpy as np
 from timing import median_seconds
 
 import afa
-from afa import exact
+from afa.numerics import exact
 
 
 def cold(acc: afa.Accountant, query):

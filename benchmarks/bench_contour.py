@@ -30,7 +30,7 @@ from references import delta_slope, laplace_delta_mpmath, relative_epsilon_offse
 from timing import median_seconds
 
 import afa
-from afa import exact
+from afa.numerics import exact
 
 TARGETS = (1e-5, 1e-10, 1e-30, 1e-100, 1e-300)
 

@@ -27,11 +27,11 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, time
 import numpy as np
-import afa, afa.mechanisms
+import afa, afa.mechanisms.catalog
 
 def clear():
     for name in ("_cached_losses", "_cached_tails"):
-        cached = getattr(afa.mechanisms.Mechanism, name, None)
+        cached = getattr(afa.mechanisms.catalog.Mechanism, name, None)
         if hasattr(cached, "cache_clear"):
             cached.cache_clear()
 

@@ -1,5 +1,5 @@
 """method='pld' on compositions with finite-output mechanisms: afa's default (finite terms composed exactly,
-then mixed over the other terms' PLDs, afa.mixed_pld, or put on the grid as one use each) against every use
+then mixed over the other terms' PLDs, afa.engines.mixed_pld, or put on the grid as one use each) against every use
 rounded on one grid, in the same process.
 
 Rows (eps(delta) on a fresh accountant, both directions):
@@ -17,7 +17,7 @@ Rows (eps(delta) on a fresh accountant, both directions):
 
 "every use on one grid" is the same accountant with no finite term kept exact (the mixture's atom limit
 ``afa.ExactOptions(max_atoms=1)``), none composed exactly before the grid (``AtomTails.POWER_ATOMS = 0``) and the
-general grid rule for finite-only compositions too (``afa.planner.EXACT_POWER_POINTS = PLD_POINTS``).  A cell is the median of ``--repeats``
+general grid rule for finite-only compositions too (``afa.engines.planner.EXACT_POWER_POINTS = PLD_POINTS``).  A cell is the median of ``--repeats``
 runs, the two variants alternating; the machine is shared, so compare within a run.
 
 Run: python benchmarks/bench_mixed_pld.py [--repeats 3] [--markdown benchmarks/mixed_pld_results.md]
@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 import afa
-from afa import planner
-from afa.loss_tails import AtomTails
+from afa.engines import planner
+from afa.mechanisms.loss_tails import AtomTails
 
 
 def cases() -> dict:

@@ -34,7 +34,7 @@ swamps delta) and is flagged so; where afa falls outside an otherwise plausible
 bracket, the pessimistic eps is recomputed on grids 7% finer and coarser, and a
 spread larger than afa's distance to the bracket is flagged as unresolved.
 
-Table 3: afa's own certified bracket (Zhu, Dong & Wang 2022, Algorithm 2, afa.certified) on
+Table 3: afa's own certified bracket (Zhu, Dong & Wang 2022, Algorithm 2, afa.engines.certified) on
 delta at afa's eps for the single-mechanism rows with k <= 1500: its relative width,
 and whether it contains afa's delta there.
 
@@ -56,8 +56,8 @@ from contenders import INSTALLED, subsampled_terms
 from timing import clear_afa_caches, dp_sgd_accountant, machine_note, refusal, timed
 
 import afa
-import afa.mechanisms
-from afa.certified import certified_delta
+import afa.mechanisms.catalog
+from afa.engines.certified import certified_delta
 
 #: A call slower than this (seconds) is timed once, not repeated.
 SINGLE_SHOT_SECONDS = 5.0
@@ -237,7 +237,7 @@ def main() -> None:
 
 def print_certified_widths(checks) -> None:
     """Table 3: Zhu, Dong & Wang 2022, Algorithm 2's certified delta bracket at afa's eps (max over the two
-    directions, afa.certified at its default 2^18 cells), for the single-mechanism rows with k <= 1500."""
+    directions, afa.engines.certified at its default 2^18 cells), for the single-mechanism rows with k <= 1500."""
     print("\nTable 3: the certified Algorithm 2 bracket on delta at afa's eps (both directions), its relative "
           "width and build time")
     print(f"{'case':<30} {'delta':>6} {'afa eps':>12} {'lower':>13} {'upper':>13} {'rel width':>9} "

@@ -1,4 +1,4 @@
-"""Time and error of afa.tradeoff.tradeoff_curve on DP-SGD compositions (issue 20, item 7).
+"""Time and error of afa.views.tradeoff.tradeoff_curve on DP-SGD compositions (issue 20, item 7).
 
 Before: the golden-section maximisation of each alpha's bracket on the contour method's profile
 (``tradeoff_from_profile``, what ``tradeoff_curve`` did by default until this change, minus its final
@@ -18,7 +18,7 @@ import numpy as np
 from timing import clear_afa_caches, machine_note
 
 import afa
-from afa.tradeoff import tradeoff_curve, tradeoff_from_profile
+from afa.views.tradeoff import tradeoff_curve, tradeoff_from_profile
 
 REPEATS = 3
 CASES = [("MNIST: sigma=1.1, q=256/60000, 14063 steps", 1.1, 256 / 60000, 14063),

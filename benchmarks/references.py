@@ -1,6 +1,6 @@
 """Reference values the benchmarks measure errors against, each computed apart from the engine under test.
 
-* Composed Gaussians: ``afa.exact``'s closed form (Sommer, Meiser & Mohammadi 2019, Thm 5, in log space), each value
+* Composed Gaussians: ``afa.numerics.exact``'s closed form (Sommer, Meiser & Mohammadi 2019, Thm 5, in log space), each value
 re-checked with
   mpmath at 60 digits (:func:`gaussian_reference` returns the relative residual of delta there).
 * Binary and k-ary randomized response (substitution) and the discrete Gaussian: the composed loss lives on a
@@ -24,7 +24,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import gammaln, logsumexp
 
-from afa import exact
+from afa.numerics import exact
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _reference import laplace_delta_mpmath  # noqa: E402,F401  (re-exported for the benchmark scripts)

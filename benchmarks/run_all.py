@@ -524,7 +524,7 @@ def reference_source_table(cases: list[Case], deltas) -> str:
 
 def gaussians(runner: Runner, flags: Flags) -> Section:
     section = Section("1. Composed Gaussians", (
-        "k uses of the Gaussian mechanism N(0, σ²), sensitivity 1, add/remove; μ = √k / σ.  Reference: afa.exact's "
+        "k uses of the Gaussian mechanism N(0, σ²), sensitivity 1, add/remove; μ = √k / σ.  Reference: afa.numerics.exact's "
         "closed form (Sommer, Meiser & Mohammadi 2019, Thm 5), whose δ at ε_ref is recomputed with mpmath at 60 digits (largest "
         "relative δ residual given below).  afa's default ('auto') is 'exact' here; 'quadrature' refuses δ within "
         "100× of its absolute-error floor (the refusal is the intended behaviour).  Peers: dp_accounting's "
@@ -547,7 +547,7 @@ def gaussians(runner: Runner, flags: Flags) -> Section:
         term, = case.terms
         value, residual = references.gaussian_reference(delta, math.sqrt(term.count) / term.sigma)
         residuals.append(residual)
-        return Reference.exact(value, "afa.exact closed form, checked with mpmath", residual)
+        return Reference.exact(value, "afa.numerics.exact closed form, checked with mpmath", residual)
 
     base = afa_contender("exact", "afa exact (auto)")
     columns = [base, afa_contender("contour"), afa_contender("quadrature"), afa_contender("pld"),
@@ -741,7 +741,7 @@ def heterogeneous(runner: Runner, flags: Flags) -> Section:
 
     def exact_gaussian(size, terms, results):
         mu = math.sqrt(sum(t.count / t.sigma ** 2 for t in terms))
-        return Reference.exact(afa.exact.gaussian_epsilon(delta, mu), "closed form")
+        return Reference.exact(afa.numerics.exact.gaussian_epsilon(delta, mu), "closed form")
 
     def column_reference(name):
         def reference(size, terms, results):
@@ -755,7 +755,7 @@ def heterogeneous(runner: Runner, flags: Flags) -> Section:
     families = [
         Family("distinct Gaussians", functools.partial(distinct_cases, "gaussian"),
                [base, DP_PLD, PRV, AUTODP_GAUSSIAN], base, exact_gaussian,
-               "afa.exact's closed form of the composed Gaussian, μ² = Σ kᵢ / σᵢ² = 4"),
+               "afa.numerics.exact's closed form of the composed Gaussian, μ² = Σ kᵢ / σᵢ² = 4"),
         Family("distinct Gaussians and Laplaces (half each)", functools.partial(distinct_cases, "mix"),
                [base, afa_contender("quadrature"), DP_PLD, PRV, AUTODP_RDP], base, column_reference("afa quadrature"),
                "afa's real-line quadrature (method='quadrature', its own column: a different inversion of the same "
@@ -780,7 +780,7 @@ def count_scaling(runner: Runner, flags: Flags) -> Section:
         sizes = (10, 1000, 100_000)
 
     def gaussian_reference(size, terms, results):
-        return Reference.exact(afa.exact.gaussian_epsilon(delta, 2.0), "closed form")
+        return Reference.exact(afa.numerics.exact.gaussian_epsilon(delta, 2.0), "closed form")
 
     def none(size, terms, results):
         return Reference.missing("none")

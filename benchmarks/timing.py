@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 import afa
-import afa.mechanisms
+import afa.mechanisms.catalog
 
 
 def median_seconds(function, repeats: int = 7) -> float:
@@ -113,7 +113,7 @@ def refusal(error: Exception, width: int | None = None) -> str:
 def clear_afa_caches() -> None:
     """Drop afa's process-wide per-mechanism caches (losses, loss tails): each call starts cold."""
     for name in ("_cached_losses", "_cached_tails"):
-        cached = getattr(afa.mechanisms.Mechanism, name, None)
+        cached = getattr(afa.mechanisms.catalog.Mechanism, name, None)
         if hasattr(cached, "cache_clear"):
             cached.cache_clear()
 

@@ -8,7 +8,7 @@ from scipy.special import gammaln
 from scipy.stats import binom
 
 import afa
-from afa import exact
+from afa.numerics import exact
 
 
 def brute_force_delta(epsilon, losses, weights, inf_mass=0.0):

@@ -23,7 +23,7 @@ from scipy.stats import norm
 
 import afa
 from afa.cli import main
-from afa.mechanisms import MAX_OUTPUTS
+from afa.mechanisms.catalog import MAX_OUTPUTS
 
 AFA_DIR = Path(afa.__file__).resolve().parent
 NAN, INF = math.nan, math.inf

@@ -1,8 +1,8 @@
 """Batched evaluation of subsampled mechanisms that differ only in their parameters (sigma, q, counts).
 
 The MGFs of many noise-mixture pairs of one family are evaluated on one shared output rule
-(afa.noise_pair.PairMGFBatch); compositions merge such terms into one (ComposedLoss.evaluation_terms).
-Checked against: each pair's own quadrature (afa.noise_pair.PairMGF, evaluated alone), an mpmath integral
+(afa.mechanisms.noise_pair.PairMGFBatch); compositions merge such terms into one (ComposedLoss.evaluation_terms).
+Checked against: each pair's own quadrature (afa.mechanisms.noise_pair.PairMGF, evaluated alone), an mpmath integral
 (tests/_subsampling_reference.py, no afa code), afa's certified PLD bracket, and dp_accounting's optimistic /
 pessimistic PLDs.
 """
@@ -17,9 +17,16 @@ import pytest
 from _subsampling_reference import log_mgf_mpmath
 
 import afa
-from afa.composition import ComposedLoss
-from afa.noise_pair import BucketedPairMGF, PairFamily, PairMGF, PairMGFBatch, batched_fourier_sums, fourier_sums
-from afa.privacy_loss import NUMERIC_RTOL
+from afa.engines.composition import ComposedLoss
+from afa.mechanisms.noise_pair import (
+    BucketedPairMGF,
+    PairFamily,
+    PairMGF,
+    PairMGFBatch,
+    batched_fourier_sums,
+    fourier_sums,
+)
+from afa.mechanisms.privacy_loss import NUMERIC_RTOL
 
 
 def gaussian_pairs(count: int, seed: int = 0, relation: str = "add_remove"):

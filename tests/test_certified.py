@@ -1,4 +1,4 @@
-"""Tests for afa.certified: the certified delta bracket of Zhu, Dong & Wang 2022
+"""Tests for afa.engines.certified: the certified delta bracket of Zhu, Dong & Wang 2022
 App. E (Algorithm 2, Lemma 40, Corollary 41, Theorem 44).
 
 Ground truth: the exact composed Gaussian (Sommer, Meiser & Mohammadi 2019, Thm 5) in 40-digit
@@ -30,8 +30,8 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from afa.certified import _ComposedLoss, _LossGrid, certified_delta
-from afa.noise_pair import NoiseMixturePair
+from afa.engines.certified import _ComposedLoss, _LossGrid, certified_delta
+from afa.mechanisms.noise_pair import NoiseMixturePair
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _reference import laplace_delta_mpmath  # noqa: E402

@@ -2,7 +2,7 @@
 
 Every number is checked against a source independent of the CLI: the
 closed-form Gaussian privacy profile (scipy.stats.norm), brute-force sums
-over output distributions, afa.exact, or an Accountant built in the test.
+over output distributions, afa.numerics.exact, or an Accountant built in the test.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from scipy.special import comb
 from scipy.stats import norm
 
 import afa
-from afa import exact
 from afa.cli import main
+from afa.numerics import exact
 
 LINE = re.compile(r"^(epsilon|delta) = (\S+) for (delta|epsilon) = (\S+) "
                   r"\(method: (\w+), estimate (\S+), bounds \[(\S+), (\S+)\]\)$")
@@ -214,7 +214,7 @@ def test_propose_test_release_flags(capsys):
 
 
 def test_data_dependent_gaussian_flags(capsys):
-    # One use: the closed form afa.exact.data_dependent_gaussian_delta (checked against mpmath in
+    # One use: the closed form afa.numerics.exact.data_dependent_gaussian_delta (checked against mpmath in
     # tests/test_data_dependent.py) is delta at the returned epsilon.
     s1, s2, m, target = 1.5, 1.0, 1.0, 1e-10
     data = run_json(capsys, "epsilon", "--delta", target, "--mechanism", "data-dependent-gaussian",

@@ -22,8 +22,8 @@ import pytest
 from scipy import integrate
 
 import afa
-from afa import clt
-from afa.rdp import RdpAccountant
+from afa.views import clt
+from afa.views.rdp import RdpAccountant
 
 EPSILONS = np.array([0.0, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0])
 

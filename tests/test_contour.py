@@ -1,6 +1,6 @@
 """The contour-shifted inversion: relative accuracy of delta down to 1e-300.
 
-Ground truth: afa.exact (composed Gaussian in log space, checked against
+Ground truth: afa.numerics.exact (composed Gaussian in log space, checked against
 50-digit mpmath in test_exact.py; the discrete x Gaussian mixture for
 Zhu, Dong & Wang 2022, Exp 2).  The contour engine shares nothing with either but the
 mechanisms' log-CF templates.
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import afa
-from afa import exact
-from afa.privacy_loss import PrivacyLoss
+from afa.mechanisms.privacy_loss import PrivacyLoss
+from afa.numerics import exact
 
 # (sigma, count) with mu = sqrt(count) / sigma from 0.01 to 1000 and counts up to 10^12.
 GAUSSIANS = [(100.0, 1), (10.0, 1), (1.0, 1), (1e6, 10**12), (1.0, 100), (0.01, 100), (1e3, 10**12)]

@@ -30,8 +30,9 @@ import pytest
 from scipy.special import log_ndtr, logsumexp
 
 import afa
-from afa import budget, engines
-from afa import contour as contour_module
+from afa import budget
+from afa.engines import base as engines
+from afa.engines import contour as contour_module
 from afa.results import AccuracyError
 
 ULP = np.finfo(float).eps
@@ -225,7 +226,7 @@ def test_a_sum_beyond_its_work_allowance_is_refused_early_and_auto_answers_from_
     |Im s|.  The contour must refuse for its work allowance (a NodeBudgetError, well inside a 60 s budget; without
     the allowance it ran into the budget), and 'auto' must answer from the PLD with a bracket that holds the
     lattice mixture of the subsampled part's certified bracket (as in the test above)."""
-    from afa.contour import NodeBudgetError
+    from afa.engines.contour import NodeBudgetError
     sigma, q, dg_sigma, count, delta = 0.887964939872814, 0.0020530663895541386, 11.30719047357859, 20, 1.0364e-20
     subsampled = afa.Gaussian(sigma=sigma).poisson_subsampled(q)
 

@@ -23,7 +23,7 @@ import pytest
 from scipy import integrate
 
 import afa
-from afa.exact import (
+from afa.numerics.exact import (
     data_dependent_gaussian_delta,
     data_dependent_gaussian_log_delta,
     ddg_log_delta,

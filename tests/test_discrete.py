@@ -1,4 +1,4 @@
-"""Finite privacy-loss distributions (afa.discrete) against brute force.
+"""Finite privacy-loss distributions (afa.engines.discrete) against brute force.
 
 Ground truth is computed here without the library: convolutions by
 enumerating pairs into Python dicts, powers by repeated brute-force
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import afa
-from afa.atoms import CompositionTooLargeError, LossAtoms, epsilon_for_delta, hockey_stick
+from afa.numerics.atoms import CompositionTooLargeError, LossAtoms, epsilon_for_delta, hockey_stick
 
 mpmath.mp.dps = 40
 
@@ -446,8 +446,8 @@ def test_auto_answers_a_finite_composition_too_large_to_enumerate_with_the_pld()
 @pytest.mark.parametrize("p,count", [(0.9, 500), (0.6, 10_000)])
 def test_epsilon_beyond_the_exponent_range_is_exact(p, count):
     """eps(1e-5) near 990 for these compositions: e^-loss underflows there (it used to divide by zero).
-    The closed form (afa.exact, Sommer, Meiser & Mohammadi 2019, Example 1) gives delta = 1e-5 at the answer and more just below."""
-    from afa import exact
+    The closed form (afa.numerics.exact, Sommer, Meiser & Mohammadi 2019, Example 1) gives delta = 1e-5 at the answer and more just below."""
+    from afa.numerics import exact
 
     epsilon = afa.Accountant().compose(afa.RandomizedResponse(p), count).epsilon(1e-5)
     assert epsilon > 745

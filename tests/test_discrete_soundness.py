@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 
 import afa
-import afa.atoms as afa_atoms
-import afa.discrete as discrete
-from afa import limits, pld
-from afa.atoms import CompositionTooLargeError
-from afa.discrete import DiscreteComposition
-from afa.engines import pld_tail_mass
+import afa.engines.discrete as discrete
+import afa.numerics.atoms as afa_atoms
+from afa import limits
+from afa.engines import pld
+from afa.engines.base import pld_tail_mass
+from afa.engines.discrete import DiscreteComposition
+from afa.numerics.atoms import CompositionTooLargeError
 from afa.results import AccuracyError
 
 mp.mp.dps = 50
@@ -437,7 +438,7 @@ def test_gaussian_mixture_over_many_atoms_forms_only_the_terms_that_matter():
     """The mixture forms the Gaussian closed form only next to eps (elsewhere the point mass's 1 - e^y, or
     left out with a bound); against mpmath over RR(0.6) x 200 mixed with N(mu^2/2, mu^2), mu = 0.5, it keeps
     the closed form's relative accuracy (1e-13)."""
-    from afa import exact
+    from afa.numerics import exact
 
     atoms = mp_binomial_power(mp_rr(0.6), 200)
     losses = np.array([float(loss) for loss, _ in atoms])
@@ -531,7 +532,7 @@ def test_pruned_upper_delta_bounds_the_truth_where_delta_refuses(active_options)
 
 def test_two_factor_evaluation_contains_the_truth(active_options):
     """Under an atom limit below the full composition's size, the composition of TWO_RR is evaluated as two
-    groups searched against each other (afa.two_factor.TwoFactorSum): delta(eps) with its error contains the
+    groups searched against each other (afa.engines.two_factor.TwoFactorSum): delta(eps) with its error contains the
     mpmath double sum, the pruned upper bound is above it, and eps(delta)'s bounds contain the eps where the
     mpmath sum crosses the target."""
     active_options(exact=afa.ExactOptions(max_atoms=1200))

@@ -17,7 +17,7 @@ import pytest
 import afa
 
 #: The submodules of the API reference's "Submodules" page that declare their public names in __all__.
-SUBMODULES = ("afa.tradeoff", "afa.plot", "afa.clt", "afa.rdp", "afa.exact", "afa.options", "afa.limits", "afa.sweep",
+SUBMODULES = ("afa.views.tradeoff", "afa.views.plot", "afa.views.clt", "afa.views.rdp", "afa.numerics.exact", "afa.options", "afa.limits", "afa.sweep",
               "afa.interop.dp_accounting", "afa.interop.opacus")
 
 

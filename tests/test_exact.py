@@ -1,4 +1,4 @@
-"""Tests for afa.exact against independent ground truth.
+"""Tests for afa.numerics.exact against independent ground truth.
 
 References: mpmath at 50 digits for the Gaussian formula (Sommer, Meiser & Mohammadi 2019,
 Thm 5; Google DP team 2025, Sec. 3.2.1 eq. (1)), brute-force enumeration of
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afa.exact import (
+from afa.numerics.exact import (
     approximate_rr_delta,
     discrete_gaussian_mixture_delta,
     gaussian_delta,

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import afa
-from afa import exact
-from afa.noise_pair import NoiseMixturePair
-from afa.pairs import FinitePair
+from afa.mechanisms.noise_pair import NoiseMixturePair
+from afa.mechanisms.pairs import FinitePair
+from afa.numerics import exact
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The real-line inversion against the exact Gaussian formula (Sommer, Meiser & Mohammadi 2019, Thm 5).
 
-Ground truth is :mod:`afa.exact` (closed form in log space, itself checked
+Ground truth is :mod:`afa.numerics.exact` (closed form in log space, itself checked
 against mpmath in test_exact.py) and scipy's normal CDF; the inversion never
 uses either.
 """
@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import norm
 
 import afa
-from afa import exact
+from afa.numerics import exact
 
 SIGMAS = (0.5, 1, 2, 5, 50, 100)
 COUNTS = (1, 10, 100, 10_000, 1_000_000)

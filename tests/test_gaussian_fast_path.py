@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import afa
-from afa import exact
+from afa.numerics import exact
 
 DPS = 60
 #: A heterogeneous composition of Gaussians: (sigma, sensitivity, count).
@@ -115,8 +115,8 @@ def test_vectorised_inputs():
 def test_the_same_answers_as_the_exact_engine():
     """The fast path answers as method='exact' built through the engines (ExactEngine on the pure Gaussian)."""
     acc = accountant()
-    from afa.composition import ComposedLoss
-    from afa.engines import ExactEngine
+    from afa.engines.base import ExactEngine
+    from afa.engines.composition import ComposedLoss
 
     mu = math.sqrt(sum(k * (d / s) ** 2 for s, d, k in MIX))
     engine = ExactEngine(mu, ComposedLoss({}))

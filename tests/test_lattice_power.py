@@ -1,4 +1,4 @@
-"""Dense lattice compositions (afa.discrete: _lattice_power, _linear_lattice_convolve) against exact references.
+"""Dense lattice compositions (afa.engines.discrete: _lattice_power, _linear_lattice_convolve) against exact references.
 
 The reference composes the mechanisms' exact one-use masses (mpmath at 150 digits) in fixed-point integer
 arithmetic: masses as floor(w 2^P), each convolution exact in Python integers (packed into one big integer,
@@ -18,9 +18,9 @@ import pytest
 from test_discrete_soundness import mp_delta, mp_epsilon
 
 import afa
-import afa.atoms as afa_atoms
+import afa.numerics.atoms as afa_atoms
 from afa import limits
-from afa.discrete import DiscreteComposition
+from afa.engines.discrete import DiscreteComposition
 
 #: Fixed-point bits of the integer reference.
 BITS = 440

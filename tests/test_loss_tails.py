@@ -1,6 +1,6 @@
-"""Tests for afa.loss_tails and Mechanism.loss_tails: the tails of each direction's privacy loss.
+"""Tests for afa.mechanisms.loss_tails and Mechanism.loss_tails: the tails of each direction's privacy loss.
 
-For one direction (P, Q) with loss L = log(p/q)(o), o ~ P, a :class:`afa.loss_tails.LossTails`
+For one direction (P, Q) with loss L = log(p/q)(o), o ~ P, a :class:`afa.mechanisms.loss_tails.LossTails`
 gives log P[eps < L < inf], log Q[eps < L < inf] and P[L = inf]; its hockey stick
 delta(eps) = P[L = inf] + P[eps < L < inf] - e^eps Q[eps < L < inf] must be the direction's
 H_{e^eps}(P || Q) (Zhu, Dong & Wang 2022, Def. 7, Lemma 37).
@@ -47,8 +47,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import afa
-from afa.loss_tails import AtomTails, GaussianTails, LaplaceTails, LossTails, NoisePairTails, QuadraticGaussianTails
-from afa.noise_pair import NoiseMixturePair
+from afa.mechanisms.loss_tails import (
+    AtomTails,
+    GaussianTails,
+    LaplaceTails,
+    LossTails,
+    NoisePairTails,
+    QuadraticGaussianTails,
+)
+from afa.mechanisms.noise_pair import NoiseMixturePair
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _reference import mog_delta_quad_k1  # noqa: E402

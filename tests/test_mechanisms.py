@@ -25,7 +25,7 @@ import sympy
 from scipy import integrate
 
 import afa
-from afa.privacy_loss import t as T
+from afa.mechanisms.privacy_loss import t as T
 
 T_VALUES = (0.0, 0.3, 1.0, 2.7, 10.0, -2.7)
 
@@ -207,7 +207,7 @@ def finite_cases():
         for rel in afa.RandomizedResponse(p).relations:  # binary RR has no replace-special pair
             cases.append((f"RR({p})-{rel}", afa.RandomizedResponse(p), rel, rr_pmfs(p)))
     for k, p in KARYS:
-        for rel in afa.mechanisms.NEIGHBORING_RELATIONS:
+        for rel in afa.mechanisms.catalog.NEIGHBORING_RELATIONS:
             cases.append((f"kRR({k},{p:.3g})-{rel}", afa.KaryRandomizedResponse(k, p), rel, kary_pmfs(k, p, rel)))
     for a, s in DLAPS:
         cases.append((f"DLap({a},{s})", afa.DiscreteLaplace(a, s), "add_remove", dlap_pmfs(a, s)))
@@ -382,7 +382,7 @@ def _same_log(a, b, tol):
 
 
 @pytest.mark.parametrize("mech", SYMBOLIC, ids=repr)
-@pytest.mark.parametrize("rel", afa.mechanisms.NEIGHBORING_RELATIONS)
+@pytest.mark.parametrize("rel", afa.mechanisms.catalog.NEIGHBORING_RELATIONS)
 def test_symbolic_log_phi_agrees_with_numeric(mech, rel):
     if rel not in mech.relations:
         pytest.skip(f"{type(mech).__name__} has no pair under {rel}")
@@ -531,7 +531,7 @@ def test_kary_p_one_infinity_masses():
 def test_discrete_gaussian_inf_mass_is_within_documented_tail(sigma, sensitivity):
     """Only the dropped tails go to +infinity (Q was once truncated too: 5e-15 for (1, 5), 2e-10 for (0.3, 3))."""
     for loss in afa.DiscreteGaussian(sigma, sensitivity).privacy_losses():
-        assert loss.inf_mass <= 10 * afa.mechanisms.DISCRETE_GAUSSIAN_TAIL
+        assert loss.inf_mass <= 10 * afa.mechanisms.catalog.DISCRETE_GAUSSIAN_TAIL
 
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The PLD of finite-output mechanisms composed with continuous ones: exact atoms mixed over the continuous
-part's PLDs (afa.mixed_pld).
+part's PLDs (afa.engines.mixed_pld).
 
 Truth, independent of afa:
 
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 import afa
-from afa import mixed_pld
-from afa.engines import PLDEngine
+from afa.engines import mixed_pld
+from afa.engines.base import PLDEngine
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _fuzz  # noqa: E402
@@ -116,7 +116,7 @@ def test_gaussians_with_finite_mechanisms_bracket_the_mpmath_mixture(neighboring
 
 
 def test_subsampled_gaussian_with_discrete_overlaps_the_single_grid_pld():
-    """A second engine: the PLD of every term on one grid (afa.engines.PLDEngine) must overlap the mixed one."""
+    """A second engine: the PLD of every term on one grid (afa.engines.base.PLDEngine) must overlap the mixed one."""
     acc = afa.Accountant(neighboring="substitution")
     acc.compose(afa.Gaussian(0.9).poisson_subsampled(0.05), 20)
     acc.compose(afa.DiscreteLaplace(a=0.3, sensitivity=1), 40)

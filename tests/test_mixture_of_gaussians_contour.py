@@ -150,7 +150,7 @@ def test_renyi_divergence_now_available():
             return p ** alpha * mp.npdf(o, 0, sigma) ** (1 - alpha)
 
         truth = float(mp.log(mp.quad(integrand, [-mp.inf, 0, 5, mp.inf])) / (alpha - 1))
-    value = afa.rdp.renyi_divergence(mechanism, alpha)
+    value = afa.views.rdp.renyi_divergence(mechanism, alpha)
     assert value == pytest.approx(truth, rel=1e-9)
 
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import afa
-import afa.atoms
+import afa.numerics.atoms
 from afa import options as settings
 
 
@@ -62,7 +62,7 @@ def test_the_fallbacks_of_auto_are_an_ordered_option(monkeypatch):
     refuse here; then, in the order given, fallbacks ("certified", "pld") try the certified bracket (which cannot
     serve it) and the PLD, ("pld",) the PLD alone, and none leaves a refusal naming every attempt.  The option
     round-trips through to_dict (a list) and from_dict."""
-    from afa.planner import Planner
+    from afa.engines.planner import Planner
 
     def unavailable(self, index):
         raise afa.UnsupportedCompositionError("unavailable (raised by the test)")
@@ -99,7 +99,7 @@ def test_the_exact_limits_reach_the_exact_engine():
                 .compose(afa.RandomizedResponse(0.6), 5))
     truth = build().epsilon_result(1e-6, method="exact")
     crowded = build(afa.Options(exact=afa.ExactOptions(max_atoms=50)))
-    with pytest.raises(afa.atoms.CompositionTooLargeError):
+    with pytest.raises(afa.numerics.atoms.CompositionTooLargeError):
         crowded.epsilon_result(1e-6, method="exact")
     answer = crowded.epsilon_result(1e-6)
     assert answer.method == "pld" and answer.lower <= truth.value <= answer.upper
@@ -130,7 +130,7 @@ def test_options_are_active_only_inside_the_accountant_s_queries():
         seen.append(settings.current().exact.max_atoms)
         return original(*args)
 
-    from afa import engines
+    from afa.engines import base as engines
     original = engines.ExactEngine.epsilon_bracket
     engines.ExactEngine.epsilon_bracket = spy
     try:

@@ -1,6 +1,7 @@
 """The package's surface: public names and submodules reachable as attributes, imported on first use."""
 
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,8 @@ ROOT = Path(afa.__file__).resolve().parent.parent
 #: What ``import afa`` and the ``afa`` command's parser leave unloaded: the heavy third-party modules (afa._lazy)
 #: and the engines (loaded with afa.accountant).
 DEFERRED = ("sympy", "mpmath", "scipy.special", "scipy.signal", "scipy.stats", "scipy.optimize", "scipy.fft",
-            "afa.accountant", "afa.planner", "afa.engines", "afa.contour", "afa.pld", "afa.calibration", "afa.rdp",
-            "afa.clt")
+            "afa.accountant", "afa.engines.planner", "afa.engines.base", "afa.engines.contour", "afa.engines.pld", "afa.calibration", "afa.views.rdp",
+            "afa.views.clt")
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -44,7 +45,7 @@ def test_import_and_the_command_line_parser_leave_the_heavy_modules_unloaded(cod
 def test_a_query_loads_what_it_needs():
     """The probe sees the modules a query imports (so that the empty lists above are not vacuous)."""
     loaded = _loaded_after("import afa; afa.Accountant().compose(afa.Laplace(1.0), 3).delta(1.0)")
-    assert {"sympy", "scipy.special", "afa.accountant", "afa.engines"} <= set(loaded)
+    assert {"sympy", "scipy.special", "afa.accountant", "afa.engines.base"} <= set(loaded)
 
 
 def test_public_names_resolve_on_first_access_to_their_home_modules():
@@ -59,28 +60,55 @@ def test_public_names_resolve_on_first_access_to_their_home_modules():
 
 
 def test_t_clt_tradeoff_and_rdp_still_resolve_in_a_fresh_interpreter():
-    """afa.t (the real SymPy symbol t), and the submodules afa.clt, afa.tradeoff, afa.rdp, afa.accountant."""
+    """afa.t (the real SymPy symbol t), the short names afa.clt, afa.tradeoff, afa.rdp for the views' modules,
+    and afa.accountant."""
     probe = ("import afa; from afa import t; "
              "print(afa.t is t, afa.t.name, afa.t.is_real, afa.clt.__name__, afa.tradeoff.__name__, afa.rdp.__name__, "
-             "afa.accountant.__name__, afa.privacy_loss.t is t)")
+             "afa.accountant.__name__, afa.mechanisms.privacy_loss.t is t)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    assert out.split() == ["True", "t", "True", "afa.clt", "afa.tradeoff", "afa.rdp", "afa.accountant", "True"]
+    assert out.split() == ["True", "t", "True", "afa.views.clt", "afa.views.tradeoff", "afa.views.rdp",
+                           "afa.accountant", "True"]
     assert afa.t == sympy.Symbol("t", real=True)
 
 
 def test_submodules_are_attributes_imported_on_first_use():
-    probe = ("import sys, afa; before = 'afa.clt' in sys.modules; afa.clt.clt_delta; afa.tradeoff.tradeoff_curve; "
-             "print(before, 'afa.clt' in sys.modules)")
+    """A subpackage's modules are its attributes, imported on first read, like afa's short names."""
+    probe = ("import sys, afa; before = 'afa.views.clt' in sys.modules; afa.views.clt.clt_delta; "
+             "afa.engines.contour.ContourInversion; print(before, 'afa.views.clt' in sys.modules, afa.clt is afa.views.clt)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                          cwd=ROOT).stdout.split()
-    assert out == ["False", "True"]
-    assert "tradeoff" in dir(afa) and callable(afa.clt.privacy_loss_class)
+    assert out == ["False", "True", "True"]
+    assert "tradeoff" in dir(afa) and "clt" in dir(afa.views) and "contour" in dir(afa.engines)
+    assert callable(afa.views.clt.privacy_loss_class)
 
 
 def test_every_public_module_is_an_attribute():
-    """Each module of the package whose name has no leading underscore resolves as afa.<name>."""
-    public = sorted(path.stem for path in (ROOT / "afa").glob("*.py") if not path.stem.startswith("_"))
-    assert public and all(getattr(afa, name).__name__ == f"afa.{name}" for name in public)
+    """Each module of the package whose name has no leading underscore resolves as an attribute of its package
+    (afa.<name>, afa.engines.<name>, ...), and each subpackage as afa.<subpackage>."""
+    root = ROOT / "afa"
+    for path in sorted(root.rglob("*.py")):
+        if path.stem.startswith("_") or "__pycache__" in path.parts:
+            continue
+        parts = path.relative_to(root).with_suffix("").parts
+        value = afa
+        for part in parts:
+            value = getattr(value, part)
+        assert value.__name__ == "afa." + ".".join(parts)
+    for package in ("engines", "interop", "mechanisms", "numerics", "views"):
+        assert getattr(afa, package).__name__ == f"afa.{package}"
+
+
+def test_the_layers_import_only_the_layers_below():
+    """numerics imports no mechanism, engine or front-end module; mechanisms no engine or front end; engines
+    no front end (afa/engines, afa/mechanisms, afa/numerics: relative imports only, checked in the source)."""
+    above = {"numerics": ("mechanisms", "engines", "views", "accountant", "calibration", "sweep", "cli", "interop"),
+             "mechanisms": ("engines", "views", "accountant", "calibration", "sweep", "cli", "interop"),
+             "engines": ("views", "accountant", "calibration", "sweep", "cli", "interop")}
+    for layer, forbidden in above.items():
+        for path in (ROOT / "afa" / layer).glob("*.py"):
+            for line in path.read_text().splitlines():
+                match = re.match(r"\s*from \.\.(\w+)", line) or re.match(r"\s*import afa\.(\w+)", line)
+                assert not (match and match.group(1) in forbidden), f"{path.name}: {line.strip()}"
 
 
 def test_an_unknown_attribute_is_an_attribute_error():

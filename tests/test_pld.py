@@ -23,17 +23,17 @@ from scipy.stats import binom
 
 import afa
 from afa import options as afa_options
-from afa import pld
 from afa._fft import power_rounding
-from afa.engines import PLDEngine
-from afa.loss_tails import LossTails
-from afa.pld import (
+from afa.engines import pld
+from afa.engines.base import PLDEngine
+from afa.engines.pld import (
     DiscretePLD,
     PLDTooLargeError,
     connect_the_dots,
     greedy_hull_optimistic,
     privacy_buckets,
 )
+from afa.mechanisms.loss_tails import LossTails
 
 # ----- mechanisms (one direction of a dominating pair, seen through its loss tails) --------
 
@@ -551,7 +551,7 @@ def test_default_tolerance_cannot_certify_tiny_delta():
 # ----- tilted powers: a smaller tail tolerance must never widen the bracket ----------------------
 
 def engine_bracket(tails, interval, count, delta, tolerance):
-    """(lower, upper) eps(delta) from the PLDs afa.engines.PLDEngine builds for one mechanism used
+    """(lower, upper) eps(delta) from the PLDs afa.engines.base.PLDEngine builds for one mechanism used
     count times with tail tolerance ``tolerance`` (it asks for 1e-7 * delta), and the two PLDs."""
     arguments = (count, tolerance / 4, PLDEngine.ROUNDING_SLACK * tolerance / 4)
     upper = connect_the_dots(tails, interval, tolerance / (4 * count)).self_compose(*arguments)

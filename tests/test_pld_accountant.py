@@ -1,7 +1,7 @@
 """The discretized-PLD backend seen through the accountant (method='pld', validate(), issue 5).
 
 Every check is against a truth computed independently of the PLD's loss-tail discretization:
-afa's closed forms (afa.exact), the characteristic-function engines ('exact', 'contour',
+afa's closed forms (afa.numerics.exact), the characteristic-function engines ('exact', 'contour',
 'quadrature'), Zhu, Dong & Wang 2022, Algorithm 2 on the output domain ('certified'), the 30-digit mpmath
 hockey stick of tests/_subsampling_reference.py, or dp_accounting (optional).
 
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import afa
-import afa.planner
-from afa import exact
-from afa.pld import PLDTooLargeError, privacy_buckets
+import afa.engines.planner
+from afa.engines.pld import PLDTooLargeError, privacy_buckets
+from afa.numerics import exact
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _subsampling_reference import delta_one_use_mpmath  # noqa: E402
@@ -127,7 +127,7 @@ def test_analytic_estimate_inside_pld_bracket(family):
 
 def test_gaussian_bracket_contains_closed_form():
     """Anchor of the table above in a closed form: Gaussian(4) x 4 is the Gaussian loss with mu = 1/2
-    (Sommer, Meiser & Mohammadi 2019, Thm 5); the PLD bracket holds afa.exact's eps and delta and is tight to 1e-6."""
+    (Sommer, Meiser & Mohammadi 2019, Thm 5); the PLD bracket holds afa.numerics.exact's eps and delta and is tight to 1e-6."""
     acc = accountant("add_remove", [(G(4.0), 4)])
     eps = exact.gaussian_epsilon(1e-5, 0.5)
     result = acc.epsilon_result(1e-5, method="pld")
@@ -170,7 +170,7 @@ def wrong_engine(base):
 
     if hasattr(base, "epsilon_bracket"):  # its own verified solver: solve through the wrong delta instead
         def epsilon_bracket(self, delta):
-            from afa.engines import smallest_epsilon
+            from afa.engines.base import smallest_epsilon
             epsilon = smallest_epsilon(lambda eps: float(self.delta(np.array([eps]))[0][0]), delta, self.epsilon_scale)
             return epsilon, epsilon, epsilon
         Wrong.epsilon_bracket = epsilon_bracket
@@ -194,7 +194,7 @@ def test_validate_catches_a_wrong_engine(monkeypatch, name, terms, query):
     acc = accountant("add_remove", terms)
     if query == "delta":
         acc.validate(delta=1e-5)  # the true engine passes
-    monkeypatch.setattr(afa.planner, name, wrong_engine(getattr(afa.planner, name)))
+    monkeypatch.setattr(afa.engines.planner, name, wrong_engine(getattr(afa.engines.planner, name)))
     acc = accountant("add_remove", terms)
     with pytest.raises(afa.ValidationError, match="outside the PLD's certified bracket"):
         if query == "delta":

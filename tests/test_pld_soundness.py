@@ -2,7 +2,7 @@
 
 Every bracket is checked against a truth computed outside the engine under test:
 
-* composed Gaussians: the closed form (Sommer, Meiser & Mohammadi 2019, Thm 5; ``afa.exact``);
+* composed Gaussians: the closed form (Sommer, Meiser & Mohammadi 2019, Thm 5; ``afa.numerics.exact``);
 * Gaussian x randomized response: a 50-digit mpmath sum over the binomial atoms of the RR part of
   closed-form Gaussian divergences (delta = sum_j w_j delta_G(eps - l_j));
 * one Poisson-subsampled Gaussian or Laplace: the 30-digit mpmath quadrature of the hockey-stick
@@ -28,11 +28,12 @@ import numpy as np
 import pytest
 
 import afa
-from afa import budget, exact
+from afa import budget
 from afa.budget import BudgetExceededError
-from afa.engines import PLDEngine
-from afa.loss_tails import GaussianTails
-from afa.pld import PLDTooLargeError, composition_tilt, connect_the_dots, greedy_hull_optimistic
+from afa.engines.base import PLDEngine
+from afa.engines.pld import PLDTooLargeError, composition_tilt, connect_the_dots, greedy_hull_optimistic
+from afa.mechanisms.loss_tails import GaussianTails
+from afa.numerics import exact
 from afa.results import AccuracyError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -120,7 +121,7 @@ TWO_GAUSSIANS_MU = math.sqrt(400 * 0.05 ** 2 + 30 * 0.3 ** 2)
 def test_composition_of_two_pld_keeps_tiny_delta(tilt):
     """The root cause of issue 16 (4): DiscretePLD.compose made every slack constant (the FFT's absolute
     rounding, about 4e-11 here), so no delta below it could be certified.  Two powered Gaussian PLDs (k = 400
-    and 30), each with its own tilt or both at the composition's (afa.pld.composition_tilt), composed must
+    and 30), each with its own tilt or both at the composition's (afa.engines.pld.composition_tilt), composed must
     bracket the closed form at delta = 1e-25 (old code: upper eps = inf)."""
     delta, tail = 1e-25, 1e-33
     brackets = []
@@ -391,7 +392,7 @@ def test_stored_error_propagates_through_powers_and_compositions(pessimistic):
     for size, offset in shapes:
         probs = np.exp(-0.5 * ((np.arange(size) - size / 3) / (size / 8)) ** 2)
         exact_measures.append((probs / probs.sum(), offset))
-    plain = [afa.pld.DiscretePLD(interval, offset, probs, 0.0, pessimistic) for probs, offset in exact_measures]
+    plain = [afa.engines.pld.DiscretePLD(interval, offset, probs, 0.0, pessimistic) for probs, offset in exact_measures]
     tilt = composition_tilt([(plain[0], 6), (plain[1], 1)], epsilon=target)
     plds = []
     for probs, offset in exact_measures:
@@ -400,7 +401,7 @@ def test_stored_error_propagates_through_powers_and_compositions(pessimistic):
         error_vector = np.abs(stored - probs)
         l1 = float(np.sum(error_vector)) * (1 + 1e-9)
         tilted = float(np.sum(error_vector * np.exp(tilt * losses))) * (1 + 1e-9)
-        plds.append(afa.pld.DiscretePLD(interval, offset, stored, 0.0, pessimistic, error=l1, tilt=tilt,
+        plds.append(afa.engines.pld.DiscretePLD(interval, offset, stored, 0.0, pessimistic, error=l1, tilt=tilt,
                                         decay_start=math.log(tilted / l1) / tilt))
     composed = plds[0].self_compose(6, 1e-80, 1e-80, tilt=tilt).compose(plds[1], 1e-80, 1e-80, tilt=tilt)
     truth = np.array([1.0])

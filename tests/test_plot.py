@@ -1,4 +1,4 @@
-"""afa.plot and ``afa plot``: the figures are written, and what they draw matches independent numbers.
+"""afa.views.plot and ``afa plot``: the figures are written, and what they draw matches independent numbers.
 
 The references are closed forms computed here: a composition of k Gaussian mechanisms with noise sigma is
 mu-GDP with mu = sqrt(k)/sigma, so delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu) (Balle & Wang
@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import afa  # noqa: E402
-import afa.plot  # noqa: E402
+import afa.views.plot  # noqa: E402
 from afa.cli import main  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -68,9 +68,9 @@ def save(ax, path) -> None:
 # ---------------------------------------------------------------------------
 
 def test_profile_line_is_the_gaussian_closed_form(tmp_path):
-    ax = afa.plot.privacy_profile(composed_gaussian())
+    ax = afa.views.plot.privacy_profile(composed_gaussian())
     epsilons, deltas = ax.get_lines()[0].get_xydata().T
-    assert len(epsilons) == afa.plot.PROFILE_POINTS and epsilons[0] == 0.0
+    assert len(epsilons) == afa.views.plot.PROFILE_POINTS and epsilons[0] == 0.0
     # the default grid ends at eps(1e-10)
     assert epsilons[-1] == pytest.approx(gaussian_epsilon(1e-10, MU), rel=1e-9)
     reference = np.array([gaussian_delta(eps, MU) for eps in epsilons])
@@ -83,7 +83,7 @@ def test_profile_line_is_the_gaussian_closed_form(tmp_path):
 def test_profile_band_holds_the_bounds_and_the_line_is_the_upper_one():
     accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(sampling_rate=0.01), 1000)
     epsilons = [0.5, 1.0, 2.0]
-    ax = afa.plot.privacy_profile(accountant, epsilons, method="pld")
+    ax = afa.views.plot.privacy_profile(accountant, epsilons, method="pld")
     result = accountant.delta_result(epsilons, method="pld")
     np.testing.assert_array_equal(ax.get_lines()[0].get_ydata(), result.upper)
     assert np.all(result.lower < result.upper)  # the PLD's bracket has a width: a band is drawn
@@ -93,23 +93,23 @@ def test_profile_band_holds_the_bounds_and_the_line_is_the_upper_one():
 
 def test_epsilon_curve_is_the_gaussian_inverse(tmp_path):
     accountant = composed_gaussian()
-    ax = afa.plot.epsilon_curve(accountant, [1e-8, 1e-5, 1e-2])
+    ax = afa.views.plot.epsilon_curve(accountant, [1e-8, 1e-5, 1e-2])
     deltas, epsilons = ax.get_lines()[0].get_xydata().T
     np.testing.assert_array_equal(epsilons, accountant.epsilon(deltas))
     np.testing.assert_allclose(epsilons, [gaussian_epsilon(delta, MU) for delta in deltas], rtol=1e-8)
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "δ"
-    default = afa.plot.epsilon_curve(accountant)
-    assert len(default.get_lines()[0].get_xdata()) == len(afa.plot.EPSILON_CURVE_DELTAS)
+    default = afa.views.plot.epsilon_curve(accountant)
+    assert len(default.get_lines()[0].get_xdata()) == len(afa.views.plot.EPSILON_CURVE_DELTAS)
     save(default, tmp_path / "epsilon.png")
 
 
 def test_tradeoff_curve_within_its_error_of_gaussian_dp(tmp_path):
     mu = 2.0
     accountant = afa.Accountant().compose(afa.Gaussian(1.0), 4)  # sqrt(4) / 1 = 2
-    ax = afa.plot.tradeoff(accountant)
+    ax = afa.views.plot.tradeoff(accountant)
     alphas, betas = ax.get_lines()[0].get_xydata().T
     truth = norm.cdf(norm.ppf(1 - alphas) - mu)
-    _, error = afa.tradeoff.tradeoff_curve(accountant, alphas, with_error=True)
+    _, error = afa.views.tradeoff.tradeoff_curve(accountant, alphas, with_error=True)
     assert np.all(betas <= truth + 1e-12) and np.all(truth <= betas + error + 1e-12)
     assert error.max() < 1e-5
     identity = ax.get_lines()[1]
@@ -123,7 +123,7 @@ def test_epsilon_vs_steps_values(tmp_path):
     steps = [10, 100, 1000]
     delta = 1e-5
     make = {"σ = 10": lambda k: composed_gaussian(k, 10.0), "σ = 20": lambda k: composed_gaussian(k, 20.0)}
-    ax = afa.plot.epsilon_vs_steps(list(make.items()), steps, delta)
+    ax = afa.views.plot.epsilon_vs_steps(list(make.items()), steps, delta)
     assert [line.get_label() for line in ax.get_lines()] == list(make)
     for line, (sigma, function) in zip(ax.get_lines(), ((10.0, make["σ = 10"]), (20.0, make["σ = 20"]))):
         counts, epsilons = line.get_xydata().T
@@ -135,18 +135,18 @@ def test_epsilon_vs_steps_values(tmp_path):
 
 
 def test_epsilon_vs_steps_one_function_several_methods_and_labels():
-    ax = afa.plot.epsilon_vs_steps(composed_gaussian, [10, 20], 1e-5, methods=("exact", "contour"))
+    ax = afa.views.plot.epsilon_vs_steps(composed_gaussian, [10, 20], 1e-5, methods=("exact", "contour"))
     assert [line.get_label() for line in ax.get_lines()] == ["ε(δ) (exact)", "ε(δ) (contour)"]
     exact, contour = (line.get_ydata() for line in ax.get_lines())
     np.testing.assert_allclose(contour, exact, rtol=1e-6)
-    ax = afa.plot.epsilon_vs_steps(composed_gaussian, [10, 20], 1e-5, labels=["mine"], color="C3")
+    ax = afa.views.plot.epsilon_vs_steps(composed_gaussian, [10, 20], 1e-5, labels=["mine"], color="C3")
     assert ax.get_lines()[0].get_label() == "mine" and ax.get_xscale() == "linear"
     assert matplotlib.colors.same_color(ax.get_lines()[0].get_color(), "C3")
 
 
 def test_draws_on_a_given_axes_with_styles():
     figure, axes = plt.subplots(1, 2)
-    returned = afa.plot.privacy_profile(composed_gaussian(), [0.5, 1.0], ax=axes[1], color="red", linewidth=3)
+    returned = afa.views.plot.privacy_profile(composed_gaussian(), [0.5, 1.0], ax=axes[1], color="red", linewidth=3)
     assert returned is axes[1] and not axes[0].get_lines()
     line = returned.get_lines()[0]
     assert matplotlib.colors.same_color(line.get_color(), "red") and line.get_linewidth() == 3
@@ -159,33 +159,33 @@ def test_draws_on_a_given_axes_with_styles():
 def test_bad_input_names_the_parameter():
     accountant = composed_gaussian()
     with pytest.raises(TypeError, match="accountant"):
-        afa.plot.privacy_profile("gaussian")
+        afa.views.plot.privacy_profile("gaussian")
     with pytest.raises(ValueError, match="epsilons"):
-        afa.plot.privacy_profile(accountant, [])
+        afa.views.plot.privacy_profile(accountant, [])
     with pytest.raises(ValueError, match="epsilons"):
-        afa.plot.privacy_profile(accountant, [0.0, math.nan])
+        afa.views.plot.privacy_profile(accountant, [0.0, math.nan])
     with pytest.raises(ValueError, match="method"):
-        afa.plot.privacy_profile(accountant, method="fast")
+        afa.views.plot.privacy_profile(accountant, method="fast")
     with pytest.raises(TypeError, match="ax"):
-        afa.plot.privacy_profile(accountant, [1.0], ax="left")
+        afa.views.plot.privacy_profile(accountant, [1.0], ax="left")
     with pytest.raises(TypeError, match="band"):
-        afa.plot.privacy_profile(accountant, [1.0], band="yes")
+        afa.views.plot.privacy_profile(accountant, [1.0], band="yes")
     with pytest.raises(ValueError, match="deltas"):
-        afa.plot.epsilon_curve(accountant, [0.0, 1e-5])
+        afa.views.plot.epsilon_curve(accountant, [0.0, 1e-5])
     with pytest.raises(ValueError, match="alphas"):
-        afa.plot.tradeoff(accountant, [0.5, 1.5])
+        afa.views.plot.tradeoff(accountant, [0.5, 1.5])
     with pytest.raises(ValueError, match="steps"):
-        afa.plot.epsilon_vs_steps(composed_gaussian, [0, 10], 1e-5)
+        afa.views.plot.epsilon_vs_steps(composed_gaussian, [0, 10], 1e-5)
     with pytest.raises(TypeError, match="steps"):
-        afa.plot.epsilon_vs_steps(composed_gaussian, [1.5], 1e-5)
+        afa.views.plot.epsilon_vs_steps(composed_gaussian, [1.5], 1e-5)
     with pytest.raises(ValueError, match="delta"):
-        afa.plot.epsilon_vs_steps(composed_gaussian, [10], 2.0)
+        afa.views.plot.epsilon_vs_steps(composed_gaussian, [10], 2.0)
     with pytest.raises(ValueError, match="labels"):
-        afa.plot.epsilon_vs_steps(composed_gaussian, [10], 1e-5, labels=["a", "b"])
+        afa.views.plot.epsilon_vs_steps(composed_gaussian, [10], 1e-5, labels=["a", "b"])
     with pytest.raises(TypeError, match="make_accountant"):
-        afa.plot.epsilon_vs_steps([("a", "not callable")], [10], 1e-5)
+        afa.views.plot.epsilon_vs_steps([("a", "not callable")], [10], 1e-5)
     with pytest.raises(TypeError, match=r"make_accountant\(10\)"):
-        afa.plot.epsilon_vs_steps(lambda k: None, [10], 1e-5)
+        afa.views.plot.epsilon_vs_steps(lambda k: None, [10], 1e-5)
 
 
 # ---------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def test_plot_is_a_lazy_submodule_and_import_afa_needs_no_matplotlib():
     import subprocess
     import sys
 
-    probe = ("import sys, afa; print('matplotlib' in sys.modules, 'plot' in dir(afa)); afa.plot.tradeoff; "
-             "print('afa.plot' in sys.modules)")
+    probe = ("import sys, afa; print('matplotlib' in sys.modules, 'plot' in dir(afa)); afa.views.plot.tradeoff; "
+             "print('afa.views.plot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True", "True"]

@@ -1,6 +1,6 @@
-"""Compositions of data-dependent Gaussians as one noncentral chi-square integral (afa.quadratic).
+"""Compositions of data-dependent Gaussians as one noncentral chi-square integral (afa.engines.quadratic).
 
-References, each computed without afa.quadratic: the one-use closed form (afa.exact, Zhu, Dong & Wang 2022,
+References, each computed without afa.engines.quadratic: the one-use closed form (afa.numerics.exact, Zhu, Dong & Wang 2022,
 App. A Example 15), the 30-digit noncentral chi-square integral of test_data_dependent.composed_mpmath, and,
 for uses with different sensitivities or mixed with Gaussian mechanisms, mpmath quadrature over the first
 use's standard normal of the remaining uses' closed form (conditioning on one use).
@@ -16,8 +16,8 @@ import pytest
 from test_data_dependent import DIRECTIONS, composed_mpmath
 
 import afa
-from afa import exact
-from afa.quadratic import QuadraticComposition, log_noncentral_chi2_pdf
+from afa.engines.quadratic import QuadraticComposition, log_noncentral_chi2_pdf
+from afa.numerics import exact
 
 
 def one_use(s1, s2, m, direction) -> exact.QuadraticLoss:
@@ -51,7 +51,7 @@ def gaussian_mpmath(mu):
                                        (1.0, 1.01, 0.5)])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_one_use_matches_the_closed_form(s1, s2, m, direction):
-    """One use: within 1e-12 relative of afa.exact's closed form, and within the stated error, from below the
+    """One use: within 1e-12 relative of afa.numerics.exact's closed form, and within the stated error, from below the
     loss's range to its far tail (and next to a bounded loss's top)."""
     loss = one_use(s1, s2, m, direction)
     composition = QuadraticComposition.of([(loss, 1)])

@@ -21,7 +21,7 @@ import pytest
 
 import afa
 from afa import renyi_divergence
-from afa.privacy_loss import PrivacyLoss
+from afa.mechanisms.privacy_loss import PrivacyLoss
 
 
 def gaussian_pair(alpha, mean1, sd1, mean2, sd2):
@@ -185,5 +185,5 @@ def test_data_dependent_gaussian_example_15_profile_is_finite():
     """Example 15's RDP is infinite for alpha >= 2 (above), yet the tight eps(delta) is finite and exact."""
     mech = afa.DataDependentGaussian(sigma1=math.sqrt(2), sigma2=1.0)
     eps = afa.Accountant().compose(mech).epsilon(1e-6)
-    reached = max(afa.exact.data_dependent_gaussian_delta(eps, math.sqrt(2), 1.0, 0.0, d) for d in ("remove", "add"))
+    reached = max(afa.numerics.exact.data_dependent_gaussian_delta(eps, math.sqrt(2), 1.0, 0.0, d) for d in ("remove", "add"))
     assert math.isfinite(eps) and reached == pytest.approx(1e-6, rel=1e-9)

@@ -24,7 +24,7 @@ import pytest
 import sympy
 
 import afa
-from afa.rdp import (
+from afa.views.rdp import (
     CONVERSIONS,
     RdpAccountant,
     alpha,

@@ -128,8 +128,8 @@ def test_subsampling_at_the_ends_and_relations():
     # q = 1 is the base, q = 0 never uses the record: both served; 0 < q < 1 only with additive noise.
     assert afa.Accountant("replace_special").compose(afa.Gaussian(1.0).poisson_subsampled(1.0)).delta(0.5) == \
         afa.Accountant("replace_special").compose(afa.Gaussian(1.0)).delta(0.5)
-    assert afa.Gaussian(1.0).poisson_subsampled(0.0).relations == afa.mechanisms.NEIGHBORING_RELATIONS
-    for relation in afa.mechanisms.NEIGHBORING_RELATIONS:
+    assert afa.Gaussian(1.0).poisson_subsampled(0.0).relations == afa.mechanisms.catalog.NEIGHBORING_RELATIONS
+    for relation in afa.mechanisms.catalog.NEIGHBORING_RELATIONS:
         with pytest.raises(ValueError, match="neighboring"):
             afa.Accountant(relation.upper())
 
@@ -149,7 +149,7 @@ def test_spec_and_cli_carry_the_relation(tmp_path, capsys):
 
 
 def test_directions_of_every_relation():
-    names = {relation: afa.Accountant(relation).directions for relation in afa.mechanisms.NEIGHBORING_RELATIONS}
+    names = {relation: afa.Accountant(relation).directions for relation in afa.mechanisms.catalog.NEIGHBORING_RELATIONS}
     assert names == {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse"),
                      "replace_special": ("remove", "add")}
     assert list(itertools.chain(*names.values()))

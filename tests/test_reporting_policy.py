@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import afa
-from afa import exact
+from afa.numerics import exact
 
 
 def discrete_gaussian_delta_mpmath(epsilon: float, sigma: float, count: int) -> float:
@@ -127,7 +127,7 @@ def test_a_far_output_rule_is_refused_by_the_memory_budget_before_it_is_built():
     about 43 MiB of losses and log-weights for a two-component side): a 10 MB budget refuses it, naming it, and the
     same call answers without the budget."""
     from afa import budget
-    from afa.noise_pair import PairMGF
+    from afa.mechanisms.noise_pair import PairMGF
     integral = PairMGF(afa.Gaussian(0.9).poisson_subsampled(0.01).noise_pair())
     node = np.array([0.5 + 1e5j])
     assert integral.evaluation_cost(0.5, np.abs(node.imag))[0] > 1e6
@@ -183,7 +183,7 @@ def test_auto_records_every_attempt_and_moves_on_only_after_a_declared_refusal(m
     three times is what every engine must agree with.  A contour that refuses (AccuracyError) hands over
     to the next engine and the result records both tries; a contour that fails with anything else (a bug)
     is not turned into another engine's answer."""
-    from afa.engines import ContourEngine
+    from afa.engines.base import ContourEngine
     reference = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0, method="pld")
 
     def refuse(self, epsilons):
@@ -217,8 +217,8 @@ def test_a_contour_out_of_nodes_hands_over_to_the_pld_before_its_wide_retry(monk
     within AutoOptions.retry_rtol is the answer; a wider one is kept while the wide-node contour tries for a
     tighter answer, and is the answer when that retry is refused too.  It holds Laplace(1) x 3 through the PLD
     alone, as in the test above."""
-    from afa.contour import NodeBudgetError
-    from afa.engines import ContourEngine
+    from afa.engines.base import ContourEngine
+    from afa.engines.contour import NodeBudgetError
     reference = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0, method="pld")
 
     def out_of_nodes(self, epsilons):
@@ -242,8 +242,8 @@ def test_the_pld_before_a_queued_wide_retry_gets_three_quarters_of_the_time_left
     an engine followed by others gets (fuzz seed 6090's PLD needed more than that half).  Once the retry has
     failed, later queries start with the PLD, with the same share (seed 6588's second query)."""
     from afa import budget
-    from afa.contour import NodeBudgetError
-    from afa.engines import ContourEngine, PLDEngine
+    from afa.engines.base import ContourEngine, PLDEngine
+    from afa.engines.contour import NodeBudgetError
     seen = []
     original = PLDEngine.delta
 
@@ -272,7 +272,7 @@ def test_past_the_contour_finite_output_terms_go_to_the_pld_first(monkeypatch, f
     """When neither closed forms nor the contour serve a composition, 'auto' tries the real line first for
     continuous mechanisms only, and the PLD first when finite-output terms are present (it composes their atoms
     exactly; the real line evaluates every atom at every node: fuzz seed 4949 spent 11 s there to refuse)."""
-    from afa.planner import Planner
+    from afa.engines.planner import Planner
 
     def unavailable(self, index):
         raise afa.UnsupportedCompositionError("unavailable (raised by the test)")
@@ -309,7 +309,7 @@ def test_a_refusal_out_of_time_carries_a_single_mechanism_lower_bound(monkeypatc
     def nothing_answers(self, query, relative_width, delta=None):
         raise afa.BudgetExceededError("no method answers this query for this composition (test)")
 
-    from afa.planner import Planner
+    from afa.engines.planner import Planner
 
     monkeypatch.setattr(Planner, "_run_auto", nothing_answers)
     with pytest.raises(afa.BudgetExceededError, match="certified: eps >=") as refusal:

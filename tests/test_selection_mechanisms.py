@@ -189,7 +189,7 @@ def test_selection_mechanisms_serialise_validate_and_serve_every_relation(cls):
     assert afa.Mechanism.from_dict(mechanism.to_dict()) == mechanism
     assert pickle.loads(pickle.dumps(mechanism)) == mechanism
     assert mechanism.tight is False
-    assert mechanism.relations == afa.mechanisms.NEIGHBORING_RELATIONS
+    assert mechanism.relations == afa.mechanisms.catalog.NEIGHBORING_RELATIONS
     deltas = {rel: afa.Accountant(rel).compose(mechanism, 2).delta(0.5) for rel in mechanism.relations}
     assert len(set(deltas.values())) == 1
     for bad in (0.0, -1.0, math.nan, math.inf, 1e301):

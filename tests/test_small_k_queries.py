@@ -19,9 +19,9 @@ from _subsampling_reference import delta_bracket_bruteforce
 from scipy.stats import norm
 
 import afa
-from afa.composition import ComposedLoss
-from afa.contour import ContourInversion
-from afa.engines import ContourEngine
+from afa.engines.base import ContourEngine
+from afa.engines.composition import ComposedLoss
+from afa.engines.contour import ContourInversion
 
 DELTA = 1e-5
 #: The rows of benchmarks/bench_small_k.py with k <= 300 that the contour answers (the others need a loss

@@ -2,7 +2,7 @@
 
 Independent references: ``tests/_subsampling_reference.py`` (mpmath log M(s) and one-use hockey
 stick, a brute-force pessimistic/optimistic PLD bracket), the certified discretization of
-``afa.certified`` (a second algorithm), exact enumeration for finite bases, and the DP-SGD values
+``afa.engines.certified`` (a second algorithm), exact enumeration for finite bases, and the DP-SGD values
 of the literature (q = 0.01, sigma = 1, delta = 1e-5: eps = 0.718036, 1.828237, 6.187712 for
 k = 100, 1000, 10 000, as quoted in the subsampled-mechanisms issue).
 """
@@ -23,14 +23,14 @@ from _subsampling_reference import (
 )
 
 import afa
-from afa import contour as contour_module
-from afa import exact
-from afa.certified import certified_delta
-from afa.composition import ComposedLoss
-from afa.contour import ContourInversion
-from afa.mechanisms import Mechanism
-from afa.noise_pair import PairMGF
-from afa.privacy_loss import batched_log_phi
+from afa.engines import contour as contour_module
+from afa.engines.certified import certified_delta
+from afa.engines.composition import ComposedLoss
+from afa.engines.contour import ContourInversion
+from afa.mechanisms.catalog import Mechanism
+from afa.mechanisms.noise_pair import PairMGF
+from afa.mechanisms.privacy_loss import batched_log_phi
+from afa.numerics import exact
 
 NODES = [0.5, 5.0, 40.0, 2.0 + 1.0j, 2.0 + 10.0j, 8.0 + 60.0j, 0.3 + 150.0j]
 
@@ -407,8 +407,8 @@ def test_near_atom_quadrature_stays_within_its_work_budget(monkeypatch):
     evaluation costs ~8 t output nodes, so the real-line grid used to need ~1e5 nodes at t ~ 5e4 (over
     15 minutes).  Now the numeric-CF work is budgeted: eps(1e-5) refuses, naming the certified
     methods, and delta(eps) answers with an error estimate that covers a brute-force bracket."""
-    import afa.noise_pair as noise_pair
-    from afa import quadrature
+    import afa.mechanisms.noise_pair as noise_pair
+    from afa.engines import quadrature
     work = []
     original = noise_pair.fourier_sums
 
@@ -432,7 +432,7 @@ def test_numeric_mgf_cost_at_complex_nodes_counts_the_output_nodes_summed(monkey
     """A subsampled loss's ``evaluation_cost(t)`` at complex t = -is (the contour's nodes, on lines Re s = 0.5 and 6)
     must be the number of output nodes its evaluation at t actually sums (counted inside fourier_sums), in both
     directions: the contour's work allowance and the quadrature's budget rest on it."""
-    import afa.noise_pair as noise_pair
+    import afa.mechanisms.noise_pair as noise_pair
     summed = []
     original = noise_pair.fourier_sums
 
@@ -458,7 +458,7 @@ def test_fourier_sums_match_a_30_digit_sum(layout):
     sum_j w_j e^{i f x_j} summed at 30 digits to a few ulps of sum |w| plus the rounding of the phases
     (16 ulps of f x_j per term: the direct double-precision sum carries the same) -- the error model of
     the numeric MGF (NUMERIC_RTOL, relative to M at the node's real part)."""
-    from afa.noise_pair import GRIDDED_SPAN, fourier_sums
+    from afa.mechanisms.noise_pair import GRIDDED_SPAN, fourier_sums
     rng = np.random.default_rng(7)
     values, weights = rng.normal(0.0, 2.0, 400), rng.random(400) * np.exp(rng.normal(0.0, 2.0, 400))
     step = 0.0703125

@@ -18,7 +18,7 @@ import pytest
 from scipy.special import ndtr, ndtri
 
 import afa
-from afa.tradeoff import privacy_profile_from_tradeoff, tradeoff_curve, tradeoff_from_profile
+from afa.views.tradeoff import privacy_profile_from_tradeoff, tradeoff_curve, tradeoff_from_profile
 
 ALPHAS = np.concatenate(([0.0, 1e-300, 1e-12, 1e-6], np.linspace(0.001, 0.999, 41), [1 - 1e-9, 1.0]))
 
@@ -44,7 +44,7 @@ def test_composed_gaussian_is_g_mu(sigma, count):
 def test_golden_section_route_is_accurate_to_1e_10():
     """tradeoff_from_profile maximises each alpha's bracket: 1e-10 of G_mu from the closed-form profile."""
     mu = 1.5
-    curve = tradeoff_from_profile(lambda eps: afa.exact.gaussian_delta(eps, mu), ALPHAS)
+    curve = tradeoff_from_profile(lambda eps: afa.numerics.exact.gaussian_delta(eps, mu), ALPHAS)
     truth = gaussian_tradeoff(ALPHAS, mu)
     assert np.max(np.abs(curve - truth)) <= 1e-10
 
@@ -52,7 +52,7 @@ def test_golden_section_route_is_accurate_to_1e_10():
 def test_curve_from_an_upper_bound_on_delta_lies_below():
     """Any delta' >= delta gives a valid, lower curve (the safe direction)."""
     mu = 1.0
-    profile = lambda eps: afa.exact.gaussian_delta(eps, mu)
+    profile = lambda eps: afa.numerics.exact.gaussian_delta(eps, mu)
     loose = tradeoff_from_profile(lambda eps: np.minimum(profile(eps) + 1e-3, 1.0), ALPHAS)
     assert np.all(loose <= gaussian_tradeoff(ALPHAS, mu))
     assert np.max(gaussian_tradeoff(ALPHAS, mu) - loose) > 5e-4

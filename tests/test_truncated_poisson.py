@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import afa
-from afa.pairs import PairMixture
+from afa.mechanisms.pairs import PairMixture
 
 mpmath.mp.dps = 40
 

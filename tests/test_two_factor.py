@@ -12,8 +12,8 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from afa.atoms import LossAtoms, epsilon_bounds_for_delta, hockey_stick_with_error
-from afa.two_factor import TwoFactorSum, blocked_suffix_logsumexp
+from afa.engines.two_factor import TwoFactorSum, blocked_suffix_logsumexp
+from afa.numerics.atoms import LossAtoms, epsilon_bounds_for_delta, hockey_stick_with_error
 
 
 def random_atoms(rng, size: int, spread: float) -> LossAtoms:
@@ -138,7 +138,7 @@ def test_blocked_suffix_sums_match_math_fsum():
 def test_cumulative_bounds_lie_just_above_math_fsum():
     """The prefix-mass bounds that decide which atoms an evaluation leaves out: at or above the exact prefix
     sums (mpmath), within 1e-12 relative, also across 600 nats and below the underflow of exp."""
-    from afa.two_factor import _log_cumulative_bound
+    from afa.engines.two_factor import _log_cumulative_bound
 
     rng = np.random.default_rng(11)
     values = np.concatenate((rng.normal(-5, 3, 400), rng.normal(-700, 5, 200), [-2000.0, 0.0]))

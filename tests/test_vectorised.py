@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import afa
-from afa import exact
+from afa.numerics import exact
 
 MU = 2.0  # 16 uses of Gaussian(sigma=2): mu = sqrt(16) / 2
 

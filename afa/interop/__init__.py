@@ -12,18 +12,20 @@ it talks to and imports that library only inside its functions, so ``import afa.
 
 from __future__ import annotations
 
+from .._lazy import lazy_submodules
 from .dp_accounting import UnsupportedDpEventError, from_dp_event, to_dp_event, to_neighboring_relation
 
 __all__ = ["AfaPrivacyAccountant", "UnsupportedDpEventError", "from_dp_event", "to_dp_event",
            "to_neighboring_relation"]
+_submodule, _names = lazy_submodules(__name__, ("dp_accounting", "opacus"))
 
 
 def __getattr__(name: str):
     if name == "AfaPrivacyAccountant":  # a dp_accounting subclass: built (and dp_accounting imported) on first use
         from . import dp_accounting
         return dp_accounting.AfaPrivacyAccountant
-    raise AttributeError(f"module 'afa.interop' has no attribute {name!r}")
+    return _submodule(name)  # the bridges' modules; anything else is an AttributeError
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"AfaPrivacyAccountant"})
+    return sorted(set(_names()) | {"AfaPrivacyAccountant"})

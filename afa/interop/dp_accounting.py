@@ -46,7 +46,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..accountant import Accountant
-from ..mechanisms import (
+from ..mechanisms.catalog import (
     ApproxDP,
     DiscreteGaussian,
     DiscreteLaplace,
@@ -59,8 +59,8 @@ from ..mechanisms import (
     PermuteAndFlip,
     RandomizedResponse,
 )
+from ..mechanisms.subsampling import Subsampled, TruncatedPoissonGaussian
 from ..options import METHODS
-from ..subsampling import Subsampled, TruncatedPoissonGaussian
 
 #: The public names; ``AfaPrivacyAccountant`` (a dp_accounting subclass) is built on first access.
 __all__ = ["UnsupportedDpEventError", "from_dp_event", "to_dp_event", "to_neighboring_relation"]

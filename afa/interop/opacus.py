@@ -40,7 +40,7 @@ from ..accountant import Accountant
 from ..budget import Budget
 from ..calibration import calibrate_sigma
 from ..limits import MAX_MU, MAX_NOISE_SHIFT
-from ..mechanisms import DiscreteMechanism, Gaussian, Mechanism
+from ..mechanisms.catalog import DiscreteMechanism, Gaussian, Mechanism
 from ..options import METHODS
 
 __all__ = ["AfaAccountant", "get_noise_multiplier", "register_with_opacus", "MECHANISM", "OPACUS_MECHANISMS"]

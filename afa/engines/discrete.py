@@ -1,12 +1,12 @@
 """Compositions of finite privacy losses too large to enumerate in full (:class:`DiscreteComposition`).
 
-A composition sum_t k_t L_t of finite losses (:class:`afa.atoms.LossAtoms`) answers each query with what it
+A composition sum_t k_t L_t of finite losses (:class:`afa.numerics.atoms.LossAtoms`) answers each query with what it
 needs: an eps(delta) query drops atoms lighter than delta e^-PRUNE (counting their mass in the error), or
-evaluates two groups of terms against each other (:mod:`afa.two_factor`), or composes only the atoms whose
+evaluates two groups of terms against each other (:mod:`afa.engines.two_factor`), or composes only the atoms whose
 loss can exceed a threshold just below the crossing, found from a Chernoff bound on the composition's
 cumulant generating function; a delta(eps) query composes the atoms that can exceed the smallest eps.  The
 full composition is formed only when asked for.  Hopeless compositions are refused early
-(:class:`afa.atoms.CompositionTooLargeError`).
+(:class:`afa.numerics.atoms.CompositionTooLargeError`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import math
 
 import numpy as np
 
-from . import budget
-from . import options as settings
-from ._accurate import log_sum_exp
-from .atoms import (
+from .. import budget
+from .. import options as settings
+from .._accurate import log_sum_exp
+from ..limits import LOG_NEGLIGIBLE
+from ..numerics.atoms import (
     CompositionTooLargeError,
     LossAtoms,
     above_rounding,
@@ -31,7 +32,6 @@ from .atoms import (
     max_atoms,
     pair_allowance,
 )
-from .limits import LOG_NEGLIGIBLE
 from .two_factor import TwoFactorSum
 
 #: An eps(delta) query may also drop atoms lighter than delta e^-PRUNE (in all, far below delta's rounding).
@@ -68,7 +68,7 @@ class DiscreteComposition:
     #: Bisections of the threshold between the last two levels when the lower one has too many atoms.
     REFINEMENTS = 10
 
-    #: Compose in two groups (:class:`afa.two_factor.TwoFactorSum`) when each fits the atom limit and the whole
+    #: Compose in two groups (:class:`afa.engines.two_factor.TwoFactorSum`) when each fits the atom limit and the whole
     #: composition would not, or would have more than this many atoms and each group at most 1/TWO_FACTOR_GAIN
     #: of that.
     TWO_FACTOR_ABOVE = 1 << 16

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import budget
-from ._accurate import weighted_cumulants
-from .results import AccuracyError
+from .. import budget
+from .._accurate import weighted_cumulants
+from ..results import AccuracyError
 
 NOISES = ("gaussian", "laplace")
 
@@ -706,7 +706,7 @@ class PairMGFBatch:
 
     def log_phi(self, t: np.ndarray) -> np.ndarray:
         """Every member's log-CF log M_m(it) at real or complex ``t``: shape t.shape + (members,) (the
-        :class:`afa.privacy_loss.PrivacyLoss` batch interface; t = -is gives the MGF at s)."""
+        :class:`afa.mechanisms.privacy_loss.PrivacyLoss` batch interface; t = -is gives the MGF at s)."""
         return self.log_mgf(1j * np.asarray(t))
 
     def evaluation_cost(self, t: np.ndarray) -> np.ndarray:

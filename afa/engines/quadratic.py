@@ -1,7 +1,7 @@
 """delta(eps) of compositions of data-dependent Gaussians (and Gaussians) as one noncentral chi-square integral.
 
 One use of :class:`afa.DataDependentGaussian` has, in one direction, the quadratic loss
-L = L* + gamma (Z - z*)^2 with Z ~ N(0, 1) (:class:`afa.exact.QuadraticLoss`; Zhu, Dong & Wang 2022,
+L = L* + gamma (Z - z*)^2 with Z ~ N(0, 1) (:class:`afa.numerics.exact.QuadraticLoss`; Zhu, Dong & Wang 2022,
 App. A, Example 15).  Uses that share the curvature gamma (the same ratio of the two standard
 deviations, any sensitivities) therefore compose to
 
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import log_sum_exp
-from .exact import gaussian_log_delta
-from .results import AccuracyError
+from .._accurate import UNIT_ROUNDOFF as U
+from .._accurate import log_sum_exp
+from ..numerics.exact import gaussian_log_delta
+from ..results import AccuracyError
 
 __all__ = ["QuadraticComposition"]
 
@@ -139,11 +139,11 @@ class QuadraticComposition:
 
     Examples
     --------
-    One use against the closed form of :func:`afa.exact.data_dependent_gaussian_delta`:
+    One use against the closed form of :func:`afa.numerics.exact.data_dependent_gaussian_delta`:
 
     >>> import numpy as np
     >>> from afa import exact
-    >>> from afa.quadratic import QuadraticComposition
+    >>> from afa.engines.quadratic import QuadraticComposition
     >>> loss = exact.QuadraticLoss.of(1.0, 1.5, 1.0)
     >>> one = QuadraticComposition(loss.gamma, (loss.extreme, loss.extreme_lo), 1, loss.vertex ** 2)
     >>> value, error = one.delta(np.array([0.2]))
@@ -172,7 +172,8 @@ class QuadraticComposition:
 
     @classmethod
     def of(cls, terms: list, mu: float = 0.0) -> QuadraticComposition:
-        """The composition of ``terms``, (afa.exact.QuadraticLoss, count) pairs sharing one gamma, with Gaussian
+        """The composition of ``terms``, (afa.numerics.exact.QuadraticLoss, count) pairs sharing one gamma, with
+        Gaussian
         mechanisms of composed ``mu``: c = sum of count L* in 40-digit arithmetic, lambda = sum of count z*^2.
 
         Raises

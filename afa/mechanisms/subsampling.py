@@ -13,12 +13,12 @@ A = (1 - q) Q + q P gives
 * Poisson-subsampled Gaussian under substitution (Google DP team 2025, Sec. 4.2):
   ((1 - q) N(0) + q N(-Delta), (1 - q) N(0) + q N(Delta)), one symmetric direction;
 * truncated Poisson sampling of a Gaussian (Google DP team 2025, Sec. 4.3; Ganesh 2025):
-  :class:`TruncatedPoissonGaussian`, a mixture of two such pairs (:class:`afa.pairs.PairMixture`), dominating
+  :class:`TruncatedPoissonGaussian`, a mixture of two such pairs (:class:`afa.mechanisms.pairs.PairMixture`), dominating
   but not tight.
 
 Additive continuous noise (Gaussian, Laplace) gives a pair of noise mixtures whose
 log-CF has no closed form: it is computed by quadrature over the output
-(:class:`afa.noise_pair.PairMGF`), for complex arguments too, so the contour method
+(:class:`afa.mechanisms.noise_pair.PairMGF`), for complex arguments too, so the contour method
 applies.  Discrete-output bases (randomized response, k-RR, discrete Laplace, discrete
 Gaussian with its tails sent to +infinity, any DiscreteMechanism) give a finite pair
 again, composed exactly.
@@ -34,11 +34,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import _validation as check
+from .. import _validation as check
+from .._accurate import binomial_log_tails
+from ..limits import MAX_NOISE_SHIFT
 from . import pairs
-from ._accurate import binomial_log_tails
-from .limits import MAX_NOISE_SHIFT
-from .mechanisms import CLASSICAL_RELATIONS, NEIGHBORING_RELATIONS, Gaussian, Mechanism
+from .catalog import CLASSICAL_RELATIONS, NEIGHBORING_RELATIONS, Gaussian, Mechanism
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair, PairMixture
 
@@ -59,7 +59,7 @@ class Subsampled(Mechanism):
         The mechanism run on the subsample; not itself a :class:`Subsampled`.  Subsampling is
         implemented for Gaussian, Laplace and finite-output bases (randomized response, k-RR, discrete
         Laplace, discrete Gaussian, :class:`afa.DiscreteMechanism`, or any mechanism declaring a
-        :class:`afa.pairs.FinitePair`).
+        :class:`afa.mechanisms.pairs.FinitePair`).
     sampling_rate : float
         Sampling rate, in [0, 1]: each record's inclusion probability ("poisson"), or m/n ("subset").
         For a Gaussian or Laplace base with 0 < q < 1, ``sensitivity / sigma`` (or ``/ scale``) must be
@@ -226,7 +226,7 @@ class Subsampled(Mechanism):
 
         Returns
         -------
-        afa.pairs.FinitePair or afa.noise_pair.NoiseMixturePair
+        afa.mechanisms.pairs.FinitePair or afa.mechanisms.noise_pair.NoiseMixturePair
             A noise-mixture pair for a Gaussian or Laplace base, a finite pair for a finite-output one
             (the remove direction's).  q = 0 gives a one-output pair (P = Q), q = 1 the base's pair.
 
@@ -290,7 +290,7 @@ class Subsampled(Mechanism):
 
         Returns
         -------
-        afa.noise_pair.NoiseMixturePair
+        afa.mechanisms.noise_pair.NoiseMixturePair
             ((1 - q) N(0) + q N(Delta), N(0)) under add/remove and ((1 - q) N(0) + q N(-Delta),
             (1 - q) N(0) + q N(Delta)) under substitution (Laplace noise for a Laplace base), for the
             base's noise scale and sensitivity Delta.
@@ -524,7 +524,7 @@ class TruncatedPoissonGaussian(Mechanism):
 
         Returns
         -------
-        afa.pairs.PairMixture or afa.noise_pair.NoiseMixturePair
+        afa.mechanisms.pairs.PairMixture or afa.mechanisms.noise_pair.NoiseMixturePair
             Components (untruncated Poisson part, truncated part) with weights (1 - w, w), in the scale of
             the noise (sigma); the remove (forward) direction's pair, the add direction being its swap.
 

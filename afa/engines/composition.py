@@ -18,8 +18,8 @@ import math
 import numpy as np
 import sympy
 
-from .atoms import LossAtoms, estimated_atoms
-from .privacy_loss import PrivacyLoss, Template, atoms_log_phi, batched_log_phi
+from ..mechanisms.privacy_loss import PrivacyLoss, Template, atoms_log_phi, batched_log_phi
+from ..numerics.atoms import LossAtoms, estimated_atoms
 
 
 class ComposedLoss:
@@ -158,7 +158,7 @@ class ComposedLoss:
 
     @functools.cached_property
     def estimated_atom_count(self) -> float:
-        """A rough count of the composed atoms (:func:`afa.atoms.estimated_atoms`), before composing any."""
+        """A rough count of the composed atoms (:func:`afa.numerics.atoms.estimated_atoms`), before composing any."""
         return estimated_atoms([(loss.atoms, count) for loss, count in self.terms.items() if loss.atoms.size])
 
     @functools.cached_property

@@ -76,13 +76,13 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import gammaln, logsumexp
 
-from . import budget
-from . import options as settings
-from .atoms import CompositionTooLargeError, clearly_beyond, estimated_atoms
+from .. import budget
+from .. import options as settings
+from ..mechanisms.noise_pair import summed_at_once
+from ..mechanisms.privacy_loss import batched_log_phi, log_phi_and_continuous_part
+from ..numerics.atoms import CompositionTooLargeError, clearly_beyond, estimated_atoms
+from ..results import AccuracyError, UnsupportedCompositionError
 from .composition import ComposedLoss
-from .noise_pair import summed_at_once
-from .privacy_loss import batched_log_phi, log_phi_and_continuous_part
-from .results import AccuracyError, UnsupportedCompositionError
 
 #: Relative accuracy the trapezoid sum is refined to (by halving its step)...
 RTOL = 1e-13
@@ -117,7 +117,7 @@ FAR_CHECK_SHARE, FAR_CHECK_NODES = 0.125, 1024
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
 #: Work of a lattice of nodes summed at once by the non-uniform FFT, per output node of its rule (the
-#: spreading's exponentials, :func:`afa.noise_pair.summed_at_once`).
+#: spreading's exponentials, :func:`afa.mechanisms.noise_pair.summed_at_once`).
 NUFFT_WORK = 32
 #: A snapped trapezoid step keeps this many bits below its leading one (it shrinks by < 2^-3, not up to 2x:
 #: a halved step doubles the nodes, and near-atom sums need most of the numeric node budget).
@@ -683,7 +683,7 @@ class _SaddlePointContour:
         """(c, Psi(c), Psi''(c)) moved onto a coarse grid, so that nearby eps share their contour's nodes.
 
         Numeric MGF terms make every node costly, and eps(delta) evaluates delta at eps a few ulps apart
-        (Newton's last iterates, the bracket checks of :meth:`afa.engines.ContourEngine.epsilon_bracket`): with c
+        (Newton's last iterates, the bracket checks of :meth:`afa.engines.base.ContourEngine.epsilon_bracket`): with c
         rounded
         to a multiple of g = 2^floor(log2(0.1 / sqrt(Psi''))) and the step down to STEP_MANTISSA_BITS
         significant bits, their nodes c + i j step / 2^level coincide, and :meth:`_node_log_integrand`
@@ -860,7 +860,7 @@ class ContourInversion(_SaddlePointContour):
     def _prefetch(self, s: np.ndarray) -> None:
         """The numeric terms' log M at the nodes ``s`` of one vertical line, kept (:meth:`_numeric_term`): a
         trapezoid's first level asks for the nodes of its next halvings too, since a lattice's sums cost
-        about as much for all of its points as for a few (:func:`afa.noise_pair.fourier_sums`)."""
+        about as much for all of its points as for a few (:func:`afa.mechanisms.noise_pair.fourier_sums`)."""
         offset = len(self._parts[2])
         for index, (term, _) in enumerate(self._parts[3]):
             try:

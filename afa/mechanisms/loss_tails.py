@@ -40,13 +40,13 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import log_sum_exp
-from ._lazy import special
-from .atoms import CompositionTooLargeError, LossAtoms, estimated_atoms
-from .atoms import hockey_stick_with_error as atoms_hockey_stick
-from .exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
-from .limits import LOG_NEGLIGIBLE
+from .._accurate import UNIT_ROUNDOFF as U
+from .._accurate import log_sum_exp
+from .._lazy import special
+from ..limits import LOG_NEGLIGIBLE
+from ..numerics.atoms import CompositionTooLargeError, LossAtoms, estimated_atoms
+from ..numerics.atoms import hockey_stick_with_error as atoms_hockey_stick
+from ..numerics.exact import QuadraticLoss, ddg_log_delta, gaussian_delta, log_normal_mass
 from .noise_pair import NoiseMixturePair
 
 __all__ = ["AtomTails", "ComposedAtomTails", "GaussianTails", "LaplaceTails", "LossTails", "MixtureTails",
@@ -55,7 +55,7 @@ __all__ = ["AtomTails", "ComposedAtomTails", "GaussianTails", "LaplaceTails", "L
 #: Accuracy of log_tails: TAILS_LOG_RTOL + TAILS_LOG_ULPS u (|log tail| + 4) absolute in the log (measured
 #: against 60-digit mpmath, tests/test_loss_tails.py: 64 u + 12 u (|log P| + 4) for Gaussian noise).
 TAILS_LOG_RTOL, TAILS_LOG_ULPS = 64 * U, 16
-#: Relative error allowed the closed-form hockey sticks: afa.exact's composed-Gaussian formula (rounding only,
+#: Relative error allowed the closed-form hockey sticks: afa.numerics.exact's composed-Gaussian formula (rounding only,
 #: checked to 40-digit mpmath in tests/test_loss_tails.py) and its data-dependent Gaussian (<= 2e-13 measured,
 #: tests/test_data_dependent.py).
 CLOSED_FORM_RTOL = 1e-12
@@ -77,14 +77,14 @@ class LossTails(abc.ABC):
     inf_mass: float
     loss_range: tuple[float, float]
     #: The accuracy of :meth:`log_tails`: each log tail is within log_rtol + log_ulps u (|log tail| + 4) of the
-    #: truth, absolutely (u the unit roundoff); builders of PLDs (:mod:`afa.pld`) widen their bounds by it.
+    #: truth, absolutely (u the unit roundoff); builders of PLDs (:mod:`afa.engines.pld`) widen their bounds by it.
     #: log_rtol may be set per instance (a sum over many atoms rounds more).
     log_rtol: float = TAILS_LOG_RTOL
     log_ulps: ClassVar[float] = TAILS_LOG_ULPS
     #: Whether the finite loss has no atoms (P[L = x] = 0 for every finite x), so that P[L >= x] = P[L > x].
     atomless: bool = False
-    #: The loss as L* + gamma (Z - z*)^2, Z ~ N(0, 1), when it is one (:class:`afa.exact.QuadraticLoss`), else
-    #: None: compositions of such losses sharing gamma are one noncentral chi-square (:mod:`afa.quadratic`).
+    #: The loss as L* + gamma (Z - z*)^2, Z ~ N(0, 1), when it is one (:class:`afa.numerics.exact.QuadraticLoss`), else
+    #: None: compositions of such losses sharing gamma are one noncentral chi-square (:mod:`afa.engines.quadratic`).
     quadratic: QuadraticLoss | None = None
 
     @abc.abstractmethod
@@ -104,7 +104,7 @@ class LossTails(abc.ABC):
 
     def grid_log_tails(self, interval: float, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`log_tails` at the grid interval * (first + arange(count)), read-only; the latest grid's are
-        kept, since a PLD's pessimistic and optimistic builders (:mod:`afa.pld`) ask for the same grid."""
+        kept, since a PLD's pessimistic and optimistic builders (:mod:`afa.engines.pld`) ask for the same grid."""
         key = (float(interval), int(first), int(count))
         latest = getattr(self, "_latest_grid", None)
         if latest is None or latest[0] != key:
@@ -166,7 +166,7 @@ def _epsilons(epsilons: ArrayLike) -> np.ndarray:
 class AtomTails(LossTails):
     """A loss with finitely many finite values plus mass at +infinity (Zhu, Dong & Wang 2022, Def. 36, App. D.2).
 
-    Built from the atoms of the mechanism's :class:`afa.privacy_loss.PrivacyLoss` (the
+    Built from the atoms of the mechanism's :class:`afa.mechanisms.privacy_loss.PrivacyLoss` (the
     exact composition's data); an atom of P-mass w at loss l has Q-mass w e^{-l}.  The tails
     are suffix log-sums over the sorted atoms.
     """
@@ -194,7 +194,7 @@ class AtomTails(LossTails):
                              + alpha + beta * float(np.max(np.abs(atoms.log_masses))))
 
     def exact_power(self, count: int, log_cutoff: float) -> tuple[LossTails, LossTails] | None:
-        """``count`` uses composed exactly (:meth:`afa.atoms.LossAtoms.power`, atoms lighter than
+        """``count`` uses composed exactly (:meth:`afa.numerics.atoms.LossAtoms.power`, atoms lighter than
         e^``log_cutoff`` dropped, never more than e^LOG_NEGLIGIBLE), moved to the ends of their error bounds:
         :class:`ComposedAtomTails` upward and downward.  None for one use, or when the power would have more
         than POWER_ATOMS atoms."""
@@ -222,7 +222,7 @@ class AtomTails(LossTails):
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) = m + sum_i w_i (1 - e^{eps - l_i})_+ term by term, with the atoms' error bounds
-        (:func:`afa.atoms.hockey_stick_with_error`): relative to delta, except within an atom's position
+        (:func:`afa.numerics.atoms.hockey_stick_with_error`): relative to delta, except within an atom's position
         error of it, where the error is that atom's mass times its position error."""
         epsilons = _epsilons(epsilons)
         return atoms_hockey_stick(self.atoms, np.where(np.isfinite(epsilons), epsilons, np.sign(epsilons) * 1e308),
@@ -234,7 +234,7 @@ class AtomTails(LossTails):
 
 
 class ComposedAtomTails(AtomTails):
-    """An exactly composed finite loss (:class:`afa.atoms.LossAtoms` with error bounds) as the tails of a
+    """An exactly composed finite loss (:class:`afa.numerics.atoms.LossAtoms` with error bounds) as the tails of a
     measure that dominates it (``upward``) or that it dominates.
 
     Upward, every atom moves to the top of its position interval and the mass dropped as negligible goes to
@@ -248,7 +248,7 @@ class ComposedAtomTails(AtomTails):
 
     Parameters
     ----------
-    atoms : afa.atoms.LossAtoms
+    atoms : afa.numerics.atoms.LossAtoms
         The composed atoms, with their error bounds and dropped mass.
     inf_mass : float
         The mass at +infinity, already raised (upward) or lowered by its error and the dropped mass.
@@ -294,7 +294,8 @@ class GaussianTails(LossTails):
         return special.log_ndtr(self.mu / 2 - scaled), special.log_ndtr(-self.mu / 2 - scaled)
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """delta(eps) from the closed form in log space (:func:`afa.exact.gaussian_delta`, Sommer, Meiser & Mohammadi
+        """delta(eps) from the closed form in log space (:func:`afa.numerics.exact.gaussian_delta`, Sommer, Meiser &
+        Mohammadi
         2019, Thm 5),
         relatively accurate far beyond where the tails' difference cancels."""
         values = np.asarray(gaussian_delta(_epsilons(epsilons), self.mu), dtype=float)
@@ -352,11 +353,11 @@ class LaplaceTails(LossTails):
 
 
 class NoisePairTails(LossTails):
-    """The pair (A, B) of Gaussian or Laplace noise mixtures (:class:`afa.noise_pair.NoiseMixturePair`)
+    """The pair (A, B) of Gaussian or Laplace noise mixtures (:class:`afa.mechanisms.noise_pair.NoiseMixturePair`)
     whose loss L(o) = log(A/B)(o) is monotone in the output o.
 
     L' is the difference of the posterior means of the components' log-density slopes (Zhu, Dong & Wang 2022
-    App. E; see :mod:`afa.certified`, item 2); when every A shift is >= every B shift, every A slope
+    App. E; see :mod:`afa.engines.certified`, item 2); when every A shift is >= every B shift, every A slope
     is >= every B slope (log-concave noise), so L is nondecreasing -- nonincreasing in the mirror
     case.  This covers Poisson and subset subsampling (remove and add) and Poisson subsampling under
     substitution (Zhu, Dong & Wang 2022, Thm 11, Google DP team 2025, Secs. 4.1-4.2) and the mixture of Gaussians
@@ -572,7 +573,7 @@ def _log_half_line_mass(pair: NoiseMixturePair, shifts, log_weights, edges: np.n
 
     With F the standard noise CDF, component i gives F(-z) (upper) or F(z), z = (edge - c_i) / scale;
     F(y) = e^{T(|y|)} for y <= 0 and 1 - e^{T(|y|)} (by log1p) above, T(x) = log F(-x) = log_ndtr(-x)
-    (Gaussian) or -x - log 2 (Laplace): the one cell of :func:`afa.certified.log_mixture_masses` that a
+    (Gaussian) or -x - log 2 (Laplace): the one cell of :func:`afa.engines.certified.log_mixture_masses` that a
     half-line needs, by the same formulas, without its error bounds (their accuracy is measured,
     :data:`TAILS_LOG_RTOL`).
     """
@@ -590,10 +591,10 @@ class QuadraticGaussianTails(LossTails):
     """The pair P = N(0, own^2), Q = N(shift, other^2), own != other: Gaussian noise with a
     data-dependent variance (Zhu, Dong & Wang 2022, App. A, Example 15).
 
-    The loss is quadratic in the output (:class:`afa.exact.QuadraticLoss`): unbounded above with
+    The loss is quadratic in the output (:class:`afa.numerics.exact.QuadraticLoss`): unbounded above with
     minimum L* when own > other, bounded above by L* when own < other.  {L > eps} is everything,
     nothing, the complement of an interval or an interval, whose P- and Q-masses come from log Phi
-    (:func:`afa.exact.log_normal_mass`), or, for the narrow interval just below a bounded loss's
+    (:func:`afa.numerics.exact.log_normal_mass`), or, for the narrow interval just below a bounded loss's
     top L* (where that difference of CDFs cancels), from Gauss-Legendre quadrature of the density.
     """
 
@@ -611,7 +612,7 @@ class QuadraticGaussianTails(LossTails):
             self.loss_range = (-math.inf, extreme if below <= 0 else float(np.nextafter(extreme, math.inf)))
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """delta(eps) from the closed form (:func:`afa.exact.data_dependent_gaussian_delta`), which keeps its
+        """delta(eps) from the closed form (:func:`afa.numerics.exact.data_dependent_gaussian_delta`), which keeps its
         relative accuracy where the tails' difference would cancel (down to delta ~ 1e-300)."""
         epsilons = _epsilons(epsilons)
         values = np.exp(ddg_log_delta(epsilons.ravel(), *self._pair)).reshape(epsilons.shape)
@@ -647,7 +648,7 @@ def _log_normal_interval(low: np.ndarray, high: np.ndarray, centre: float, half_
     Where the log-density -z^2/2 changes by at most 1 across the interval, the difference of CDFs
     would cancel (and so would high - low): there the density is integrated over centre + u,
     |u| <= half_width, by 16-point Gauss-Legendre (exact to rounding for so small a change);
-    elsewhere from log Phi (:func:`afa.exact.log_normal_mass`).
+    elsewhere from log Phi (:func:`afa.numerics.exact.log_normal_mass`).
     """
     value = log_normal_mass(low, high)[0]
     narrow = np.flatnonzero(half_width * (abs(centre) + half_width) <= 0.5)
@@ -688,7 +689,7 @@ class MixtureTails(LossTails):
     Examples
     --------
     >>> import math
-    >>> from afa.loss_tails import GaussianTails, MixtureTails
+    >>> from afa.mechanisms.loss_tails import GaussianTails, MixtureTails
     >>> tails = MixtureTails([math.log(0.5), math.log(0.5)], [GaussianTails(1.0), GaussianTails(2.0)])
     >>> expected = (GaussianTails(1.0).hockey_stick(1.0) + GaussianTails(2.0).hockey_stick(1.0)) / 2
     >>> bool(abs(tails.hockey_stick(1.0) - expected) < 1e-15)

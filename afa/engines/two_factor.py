@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import budget
-from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import log_sum_exp
+from .. import budget
+from .._accurate import UNIT_ROUNDOFF as U
+from .._accurate import log_sum_exp
 
 if TYPE_CHECKING:
-    from .atoms import LossAtoms
+    from ..numerics.atoms import LossAtoms
 
 #: Atoms per block of the blocked suffix sums.
 BLOCK = 512
@@ -97,14 +97,14 @@ class TwoFactorSum:
 
     Parameters
     ----------
-    first, second : afa.atoms.LossAtoms
+    first, second : afa.numerics.atoms.LossAtoms
         The two factors (finite parts; any mass at +infinity is the caller's).  The smaller one is
         iterated over, the larger one searched.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from afa.atoms import LossAtoms, hockey_stick_with_error
+    >>> from afa.numerics.atoms import LossAtoms, hockey_stick_with_error
     >>> a = LossAtoms.from_atoms([-1.0, 1.0], np.log([0.3, 0.7]))
     >>> b = LossAtoms.from_atoms([-0.5, 0.25, 2.0], np.log([0.2, 0.3, 0.5]))
     >>> value, error, slope = TwoFactorSum(a, b).evaluate(np.array([0.5]))

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _validation as check
-from ._accurate import LOG_SQRT_2PI, binomial_log_pmf, two_prod, two_sum
-from ._lazy import mpmath, special
+from .. import _validation as check
+from .._accurate import LOG_SQRT_2PI, binomial_log_pmf, two_prod, two_sum
+from .._lazy import mpmath, special
+from ..limits import LOG_NEGLIGIBLE
 from .atoms import log_hockey_stick
-from .limits import LOG_NEGLIGIBLE
 
 __all__ = [
     "approximate_rr_delta",

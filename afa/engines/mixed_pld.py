@@ -9,9 +9,9 @@ atoms (a_i, w_i) and its mass m at +infinity,
 
 delta_C the privacy profile of C alone, read at every real argument (Google DP team 2025, Sec. 5.1 evaluates
 the divergence of two composed PLDs this way).  :class:`MixedPLDEngine` composes D exactly
-(:class:`afa.discrete.DiscreteComposition`: atoms with position and mass error bounds) and C as discretized
-PLDs (:class:`afa.engines.PLDEngine`: a pessimistic and an optimistic PLD, whose deltas bound delta_C from
-above and below at every real argument, :mod:`afa.pld`).  As delta_C is non-increasing, the upper bound takes
+(:class:`afa.engines.discrete.DiscreteComposition`: atoms with position and mass error bounds) and C as discretized
+PLDs (:class:`afa.engines.base.PLDEngine`: a pessimistic and an optimistic PLD, whose deltas bound delta_C from
+above and below at every real argument, :mod:`afa.engines.pld`).  As delta_C is non-increasing, the upper bound takes
 each atom at the top of its position interval and its mass at the top of its mass interval, the pessimistic
 delta_C, the mass dropped as negligible counted whole and the rounding of the sum added; the lower bound takes
 the other ends and the optimistic delta_C.  Both are certified.  Atoms whose argument eps - a_i falls off
@@ -29,17 +29,17 @@ import math
 
 import numpy as np
 
-from . import budget
-from . import options as settings
-from ._accurate import UNIT_ROUNDOFF as U
-from .atoms import CompositionTooLargeError, LossAtoms, estimated_atoms
+from .. import budget
+from .. import options as settings
+from .._accurate import UNIT_ROUNDOFF as U
+from ..limits import LOG_NEGLIGIBLE
+from ..mechanisms.loss_tails import LossTails
+from ..mechanisms.privacy_loss import PrivacyLoss
+from ..numerics.atoms import CompositionTooLargeError, LossAtoms, estimated_atoms
+from .base import Engine, PLDEngine, checked_crossing, loss_epsilon_scale, pld_tail_mass, refuse_infinite
 from .composition import ComposedLoss
 from .discrete import DiscreteComposition
-from .engines import Engine, PLDEngine, checked_crossing, loss_epsilon_scale, pld_tail_mass, refuse_infinite
-from .limits import LOG_NEGLIGIBLE
-from .loss_tails import LossTails
 from .pld import composition_tilt, connect_the_dots, greedy_hull_optimistic
-from .privacy_loss import PrivacyLoss
 
 __all__ = ["MixedPLDEngine", "exact_part"]
 
@@ -60,21 +60,21 @@ def exact_part(terms: list[tuple[PrivacyLoss, int]]) -> tuple[list[bool], Discre
 
     A term on the grid costs grid points in proportion to its loss's reach (count times its atoms' range), an
     exact one multiplies the composed atoms.  Terms are taken widest reach first, each kept if the estimated
-    composition (:func:`afa.atoms.estimated_atoms`) stays within ExactOptions.max_atoms (each bound of the
+    composition (:func:`afa.numerics.atoms.estimated_atoms`) stays within ExactOptions.max_atoms (each bound of the
     mixture looks up the PLD once per atom whose shifted argument falls on the grid) and the composition of the terms
-    kept so far with it can be formed in full (:class:`afa.discrete.DiscreteComposition`); the rest go on the
+    kept so far with it can be formed in full (:class:`afa.engines.discrete.DiscreteComposition`); the rest go on the
     grid.  The query's time budget is checked between terms.
 
     Parameters
     ----------
-    terms : list of (afa.privacy_loss.PrivacyLoss, int)
+    terms : list of (afa.mechanisms.privacy_loss.PrivacyLoss, int)
         Finite-output losses (``continuous`` False) and their counts.
 
     Returns
     -------
     flags : list of bool
         One per term, in order.
-    composition : afa.discrete.DiscreteComposition or None
+    composition : afa.engines.discrete.DiscreteComposition or None
         The exact composition of the flagged terms, composed in full (``.full``).
     """
     def reach(item):
@@ -104,29 +104,29 @@ class MixedPLDEngine(Engine):
 
     Parameters
     ----------
-    composition : afa.discrete.DiscreteComposition
+    composition : afa.engines.discrete.DiscreteComposition
         The exact composition of the finite-output terms kept off the grid (:func:`exact_part`).
-    finite_tails : list of (afa.loss_tails.LossTails, int)
+    finite_tails : list of (afa.mechanisms.loss_tails.LossTails, int)
         The loss tails of the finite-output terms and their counts: their pessimistic PLDs on the continuous
         part's grid join that part's bases in the search for the whole composition's tilt for a query
-        (:func:`afa.pld.composition_tilt`); they are never composed.
-    continuous : afa.engines.PLDEngine
+        (:func:`afa.engines.pld.composition_tilt`); they are never composed.
+    continuous : afa.engines.base.PLDEngine
         The PLD engine of the other terms.
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The direction's composed loss: its mass at +infinity and the scale of the eps searches.
 
     Attributes
     ----------
-    atoms : afa.atoms.LossAtoms
+    atoms : afa.numerics.atoms.LossAtoms
         The finite part's composed atoms.
     inf_mass : float
         The finite part's mass at +infinity.
     epsilon_scale : float
-        The scale of the eps searches (:func:`afa.engines.loss_epsilon_scale`).
+        The scale of the eps searches (:func:`afa.engines.base.loss_epsilon_scale`).
 
     Raises
     ------
-    afa.atoms.CompositionTooLargeError
+    afa.numerics.atoms.CompositionTooLargeError
         The composition was not formed in full, or has more than ExactOptions.max_atoms atoms.
 
     Examples
@@ -203,7 +203,7 @@ class MixedPLDEngine(Engine):
         Atoms whose x = eps - a lies on the grid or up to FAR below it are evaluated one by one.  The others
         are bounded in groups, each by the PLD's delta at the group's extreme x (delta is non-increasing) times
         the group's mass: below, one group; above the grid, where delta is the mass at +infinity plus an
-        error term decaying like e^{-tilt x} (:class:`afa.pld.DiscretePLD`), groups CHUNK / tilt wide up to
+        error term decaying like e^{-tilt x} (:class:`afa.engines.pld.DiscretePLD`), groups CHUNK / tilt wide up to
         the point where it has settled (:func:`_settled`), then one group.
         """
         losses, masses = self._upper_atoms if upper else self._lower_atoms

@@ -7,7 +7,7 @@ with o ~ P and L' = log(Q/P)(o) with o ~ Q (Lemma 37).  Two kinds of pair exist:
 
 * :class:`FinitePair` -- P and Q over the same finite outputs, as log-probabilities (Def. 36); outputs
   where one side is 0 send the other's mass to +infinity (App. D.2);
-* :class:`afa.noise_pair.NoiseMixturePair` -- two mixtures of shifted Gaussian or Laplace noise of one
+* :class:`afa.mechanisms.noise_pair.NoiseMixturePair` -- two mixtures of shifted Gaussian or Laplace noise of one
   scale (a noise mechanism, its Poisson or subset subsampling, random sensitivities);
 * :class:`PairMixture` -- a weighted mixture of noise-mixture pairs over disjoint outputs, i.e. a mixture of
   their privacy-loss distributions (truncated Poisson sampling, Google DP team 2025, Sec. 4.3).
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._accurate import complex_log1p
-from .limits import MAX_NOISE_SHIFT
+from .._accurate import complex_log1p
+from ..limits import MAX_NOISE_SHIFT
 from .loss_tails import AtomTails, LossTails, MixtureTails, NoisePairTails
 from .noise_pair import NoiseMixturePair, PairFamily, PairMGF
 from .privacy_loss import PrivacyLoss, batched_log_phi
@@ -66,7 +66,7 @@ class FinitePair:
     --------
     >>> import afa
     >>> import numpy as np
-    >>> pair = afa.pairs.FinitePair.from_pmfs([0.75, 0.25], [0.25, 0.75])
+    >>> pair = afa.mechanisms.pairs.FinitePair.from_pmfs([0.75, 0.25], [0.25, 0.75])
     >>> declared = afa.RandomizedResponse(0.75).dominating_pair("add_remove")  # the same pair
     >>> np.array_equal(pair.log_p, declared.log_p) and np.array_equal(pair.log_q, declared.log_q)
     True
@@ -105,7 +105,7 @@ class FinitePair:
         Examples
         --------
         >>> import afa
-        >>> pair = afa.pairs.FinitePair.from_pmfs([0.5, 0.5], [1.0, 0.0])
+        >>> pair = afa.mechanisms.pairs.FinitePair.from_pmfs([0.5, 0.5], [1.0, 0.0])
         >>> pair.log_q.tolist()
         [0.0, -inf]
         """
@@ -118,7 +118,7 @@ class FinitePair:
 class PairMixture:
     """The pair (sum_k w_k A_k, sum_k w_k B_k) over the disjoint union of the components' outputs.
 
-    Each component (A_k, B_k) is a :class:`afa.noise_pair.NoiseMixturePair`; on component k's outputs the
+    Each component (A_k, B_k) is a :class:`afa.mechanisms.noise_pair.NoiseMixturePair`; on component k's outputs the
     privacy loss is that pair's, so each direction's privacy-loss distribution is the w-weighted mixture of
     the components' (their characteristic functions, MGFs and tails mix linearly).  This is the "mixture of
     PLDs" of Google DP team 2025, Sec. 4.3 (truncated Poisson sampling).
@@ -127,7 +127,7 @@ class PairMixture:
     ----------
     log_weights : tuple of float
         log w_k; the weights are positive and sum to one (within 1e-12).
-    components : tuple of afa.noise_pair.NoiseMixturePair
+    components : tuple of afa.mechanisms.noise_pair.NoiseMixturePair
         The component pairs, one per weight, at least two.
 
     Raises
@@ -143,8 +143,8 @@ class PairMixture:
     >>> import afa
     >>> one = afa.Gaussian(1.0).dominating_pair("add_remove")
     >>> two = afa.Gaussian(0.5).dominating_pair("add_remove")
-    >>> pair = afa.pairs.PairMixture((math.log(0.75), math.log(0.25)), (one, two))
-    >>> remove, add = afa.pairs.loss_tails(pair)
+    >>> pair = afa.mechanisms.pairs.PairMixture((math.log(0.75), math.log(0.25)), (one, two))
+    >>> remove, add = afa.mechanisms.pairs.loss_tails(pair)
     >>> one_delta = afa.Accountant().compose(afa.Gaussian(1.0)).delta(1.0)
     >>> expected = 0.75 * one_delta + 0.25 * afa.Accountant().compose(afa.Gaussian(0.5)).delta(1.0)
     >>> bool(abs(remove.hockey_stick(1.0) - expected) < 1e-12)
@@ -190,7 +190,7 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair | PairMixture,
 
     Returns
     -------
-    tuple of afa.privacy_loss.PrivacyLoss
+    tuple of afa.mechanisms.privacy_loss.PrivacyLoss
         L = log(P/Q)(o), o ~ P, and L' = log(Q/P)(o), o ~ Q (Lemma 37).  A finite pair gives
         :func:`finite_losses`; a noise-mixture pair log-CFs by quadrature over the output (for complex
         arguments too, so the contour method applies).
@@ -204,8 +204,8 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair | PairMixture,
 
     Examples
     --------
-    >>> import afa
-    >>> first, second = afa.pairs.privacy_losses(afa.pairs.FinitePair.from_pmfs([0.75, 0.25], [0.25, 0.75]))
+    >>> from afa.mechanisms.pairs import FinitePair, privacy_losses
+    >>> first, second = privacy_losses(FinitePair.from_pmfs([0.75, 0.25], [0.25, 0.75]))
     >>> first is second
     True
     """
@@ -215,7 +215,7 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair | PairMixture,
         return _mixture_losses(pair, names)
     if isinstance(pair, PairMixture):
         return _pair_mixture_losses(pair, names)
-    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair, NoiseMixturePair or PairMixture, "
+    raise TypeError(f"dominating_pair must return an afa.mechanisms.pairs.FinitePair, NoiseMixturePair or PairMixture, "
                     f"got {pair!r}")
 
 
@@ -229,9 +229,9 @@ def loss_tails(pair: FinitePair | NoiseMixturePair | PairMixture) -> tuple[LossT
 
     Returns
     -------
-    tuple of afa.loss_tails.LossTails
+    tuple of afa.mechanisms.loss_tails.LossTails
         What the discretized PLD builds from: the atoms of a finite pair's losses, the noise pair's
-        tails, or the mixture of its components' tails (:class:`afa.loss_tails.MixtureTails`); the same
+        tails, or the mixture of its components' tails (:class:`afa.mechanisms.loss_tails.MixtureTails`); the same
         object twice for a symmetric pair.
 
     Raises
@@ -253,7 +253,7 @@ def loss_tails(pair: FinitePair | NoiseMixturePair | PairMixture) -> tuple[LossT
         if all(first is second for first, second in parts):
             return forward, forward
         return forward, MixtureTails(pair.log_weights, [second for _, second in parts])
-    raise TypeError(f"dominating_pair must return an afa.pairs.FinitePair, NoiseMixturePair or PairMixture, "
+    raise TypeError(f"dominating_pair must return an afa.mechanisms.pairs.FinitePair, NoiseMixturePair or PairMixture, "
                     f"got {pair!r}")
 
 
@@ -281,9 +281,9 @@ def gaussian_mu(pair: FinitePair | NoiseMixturePair | PairMixture) -> float | No
     Examples
     --------
     >>> import afa
-    >>> afa.pairs.gaussian_mu(afa.Gaussian(sigma=2.0).dominating_pair("add_remove"))
+    >>> afa.mechanisms.pairs.gaussian_mu(afa.Gaussian(sigma=2.0).dominating_pair("add_remove"))
     0.5
-    >>> afa.pairs.gaussian_mu(afa.Laplace(scale=2.0).dominating_pair("add_remove")) is None
+    >>> afa.mechanisms.pairs.gaussian_mu(afa.Laplace(scale=2.0).dominating_pair("add_remove")) is None
     True
     """
     if (isinstance(pair, NoiseMixturePair) and pair.noise == "gaussian" and len(pair.a_shifts) == 1
@@ -302,7 +302,7 @@ def finite_losses(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, Pr
 
     Returns
     -------
-    tuple of afa.privacy_loss.PrivacyLoss
+    tuple of afa.mechanisms.privacy_loss.PrivacyLoss
         (L under P, L' under Q), discrete.  A symmetric pair returns the same object twice.
 
     Notes
@@ -313,8 +313,8 @@ def finite_losses(log_p: np.ndarray, log_q: np.ndarray) -> tuple[PrivacyLoss, Pr
     Examples
     --------
     >>> import afa
-    >>> pair = afa.pairs.FinitePair.from_pmfs([0.5, 0.5], [1.0, 0.0])
-    >>> first, second = afa.pairs.finite_losses(pair.log_p, pair.log_q)
+    >>> pair = afa.mechanisms.pairs.FinitePair.from_pmfs([0.5, 0.5], [1.0, 0.0])
+    >>> first, second = afa.mechanisms.pairs.finite_losses(pair.log_p, pair.log_q)
     >>> first.inf_mass, second.inf_mass
     (0.5, 0.0)
     """

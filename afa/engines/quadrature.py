@@ -34,11 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import roots_legendre
 
-from . import budget
-from .atoms import CompositionTooLargeError, hockey_stick
+from .. import budget
+from ..mechanisms.privacy_loss import log_phi_and_continuous_part
+from ..numerics.atoms import CompositionTooLargeError, hockey_stick
+from ..results import AccuracyError, UnsupportedCompositionError
 from .composition import ComposedLoss
-from .privacy_loss import log_phi_and_continuous_part
-from .results import AccuracyError, UnsupportedCompositionError
 
 GL_ORDER = 16
 #: Node budget of one grid; beyond it the error estimate is reported as it is.

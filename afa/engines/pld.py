@@ -2,7 +2,7 @@
 
 A :class:`DiscretePLD` is a measure on the loss grid ``interval * (offset + arange(n))`` plus a
 mass at +infinity: a discretized PLD (Google DP team 2025, Sec. 2).  Builders turn
-one direction of a dominating pair, seen through its loss tails (:class:`afa.loss_tails.LossTails`),
+one direction of a dominating pair, seen through its loss tails (:class:`afa.mechanisms.loss_tails.LossTails`),
 into one:
 
 * :func:`privacy_buckets` -- round the loss up (pessimistic) or down (optimistic) to the grid
@@ -85,16 +85,16 @@ from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
 from scipy.optimize import isotonic_regression
 
-from . import _validation as check
-from . import budget
-from . import options as settings
-from ._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
-from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import log_sum_exp, suffix_recurrence
-from ._fft import fft_gamma, fft_size, power_rounding
-from .limits import INTERVAL_RANGE, LOSS_LIMIT
-from .loss_tails import LossTails
-from .results import UnsupportedCompositionError
+from .. import _validation as check
+from .. import budget
+from .. import options as settings
+from .._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
+from .._accurate import UNIT_ROUNDOFF as U
+from .._accurate import log_sum_exp, suffix_recurrence
+from .._fft import fft_gamma, fft_size, power_rounding
+from ..limits import INTERVAL_RANGE, LOSS_LIMIT
+from ..mechanisms.loss_tails import LossTails
+from ..results import UnsupportedCompositionError
 
 __all__ = [
     "DEFAULT_TAIL_MASS",
@@ -764,7 +764,7 @@ def _segment_limits(start: np.ndarray, end: np.ndarray, width: np.ndarray, steep
 
 def _builder_arguments(tails, interval, tail_mass, tails_rtol) -> tuple[float, float, tuple[float, float]]:
     """Validated (interval, tail_mass, (rtol, ulps)): the tails' accuracy as declared by the tails
-    (:attr:`afa.loss_tails.LossTails.log_rtol`, ``log_ulps``) unless ``tails_rtol`` overrides its rtol."""
+    (:attr:`afa.mechanisms.loss_tails.LossTails.log_rtol`, ``log_ulps``) unless ``tails_rtol`` overrides its rtol."""
     if not isinstance(tails, LossTails):
         raise TypeError(f"tails must be a LossTails, got {type(tails).__name__}")
     if tails_rtol is None:

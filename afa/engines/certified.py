@@ -9,7 +9,7 @@ Poisson-subsampled Gaussian).  ``certified_delta`` computes that bracket,
 
     lower(eps) <= delta(eps) = H_{e^eps}(A^k || B^k) = E_{A^k}[(1 - e^{eps - L_1 - ... - L_k})_+] <= upper(eps),
 
-for a :class:`afa.noise_pair.NoiseMixturePair`, with these refinements, each keeping it
+for a :class:`afa.mechanisms.noise_pair.NoiseMixturePair`, with these refinements, each keeping it
 certified:
 
 1. Cells (Algorithm 2, step 1).  [-reach, reach] is cut into ``cells`` equal cells, plus the
@@ -62,7 +62,7 @@ certified:
    weights M^k e^{-lam x} (geometric sums), so it is relative to delta near that eps.  Tilted mass the
    circular power wraps into the window is positive (harmless for the upper bound) and is subtracted
    from the lower bound through its Chernoff bound.  The bracket keeps the better end of the plain and
-   tilted evaluations.  :class:`afa.engines.CertifiedEngine` passes a tail tolerance of 1e-7 delta and the
+   tilted evaluations.  :class:`afa.engines.base.CertifiedEngine` passes a tail tolerance of 1e-7 delta and the
    Chernoff order for delta (or the saddle point at the eps asked about).
 
 Measured (default cells = 2**18, automatic reach, 2 shared cores; width = upper - lower):
@@ -92,13 +92,13 @@ from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
 from scipy.special import log_ndtr, ndtri
 
-from . import _validation as check
-from . import budget
-from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import log_sum_exp, suffix_recurrence
-from ._fft import fft_gamma, fft_size, power_rounding
-from .noise_pair import NoiseMixturePair
-from .results import AccuracyError
+from .. import _validation as check
+from .. import budget
+from .._accurate import UNIT_ROUNDOFF as U
+from .._accurate import log_sum_exp, suffix_recurrence
+from .._fft import fft_gamma, fft_size, power_rounding
+from ..mechanisms.noise_pair import NoiseMixturePair
+from ..results import AccuracyError
 
 __all__ = ["certified_delta"]
 
@@ -296,7 +296,7 @@ def log_mixture_masses(pair: NoiseMixturePair, shifts, log_weights, edges: np.nd
     """log of sum_i w_i mu(. - c_i) on every cell (-inf, e_0), [e_0, e_1], ..., (e_N, inf), with error bounds.
 
     The edges run along the first axis of ``edges``; further axes hold independent sets of edges
-    (:class:`afa.loss_tails.NoisePairTails` passes one edge per eps, shape (1, n)).
+    (:class:`afa.mechanisms.loss_tails.NoisePairTails` passes one edge per eps, shape (1, n)).
     """
     edges = np.asarray(edges, dtype=float)
     end = np.ones((1,) + edges.shape[1:])

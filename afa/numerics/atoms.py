@@ -36,7 +36,7 @@ binary powering of its mass vector in linear scale, two factors by one scaled ``
 their masses span too many nats; no sorting); can keep only the atoms whose loss can exceed a threshold;
 and refuses hopeless compositions early (:class:`CompositionTooLargeError`) from a size estimate
 (:func:`estimated_atoms`) and a cap on the pairs formed (:func:`pair_allowance`).  Compositions too large to
-enumerate in full are :mod:`afa.discrete`'s.
+enumerate in full are :mod:`afa.engines.discrete`'s.
 """
 
 
@@ -53,13 +53,13 @@ from typing import Protocol
 
 import numpy as np
 
-from . import _validation as check
-from . import budget
-from . import options as settings
-from ._accurate import UNIT_ROUNDOFF as U
-from ._accurate import binomial_log_pmf, log_characteristic, log_sum_exp, normalize
-from ._lazy import special
-from .results import AccuracyError, UnsupportedCompositionError
+from .. import _validation as check
+from .. import budget
+from .. import options as settings
+from .._accurate import UNIT_ROUNDOFF as U
+from .._accurate import binomial_log_pmf, log_characteristic, log_sum_exp, normalize
+from .._lazy import special
+from ..results import AccuracyError, UnsupportedCompositionError
 
 
 def max_atoms() -> int:
@@ -98,7 +98,7 @@ class CompositionTooLargeError(UnsupportedCompositionError, AccuracyError):
 
 class FiniteLoss(Protocol):
     """What delta(eps) and eps(delta) need of a finite privacy loss (:class:`LossAtoms`, or the
-    :class:`afa.two_factor.TwoFactorSum` of two of them)."""
+    :class:`afa.engines.two_factor.TwoFactorSum` of two of them)."""
 
     @property
     def size(self) -> int:
@@ -1009,7 +1009,7 @@ def hockey_stick_with_error(atoms: FiniteLoss, epsilons, inf_mass: float = 0.0,
 
     Parameters
     ----------
-    atoms : LossAtoms or afa.two_factor.TwoFactorSum
+    atoms : LossAtoms or afa.engines.two_factor.TwoFactorSum
         The finite part (with its error bounds): anything with ``evaluate(epsilons)`` returning
         (value, error, slope).
     epsilons : array_like

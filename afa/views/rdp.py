@@ -12,7 +12,7 @@ larger of the two.  It is +infinity where the MGF does not exist at s = alpha - 
 Example 15), and for alpha > 1 whenever the loss has mass at +infinity
 (:class:`afa.ApproxDP`, Example 14).  Subsampled Gaussian and Laplace mechanisms,
 whose log-CF is numeric, take their MGF from the noise pair's quadrature at the
-real point s = alpha - 1 (:class:`afa.noise_pair.PairMGF`).
+real point s = alpha - 1 (:class:`afa.mechanisms.noise_pair.PairMGF`).
 
 RDP accounting (Zhu, Dong & Wang 2022, Sec. 2, Def. 6): Renyi divergences of a composition add
 (per direction of the composed dominating pair, Thm 10), and (alpha, rho)-RDP converts
@@ -40,11 +40,11 @@ from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 from sympy.core.function import AppliedUndef
 
-from . import _validation as check
-from .accountant import Accountant
-from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
-from .privacy_loss import PrivacyLoss, batched_log_phi, t
-from .results import AccuracyError
+from .. import _validation as check
+from ..accountant import Accountant
+from ..mechanisms.catalog import NEIGHBORING_RELATIONS, Mechanism
+from ..mechanisms.privacy_loss import PrivacyLoss, batched_log_phi, t
+from ..results import AccuracyError
 
 __all__ = ["CONVERSIONS", "DEFAULT_ORDERS", "RdpAccountant", "alpha", "composed_rdp", "delta_from_rdp",
            "epsilon_from_rdp", "log_mgf", "renyi_divergence", "renyi_divergence_expression"]
@@ -142,7 +142,7 @@ def log_mgf(loss: PrivacyLoss, s: float) -> float:
 
     Parameters
     ----------
-    loss : afa.privacy_loss.PrivacyLoss
+    loss : afa.mechanisms.privacy_loss.PrivacyLoss
         One direction of a mechanism's privacy loss (:meth:`afa.Mechanism.privacy_losses`).
     s : float
         A real, finite point.
@@ -169,7 +169,7 @@ def log_mgf(loss: PrivacyLoss, s: float) -> float:
     --------
     >>> import afa
     >>> loss, _ = afa.Gaussian(1.0).privacy_losses()  # N(1/2, 1)
-    >>> afa.rdp.log_mgf(loss, 1.0)
+    >>> afa.views.rdp.log_mgf(loss, 1.0)
     1.0
     """
     with mpmath.workdps(_WORKING_DIGITS):
@@ -241,9 +241,9 @@ def renyi_divergence_expression(source: Mechanism | Accountant, neighboring: str
     Examples
     --------
     >>> import afa
-    >>> afa.rdp.renyi_divergence_expression(afa.Gaussian(1.0))
+    >>> afa.views.rdp.renyi_divergence_expression(afa.Gaussian(1.0))
     0.5*alpha
-    >>> afa.rdp.renyi_divergence_expression(afa.Accountant().compose(afa.Gaussian(1.0), 3))
+    >>> afa.views.rdp.renyi_divergence_expression(afa.Accountant().compose(afa.Gaussian(1.0), 3))
     1.5*alpha
     """
     if isinstance(source, Accountant):
@@ -297,7 +297,7 @@ def composed_rdp(accountant: Accountant, orders: ArrayLike = DEFAULT_ORDERS) -> 
     Examples
     --------
     >>> import afa
-    >>> afa.rdp.composed_rdp(afa.Accountant().compose(afa.Gaussian(1.0), 10), [2.0, 4.0]).tolist()
+    >>> afa.views.rdp.composed_rdp(afa.Accountant().compose(afa.Gaussian(1.0), 10), [2.0, 4.0]).tolist()
     [10.0, 20.0]
     """
     if not isinstance(accountant, Accountant):
@@ -352,7 +352,7 @@ def epsilon_from_rdp(orders: ArrayLike, rdp: ArrayLike, delta: float,
     Examples
     --------
     >>> import afa
-    >>> epsilon, order = afa.rdp.epsilon_from_rdp([2.0, 4.0, 8.0], [5.0, 10.0, 20.0], 1e-5)
+    >>> epsilon, order = afa.views.rdp.epsilon_from_rdp([2.0, 4.0, 8.0], [5.0, 10.0, 20.0], 1e-5)
     >>> round(epsilon, 4), order
     (13.0879, 4.0)
     """
@@ -396,7 +396,7 @@ def delta_from_rdp(orders: ArrayLike, rdp: ArrayLike, epsilon: float,
     Examples
     --------
     >>> import afa
-    >>> delta, order = afa.rdp.delta_from_rdp([2.0, 4.0, 8.0], [5.0, 10.0, 20.0], 10.0)
+    >>> delta, order = afa.views.rdp.delta_from_rdp([2.0, 4.0, 8.0], [5.0, 10.0, 20.0], 10.0)
     >>> round(delta, 6), order
     (0.001684, 2.0)
     """
@@ -445,7 +445,7 @@ class RdpAccountant:
     Examples
     --------
     >>> import afa
-    >>> from afa.rdp import RdpAccountant
+    >>> from afa.views.rdp import RdpAccountant
     >>> round(RdpAccountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), 1000).epsilon(1e-5), 4)
     2.1078
     >>> round(RdpAccountant().compose(afa.Gaussian(1.0), 10).epsilon(1e-5), 4)  # the tight value is 17.8566
@@ -475,7 +475,7 @@ class RdpAccountant:
         --------
         >>> import afa
         >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 10)
-        >>> afa.rdp.RdpAccountant.from_accountant(accountant, orders=[2.0, 3.0]).rdp.tolist()
+        >>> afa.views.rdp.RdpAccountant.from_accountant(accountant, orders=[2.0, 3.0]).rdp.tolist()
         [10.0, 15.0]
         """
         if not isinstance(accountant, Accountant):
@@ -503,7 +503,7 @@ class RdpAccountant:
         Examples
         --------
         >>> import afa
-        >>> afa.rdp.RdpAccountant(orders=[2.0]).compose(afa.Gaussian(1.0), 3).rdp.tolist()  # 3 uses of alpha / 2
+        >>> afa.views.rdp.RdpAccountant(orders=[2.0]).compose(afa.Gaussian(1.0), 3).rdp.tolist()  # 3 uses of alpha / 2
         [3.0]
         """
         self._accountant.compose(mechanism, times)
@@ -521,7 +521,7 @@ class RdpAccountant:
         Examples
         --------
         >>> import afa
-        >>> afa.rdp.RdpAccountant(orders=[2.0, 4.0]).compose(afa.Gaussian(1.0), 10).rdp.tolist()
+        >>> afa.views.rdp.RdpAccountant(orders=[2.0, 4.0]).compose(afa.Gaussian(1.0), 10).rdp.tolist()
         [10.0, 20.0]
         """
         return composed_rdp(self._accountant, self.orders)
@@ -547,7 +547,7 @@ class RdpAccountant:
         5 alpha + log(1 / delta) / (alpha - 1) (Mironov 2017, Prop. 3).
 
         >>> import math, afa
-        >>> accountant = afa.rdp.RdpAccountant(orders=[2.0, 4.0, 8.0]).compose(afa.Gaussian(1.0), 10)
+        >>> accountant = afa.views.rdp.RdpAccountant(orders=[2.0, 4.0, 8.0]).compose(afa.Gaussian(1.0), 10)
         >>> bound = min(5 * a + math.log(1e5) / (a - 1) for a in (2.0, 4.0, 8.0))
         >>> math.isclose(accountant.epsilon(1e-5, conversion="standard"), bound, rel_tol=1e-12)
         True
@@ -572,7 +572,7 @@ class RdpAccountant:
         Examples
         --------
         >>> import afa
-        >>> round(afa.rdp.RdpAccountant().compose(afa.Gaussian(1.0), 10).delta(10.0), 6)
+        >>> round(afa.views.rdp.RdpAccountant().compose(afa.Gaussian(1.0), 10).delta(10.0), 6)
         0.110276
         """
         return delta_from_rdp(self.orders, self.rdp, epsilon, conversion)[0]

@@ -5,7 +5,7 @@ Sommer, Meiser & Mohammadi 2019, (Sommer, Meiser, Mohammadi):
 * the privacy-loss class (mu, sigma^2, omega(inf)) of a direction (Def. 10): mean and
   variance of the *inner* (finite, renormalised) loss and the mass at +infinity.  Under
   composition the means and variances add and 1 - omega(inf) multiplies (Thm 4); here they
-  come from :attr:`afa.composition.ComposedLoss.cumulants`, which differentiates each term's
+  come from :attr:`afa.engines.composition.ComposedLoss.cumulants`, which differentiates each term's
   symbolic log-CF at t = 0 (finite and numeric terms: their atoms / quadrature);
 * the Gaussian approximation delta_CLT(eps) of a class (Lemma 12, Thm 4): exact for
   compositions of Gaussian mechanisms (Thm 5), an *estimate* otherwise;
@@ -29,15 +29,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from . import _validation as check
-from .accountant import Accountant
-from .composition import ComposedLoss
-from .exact import gaussian_delta
-from .mechanisms import NEIGHBORING_RELATIONS, Mechanism
-from .noise_pair import NoiseMixturePair
-from .privacy_loss import PrivacyLoss
+from .. import _validation as check
+from ..accountant import Accountant
+from ..engines.composition import ComposedLoss
+from ..mechanisms.catalog import NEIGHBORING_RELATIONS, Mechanism
+from ..mechanisms.noise_pair import NoiseMixturePair
+from ..mechanisms.privacy_loss import PrivacyLoss
+from ..numerics.exact import gaussian_delta
+from ..results import AccuracyError
 from .rdp import log_mgf
-from .results import AccuracyError
 
 __all__ = ["GDP_ESTIMATES", "LossClass", "berry_esseen_bounds", "clt_delta", "gdp_mu", "markov_delta",
            "privacy_loss_class", "third_absolute_moments"]
@@ -75,9 +75,9 @@ class LossClass:
 
     Examples
     --------
-    >>> import afa.clt
+    >>> import afa.views.clt
     >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 4)
-    >>> afa.clt.privacy_loss_class(accountant)["remove"]
+    >>> afa.views.clt.privacy_loss_class(accountant)["remove"]
     LossClass(mean=2.0, variance=4.0, inf_mass=0.0)
     """
 
@@ -106,12 +106,12 @@ class LossClass:
         Notes
         -----
         Shifting eps by m - v/2 turns N(m, v) into the Gaussian mechanism's N(v/2, v), so the accurate
-        closed form of :func:`afa.exact.gaussian_delta` applies (Sommer, Meiser & Mohammadi 2019, Thm 5).
+        closed form of :func:`afa.numerics.exact.gaussian_delta` applies (Sommer, Meiser & Mohammadi 2019, Thm 5).
 
         Examples
         --------
-        >>> import afa.clt
-        >>> afa.clt.LossClass(mean=2.0, variance=4.0, inf_mass=0.0).delta([1.0]).round(6).tolist()
+        >>> import afa.views.clt
+        >>> afa.views.clt.LossClass(mean=2.0, variance=4.0, inf_mass=0.0).delta([1.0]).round(6).tolist()
         [0.509862]
         """
         epsilons = check.real_array("epsilons", epsilons)
@@ -153,7 +153,7 @@ def privacy_loss_class(accountant: Accountant) -> dict[str, LossClass]:
     Four uses of Gaussian(2): each loss has mean mu^2 / 2 and variance mu^2 with mu = 1 / 2.
 
     >>> import afa
-    >>> afa.clt.privacy_loss_class(afa.Accountant().compose(afa.Gaussian(2.0), 4))["remove"]
+    >>> afa.views.clt.privacy_loss_class(afa.Accountant().compose(afa.Gaussian(2.0), 4))["remove"]
     LossClass(mean=0.5, variance=1.0, inf_mass=0.0)
     """
     return {name: _class(composed) for name, composed in _directions(accountant).items()}
@@ -181,9 +181,9 @@ def clt_delta(accountant: Accountant, epsilons) -> np.ndarray:
 
     Examples
     --------
-    >>> import afa.clt
+    >>> import afa.views.clt
     >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 4)
-    >>> afa.clt.clt_delta(accountant, [1.0]).round(6).tolist(), round(accountant.delta(1.0), 6)
+    >>> afa.views.clt.clt_delta(accountant, [1.0]).round(6).tolist(), round(accountant.delta(1.0), 6)
     ([0.509862], 0.509862)
     """
     return np.max([loss_class.delta(epsilons) for loss_class in privacy_loss_class(accountant).values()], axis=0)
@@ -224,9 +224,9 @@ def berry_esseen_bounds(accountant: Accountant, epsilons) -> tuple[np.ndarray, n
 
     Examples
     --------
-    >>> import afa.clt
+    >>> import afa.views.clt
     >>> accountant = afa.Accountant().compose(afa.Laplace(1.0), 10)
-    >>> lower, upper = afa.clt.berry_esseen_bounds(accountant, [3.0])
+    >>> lower, upper = afa.views.clt.berry_esseen_bounds(accountant, [3.0])
     >>> round(float(lower[0]), 4), round(accountant.delta(3.0), 4), round(float(upper[0]), 4)
     (0.2615, 0.4737, 0.6555)
     """
@@ -251,7 +251,7 @@ def markov_delta(accountant: Accountant, epsilons) -> np.ndarray:
     """The Markov-ADP upper bound on delta(eps) (Sommer, Meiser & Mohammadi 2019, Thm 3), the larger direction.
 
     With the Chernoff bound T(y) = min_lambda exp(K(lambda) - lambda y) >= Pr[y <= L < inf],
-    K the composed log-MGF of the finite part (sum_i k_i log M_i, :func:`afa.rdp.log_mgf`), and
+    K the composed log-MGF of the finite part (sum_i k_i log M_i, :func:`afa.views.rdp.log_mgf`), and
     delta(eps) = omega + int_eps^inf e^{eps - y} Pr[y <= L < inf] dy (integration by parts of
     Lemma 9's formula), every grid eps = y_0 < ... < y_k gives
 
@@ -280,9 +280,9 @@ def markov_delta(accountant: Accountant, epsilons) -> np.ndarray:
 
     Examples
     --------
-    >>> import afa.clt
+    >>> import afa.views.clt
     >>> accountant = afa.Accountant().compose(afa.Laplace(1.0), 10)
-    >>> afa.clt.markov_delta(accountant, [6.0]).round(4).tolist(), round(accountant.delta(6.0), 4)
+    >>> afa.views.clt.markov_delta(accountant, [6.0]).round(4).tolist(), round(accountant.delta(6.0), 4)
     ([0.4075], 0.1096)
     """
     epsilons = check.real_array("epsilons", epsilons)
@@ -312,8 +312,8 @@ def gdp_mu(accountant: Accountant, estimate: str = "variance") -> float:
 
     Examples
     --------
-    >>> import afa.clt
-    >>> afa.clt.gdp_mu(afa.Accountant().compose(afa.Gaussian(1.0), 4))
+    >>> import afa.views.clt
+    >>> afa.views.clt.gdp_mu(afa.Accountant().compose(afa.Gaussian(1.0), 4))
     2.0
     """
     check.choice("estimate", estimate, GDP_ESTIMATES)
@@ -359,8 +359,8 @@ def third_absolute_moments(mechanism: Mechanism, neighboring: str = "add_remove"
 
     Examples
     --------
-    >>> import afa.clt
-    >>> [round(m, 6) for m in afa.clt.third_absolute_moments(afa.Gaussian(1.0))]  # 2 sqrt(2 / pi)
+    >>> import afa.views.clt
+    >>> [round(m, 6) for m in afa.views.clt.third_absolute_moments(afa.Gaussian(1.0))]  # 2 sqrt(2 / pi)
     [1.595769, 1.595769]
     """
     if not isinstance(mechanism, Mechanism):

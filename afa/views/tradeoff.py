@@ -34,10 +34,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import _validation as check
-from .accountant import Accountant
-from .options import METHODS
-from .results import AccuracyError, UnsupportedCompositionError
+from .. import _validation as check
+from ..accountant import Accountant
+from ..options import METHODS
+from ..results import AccuracyError, UnsupportedCompositionError
 
 __all__ = ["privacy_profile_from_tradeoff", "tradeoff_curve", "tradeoff_from_profile"]
 
@@ -135,9 +135,9 @@ def tradeoff_curve(accountant: Accountant, alphas, method: str = "auto", directi
     --------
     Four Gaussian mechanisms with sigma = 1 are 2-GDP: f(alpha) = Phi(Phi^-1(1 - alpha) - 2).
 
-    >>> import afa.tradeoff
+    >>> import afa.views.tradeoff
     >>> accountant = afa.Accountant().compose(afa.Gaussian(1.0), 4)
-    >>> curve, error = afa.tradeoff.tradeoff_curve(accountant, [0.01, 0.1, 0.5], with_error=True)
+    >>> curve, error = afa.views.tradeoff.tradeoff_curve(accountant, [0.01, 0.1, 0.5], with_error=True)
     >>> curve.round(4).tolist(), bool(error.max() < 1e-5)
     ([0.6279, 0.2362, 0.0228], True)
     """
@@ -235,9 +235,9 @@ def tradeoff_from_profile(delta: Profile, alphas, *, delta_reverse: Profile | No
     --------
     Randomized response with p = 3/4 has f(alpha) = max(0, 1 - 3 alpha, (1 - alpha) / 3):
 
-    >>> import afa.tradeoff
+    >>> import afa.views.tradeoff
     >>> profile = afa.Accountant().compose(afa.RandomizedResponse(0.75)).privacy_profile
-    >>> afa.tradeoff.tradeoff_from_profile(profile, [0.0, 0.25, 0.5]).round(4).tolist()
+    >>> afa.views.tradeoff.tradeoff_from_profile(profile, [0.0, 0.25, 0.5]).round(4).tolist()
     [1.0, 0.25, 0.1667]
     """
     alphas = _unit_interval("alphas", alphas)
@@ -276,10 +276,10 @@ def privacy_profile_from_tradeoff(tradeoff: Callable[[np.ndarray], np.ndarray], 
 
     >>> import math
     >>> import numpy as np
-    >>> import afa.tradeoff
+    >>> import afa.views.tradeoff
     >>> def f(alpha):
     ...     return np.maximum.reduce([np.zeros_like(alpha), 1 - 3 * alpha, (1 - alpha) / 3])
-    >>> afa.tradeoff.privacy_profile_from_tradeoff(f, [0.0, 0.5, math.log(3)]).round(6).tolist()
+    >>> afa.views.tradeoff.privacy_profile_from_tradeoff(f, [0.0, 0.5, math.log(3)]).round(6).tolist()
     [0.5, 0.33782, 0.0]
     """
     epsilons = check.real_array("epsilons", epsilons)

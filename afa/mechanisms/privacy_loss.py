@@ -24,14 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._accurate import complex_log1p, expm1_minus_identity, log_characteristic, weighted_cumulants
-from ._lazy import cfunctions, mpmath, sympy
-from .atoms import LossAtoms
+from .._accurate import complex_log1p, expm1_minus_identity, log_characteristic, weighted_cumulants
+from .._lazy import cfunctions, mpmath, sympy
+from ..numerics.atoms import LossAtoms
 
 
 @functools.cache
 def variable() -> sympy.Symbol:
-    """The real variable t of every characteristic function (:data:`afa.t`, also ``afa.privacy_loss.t``).
+    """The real variable t of every characteristic function (:data:`afa.t`, also ``afa.mechanisms.privacy_loss.t``).
 
     Made on first use, which imports SymPy.
     """
@@ -94,7 +94,7 @@ def _expm1x_value(z):
 
 
 def expm1x_function() -> type[sympy.Function]:
-    """The SymPy function expm1x(x) = e^x - 1 - x (also ``afa.privacy_loss.expm1x``), defined on first use.
+    """The SymPy function expm1x(x) = e^x - 1 - x (also ``afa.mechanisms.privacy_loss.expm1x``), defined on first use.
 
     Kept symbolic so that templates avoid cancelling first-order terms: it differentiates, evaluates
     (``evalf``), rewrites to exp and lambdifies (numpy or mpmath) like a built-in function.  One class for
@@ -130,7 +130,7 @@ def _define_expm1x() -> type[sympy.Function]:
             x = self.args[0]
             return (sympy.exp(x) - 1 - x).evalf(prec + 128).evalf(prec)
 
-    expm1x.__qualname__ = "expm1x"  # pickled by reference as afa.privacy_loss.expm1x (module __getattr__)
+    expm1x.__qualname__ = "expm1x"  # pickled by reference as afa.mechanisms.privacy_loss.expm1x (module __getattr__)
     return expm1x
 
 
@@ -195,7 +195,7 @@ class PrivacyLoss:
         #: family: ``family.batch(members)`` gives an evaluator of all their log-CFs at once (see
         #: :meth:`batched`); None otherwise.
         self.family = family
-        #: The :class:`afa.noise_pair.NoiseMixturePair` a numeric loss comes from, if any.
+        #: The :class:`afa.mechanisms.noise_pair.NoiseMixturePair` a numeric loss comes from, if any.
         self.noise_pair = noise_pair
         #: For numeric log-CFs: the work (terms summed) of one evaluation at each real or complex t; see
         #: :meth:`numeric`.
@@ -252,7 +252,7 @@ class PrivacyLoss:
 
         ``continues``: the evaluator also takes complex t - ic (the MGF, for the contour
         method), with a relative error of about NUMERIC_RTOL of M(c) at every node.
-        ``noise_pair``: the :class:`afa.noise_pair.NoiseMixturePair` the loss comes from, if any
+        ``noise_pair``: the :class:`afa.mechanisms.noise_pair.NoiseMixturePair` the loss comes from, if any
         (the certified discretization needs it).
         ``cost``: the number of terms the evaluator sums at each real or complex t (it grows with |Re t| for
         output quadratures); the real-line quadrature and the contour's sums budget their totals.
@@ -313,7 +313,8 @@ class PrivacyLoss:
     @property
     def loss_max(self) -> float:
         """An upper bound on the finite loss (+inf when none is known): the largest atom of a
-        finite loss, the noise pair's bound (:attr:`afa.noise_pair.NoiseMixturePair.loss_upper_bound`), or the
+        finite loss, the noise pair's bound (:attr:`afa.mechanisms.noise_pair.NoiseMixturePair.loss_upper_bound`), or
+        the
         bound given to :meth:`numeric`."""
         if not self._continuous:
             return float(self._atoms.losses[-1]) if self._atoms.size else -math.inf

@@ -1,7 +1,7 @@
 """Figures of a composition's privacy guarantees, drawn with matplotlib (the optional extra ``afa[plot]``).
 
 This module owns the plotting of afa's answers; it computes nothing itself.  Each function asks an
-:class:`afa.Accountant` (or :func:`afa.tradeoff.tradeoff_curve`) for its numbers, draws them on a matplotlib
+:class:`afa.Accountant` (or :func:`afa.views.tradeoff.tradeoff_curve`) for its numbers, draws them on a matplotlib
 ``Axes`` and returns it:
 
 - :func:`privacy_profile`: delta(eps) on a log delta axis;
@@ -21,9 +21,9 @@ Examples
 --------
 >>> import matplotlib
 >>> matplotlib.use("Agg")
->>> import afa, afa.plot
+>>> import afa, afa.views.plot
 >>> accountant = afa.Accountant().compose(afa.Gaussian(10.0), 100)
->>> ax = afa.plot.privacy_profile(accountant)
+>>> ax = afa.views.plot.privacy_profile(accountant)
 >>> ax.get_xlabel(), ax.get_ylabel(), ax.get_yscale()
 ('ε', 'δ(ε)', 'log')
 """
@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _validation as check
-from .accountant import Accountant
-from .options import METHODS
+from .. import _validation as check
+from ..accountant import Accountant
+from ..options import METHODS
 from .tradeoff import tradeoff_curve
 
 __all__ = ["epsilon_curve", "epsilon_vs_steps", "privacy_profile", "tradeoff"]
@@ -62,7 +62,7 @@ def _pyplot():
     try:
         import matplotlib.pyplot as plt
     except ImportError as error:
-        raise ImportError("afa.plot needs matplotlib: pip install 'afa[plot]'") from error
+        raise ImportError("afa.views.plot needs matplotlib: pip install 'afa[plot]'") from error
     return plt
 
 
@@ -179,9 +179,9 @@ def privacy_profile(accountant: Accountant, epsilons=None, *, method: str = "aut
     --------
     >>> import matplotlib
     >>> matplotlib.use("Agg")
-    >>> import afa, afa.plot
+    >>> import afa, afa.views.plot
     >>> accountant = afa.Accountant().compose(afa.Gaussian(10.0), 100)
-    >>> ax = afa.plot.privacy_profile(accountant, [0.5, 1.0, 2.0], color="C3")
+    >>> ax = afa.views.plot.privacy_profile(accountant, [0.5, 1.0, 2.0], color="C3")
     >>> ax.get_lines()[0].get_ydata().round(6)
     array([0.238422, 0.126937, 0.020924])
     >>> ax.get_legend().get_texts()[0].get_text()
@@ -250,9 +250,9 @@ def epsilon_curve(accountant: Accountant, deltas=None, *, method: str = "auto", 
     --------
     >>> import matplotlib
     >>> matplotlib.use("Agg")
-    >>> import afa, afa.plot
+    >>> import afa, afa.views.plot
     >>> accountant = afa.Accountant().compose(afa.Gaussian(10.0), 100)
-    >>> ax = afa.plot.epsilon_curve(accountant, [1e-6, 1e-5])
+    >>> ax = afa.views.plot.epsilon_curve(accountant, [1e-6, 1e-5])
     >>> ax.get_lines()[0].get_ydata().round(4), ax.get_xscale()
     (array([4.8866, 4.3772]), 'log')
     """
@@ -279,7 +279,7 @@ def tradeoff(accountant: Accountant, alphas=None, *, method: str = "auto", ax=No
              band: bool | dict = True, **kwargs: Any):
     """Draw the f-DP trade-off curve beta = f(alpha) of a composition, with the no-privacy line 1 - alpha.
 
-    The line is :func:`afa.tradeoff.tradeoff_curve`, a lower bound on the trade-off function (the safe
+    The line is :func:`afa.views.tradeoff.tradeoff_curve`, a lower bound on the trade-off function (the safe
     side); the band reaches up to it plus the curve's proved error (``with_error=True``), capped at
     1 - alpha, which no trade-off function exceeds.  The no-privacy line is dashed, the aspect equal.
 
@@ -290,7 +290,7 @@ def tradeoff(accountant: Accountant, alphas=None, *, method: str = "auto", ax=No
     alphas : array_like, optional
         Type I errors in [0, 1] (a 1-d sequence).  By default 201 even steps and 25 points in [1e-6, 1e-2].
     method : {"auto", "exact", "quadrature", "contour", "certified", "pld"}, default "auto"
-        The engine of :func:`afa.tradeoff.tradeoff_curve` ("auto": closed forms, else the discretized PLD).
+        The engine of :func:`afa.views.tradeoff.tradeoff_curve` ("auto": closed forms, else the discretized PLD).
     ax : matplotlib.axes.Axes, optional
         Draw on it; by default on a new figure.
     label : str, optional
@@ -320,8 +320,8 @@ def tradeoff(accountant: Accountant, alphas=None, *, method: str = "auto", ax=No
 
     >>> import matplotlib
     >>> matplotlib.use("Agg")
-    >>> import afa, afa.plot
-    >>> ax = afa.plot.tradeoff(afa.Accountant().compose(afa.Gaussian(1.0), 4), [0.01, 0.1, 0.5])
+    >>> import afa, afa.views.plot
+    >>> ax = afa.views.plot.tradeoff(afa.Accountant().compose(afa.Gaussian(1.0), 4), [0.01, 0.1, 0.5])
     >>> ax.get_lines()[0].get_ydata().round(4), len(ax.get_lines())
     (array([0.6279, 0.2362, 0.0228]), 2)
     """
@@ -410,9 +410,9 @@ def epsilon_vs_steps(make_accountant, steps, delta: float, *, methods: Sequence[
     --------
     >>> import matplotlib
     >>> matplotlib.use("Agg")
-    >>> import afa, afa.plot
+    >>> import afa, afa.views.plot
     >>> gaussian = lambda sigma: lambda k: afa.Accountant().compose(afa.Gaussian(sigma), k)
-    >>> ax = afa.plot.epsilon_vs_steps([("σ = 10", gaussian(10.0)), ("σ = 20", gaussian(20.0))], [10, 100], 1e-5)
+    >>> ax = afa.views.plot.epsilon_vs_steps([("σ = 10", gaussian(10.0)), ("σ = 20", gaussian(20.0))], [10, 100], 1e-5)
     >>> [line.get_label() for line in ax.get_lines()], ax.get_lines()[0].get_ydata().round(4)
     (['σ = 10', 'σ = 20'], array([1.1994, 4.3772]))
     """

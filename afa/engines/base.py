@@ -8,15 +8,15 @@ The engines:
   Mohammadi 2019, Thm 5) convolved with the exact composition of every
   finite-output mechanism (Zhu, Dong & Wang 2022, Exp 2 uses this for RR x
   Gaussian); its error bounds the rounding of the atoms' positions and masses
-  and of the evaluation (:mod:`afa.discrete`), and eps(delta) is a verified bracket.
+  and of the evaluation (:mod:`afa.engines.discrete`), and eps(delta) is a verified bracket.
 * :class:`ClosedFormEngine` -- one use of a mechanism with a continuous loss, from a
   closed form with its error bound; eps(delta) is a verified bracket.
 * :class:`QuadratureEngine` -- the real-line Levy inversion of the composed
-  CF (:mod:`afa.quadrature`); its error is the quadrature's estimate.
+  CF (:mod:`afa.engines.quadrature`); its error is the quadrature's estimate.
 * :class:`ContourEngine` -- the saddle-point contour inversion of the MGF
-  (:mod:`afa.contour`); its error is relative to delta.
+  (:mod:`afa.engines.contour`); its error is relative to delta.
 * :class:`CertifiedEngine` -- Zhu, Dong & Wang 2022, Algorithm 2 for one subsampled mechanism.
-* :class:`PLDEngine` -- the discretized PLD backend (:mod:`afa.pld`): certified lower and
+* :class:`PLDEngine` -- the discretized PLD backend (:mod:`afa.engines.pld`): certified lower and
   upper bounds for every mechanism that has loss tails.
 """
 
@@ -33,17 +33,20 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, logsumexp
 
-from . import budget, exact
-from . import options as settings
-from ._accurate import UNIT_ROUNDOFF
-from .atoms import CompositionTooLargeError, LossAtoms, verified_epsilon_bounds
+from .. import budget
+from .. import options as settings
+from .._accurate import UNIT_ROUNDOFF
+from ..limits import INTERVAL_RANGE
+from ..mechanisms.loss_tails import GaussianTails, LossTails
+from ..mechanisms.noise_pair import NoiseMixturePair
+from ..numerics import exact
+from ..numerics.atoms import CompositionTooLargeError, LossAtoms, verified_epsilon_bounds
+from ..progress import progress
+from ..results import AccuracyError, Result, UnsupportedCompositionError
 from .certified import CertifiedBracket
 from .composition import ComposedLoss
 from .contour import contour_inversion
 from .discrete import DiscreteComposition
-from .limits import INTERVAL_RANGE
-from .loss_tails import GaussianTails, LossTails
-from .noise_pair import NoiseMixturePair
 from .pld import (
     DiscretePLD,
     chernoff_log_mass,
@@ -51,9 +54,7 @@ from .pld import (
     connect_the_dots,
     greedy_hull_optimistic,
 )
-from .progress import progress
 from .quadrature import LevyInversion
-from .results import AccuracyError, Result, UnsupportedCompositionError
 
 #: Relative rounding error assumed for closed-form values.
 EXACT_RTOL = 1e-13
@@ -96,8 +97,8 @@ class Engine(abc.ABC):
     Examples
     --------
     >>> import afa, numpy as np
-    >>> from afa.composition import ComposedLoss
-    >>> from afa.engines import QuadratureEngine
+    >>> from afa.engines.composition import ComposedLoss
+    >>> from afa.engines.base import QuadratureEngine
     >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
     >>> engine = QuadratureEngine(ComposedLoss({remove: 100}))
     >>> engine.method, engine.certified
@@ -208,7 +209,7 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
 
     Parameters
     ----------
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The composed privacy loss of one direction.
 
     Returns
@@ -219,8 +220,8 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
     Examples
     --------
     >>> import afa
-    >>> from afa.composition import ComposedLoss
-    >>> from afa.engines import loss_epsilon_scale
+    >>> from afa.engines.composition import ComposedLoss
+    >>> from afa.engines.base import loss_epsilon_scale
     >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
     >>> round(loss_epsilon_scale(ComposedLoss({remove: 100})), 6)  # loss N(1/2, 1)
     10.5
@@ -266,7 +267,7 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
     Examples
     --------
     >>> import math
-    >>> from afa.engines import smallest_epsilon
+    >>> from afa.engines.base import smallest_epsilon
     >>> round(smallest_epsilon(lambda eps: math.exp(-eps), 0.5, 1.0), 10)  # log 2
     0.6931471806
     """
@@ -316,7 +317,7 @@ def gaussian_delta_with_error(epsilons: np.ndarray, mu: float) -> tuple[np.ndarr
     Returns
     -------
     value, error : ndarray
-        The closed form (Sommer, Meiser & Mohammadi 2019, Thm 5; :func:`afa.exact.gaussian_log_delta`) and
+        The closed form (Sommer, Meiser & Mohammadi 2019, Thm 5; :func:`afa.numerics.exact.gaussian_log_delta`) and
         ``value`` times its relative error EXACT_RTOL plus the rounding of exponentiating its logarithm;
         ``epsilons``' shape.
     """
@@ -339,8 +340,8 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     Returns
     -------
     tuple of float
-        The estimate, Newton's root of the closed form (:func:`afa.exact.gaussian_epsilon`), and bounds
-        verified on the closed form (:func:`afa.atoms.verified_epsilon_bounds`): delta plus its relative
+        The estimate, Newton's root of the closed form (:func:`afa.numerics.exact.gaussian_epsilon`), and bounds
+        verified on the closed form (:func:`afa.numerics.atoms.verified_epsilon_bounds`): delta plus its relative
         error EXACT_RTOL is <= ``delta`` at ``upper``, delta minus it is > ``delta`` at ``lower`` (or
         ``lower`` is 0).
     """
@@ -363,23 +364,23 @@ class ExactEngine(Engine):
     """delta(eps) = m + sum_j w_j delta_Gauss(eps - l_j; mu) for Gaussians and finite-output mechanisms,
     with error bounds.
 
-    The finite-output part is composed exactly (:class:`afa.discrete.DiscreteComposition`: atoms
+    The finite-output part is composed exactly (:class:`afa.engines.discrete.DiscreteComposition`: atoms
     with position and mass error bounds, negligible atoms dropped into a counted mass).  Without
     Gaussians (mu = 0) delta is the atoms' hockey stick with its error bound
-    (:func:`afa.atoms.hockey_stick_with_error`) and eps(delta) a verified bracket
-    (:meth:`afa.discrete.DiscreteComposition.epsilon_bounds`); a composition too large to enumerate
+    (:func:`afa.numerics.atoms.hockey_stick_with_error`) and eps(delta) a verified bracket
+    (:meth:`afa.engines.discrete.DiscreteComposition.epsilon_bounds`); a composition too large to enumerate
     in full is composed as far as each query needs, and a query that needs more is refused
-    (:class:`afa.atoms.CompositionTooLargeError`, an AccuracyError).  With Gaussians the composed
+    (:class:`afa.numerics.atoms.CompositionTooLargeError`, an AccuracyError).  With Gaussians the composed
     Gaussian profile (Sommer, Meiser & Mohammadi 2019, Thm 5) is mixed over the atoms, and the
     bounds are the same mixture over the atoms moved to the ends of their position intervals and
     masses at the ends of theirs, widened by the closed form's relative error EXACT_RTOL; eps(delta)
-    is the estimate's root with bounds verified against them (:func:`afa.atoms.verified_epsilon_bounds`).
+    is the estimate's root with bounds verified against them (:func:`afa.numerics.atoms.verified_epsilon_bounds`).
 
     Parameters
     ----------
     mu : float
         The composed Gaussians' parameter, sqrt(sum_i k_i mu_i^2) >= 0 (0: no Gaussians).
-    discrete : afa.composition.ComposedLoss
+    discrete : afa.engines.composition.ComposedLoss
         The composed loss of the finite-output terms of the direction (no terms: the pure Gaussian).
 
     Attributes
@@ -388,9 +389,9 @@ class ExactEngine(Engine):
         As given.
     inf_mass : float
         The discrete part's mass at +infinity.
-    composition : afa.discrete.DiscreteComposition
+    composition : afa.engines.discrete.DiscreteComposition
         The exact composition of the finite-output terms.
-    atoms : afa.atoms.LossAtoms or None
+    atoms : afa.numerics.atoms.LossAtoms or None
         The fully composed atoms if the composition was composed in full on construction (always when
         mu > 0), else None (then composed as far as each query needs).
 
@@ -403,8 +404,8 @@ class ExactEngine(Engine):
     Examples
     --------
     >>> import afa, numpy as np
-    >>> from afa.composition import ComposedLoss
-    >>> from afa.engines import ExactEngine
+    >>> from afa.engines.composition import ComposedLoss
+    >>> from afa.engines.base import ExactEngine
     >>> rr, _ = afa.RandomizedResponse(p=0.6).privacy_losses()
     >>> engine = ExactEngine(1.0, ComposedLoss({rr: 20}))  # 100 uses of Gaussian(10) and 20 of RR(0.6)
     >>> engine.delta(np.array([1.0]))[0].round(5)
@@ -536,7 +537,7 @@ class CertainRevealEngine(Engine):
     Examples
     --------
     >>> import numpy as np
-    >>> from afa.engines import CertainRevealEngine
+    >>> from afa.engines.base import CertainRevealEngine
     >>> engine = CertainRevealEngine()
     >>> engine.delta(np.array([0.0, 5.0]))
     (array([1., 1.]), array([0., 0.]))
@@ -560,12 +561,12 @@ class ClosedFormEngine(Engine):
     """delta(eps) of one direction from a closed-form function of eps returning (values, errors).
 
     Used for one use of :class:`afa.DataDependentGaussian`
-    (:func:`afa.exact.data_dependent_gaussian_delta`, Zhu, Dong & Wang 2022, App. A Example 15), for
+    (:func:`afa.numerics.exact.data_dependent_gaussian_delta`, Zhu, Dong & Wang 2022, App. A Example 15), for
     compositions of data-dependent Gaussians sharing sigma1/sigma2 with Gaussians (one noncentral chi-square
-    integral, :class:`afa.quadratic.QuadraticComposition`), and for one use of any other mechanism with a
-    continuous loss, from its loss tails (:meth:`afa.loss_tails.LossTails.hockey_stick_with_error`).
+    integral, :class:`afa.engines.quadratic.QuadraticComposition`), and for one use of any other mechanism with a
+    continuous loss, from its loss tails (:meth:`afa.mechanisms.loss_tails.LossTails.hockey_stick_with_error`).
     eps(delta) is the root of the values with bounds verified against values -/+ errors
-    (:func:`afa.atoms.verified_epsilon_bounds`), so a delta far below the errors is still answered where eps
+    (:func:`afa.numerics.atoms.verified_epsilon_bounds`), so a delta far below the errors is still answered where eps
     is determined (next to a bounded loss's top, where delta's error is its top's rounding); a bracket wider
     than CLOSED_FORM_EPSILON_RTOL (relative) is refused, so that 'auto' moves on.
 
@@ -573,15 +574,15 @@ class ClosedFormEngine(Engine):
     ----------
     delta_and_error : callable
         Maps an array of eps to (values, errors) of delta, each of its shape.
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The direction's composed loss: its mass at +infinity and the scale of the eps search
         (:func:`loss_epsilon_scale`).
 
     Examples
     --------
     >>> import afa, numpy as np
-    >>> from afa.composition import ComposedLoss
-    >>> from afa.engines import ClosedFormEngine
+    >>> from afa.engines.composition import ComposedLoss
+    >>> from afa.engines.base import ClosedFormEngine
     >>> laplace = afa.Laplace(scale=1.0)
     >>> tails, loss = laplace.loss_tails("add_remove")[0], laplace.privacy_losses()[0]
     >>> engine = ClosedFormEngine(tails.hockey_stick_with_error, ComposedLoss({loss: 1}))
@@ -655,24 +656,24 @@ class ClosedFormEngine(Engine):
 
 
 class CertifiedEngine(Engine):
-    """Certified bracket of one subsampled Gaussian/Laplace mechanism composed k times (:mod:`afa.certified`).
+    """Certified bracket of one subsampled Gaussian/Laplace mechanism composed k times (:mod:`afa.engines.certified`).
 
     Zhu, Dong & Wang 2022, Algorithm 2, Lemma 40, Thm 44: delta's value is the bracket's midpoint (an
     estimate), its error the half-width; lower and upper are certified bounds.  The mass allowed beyond
     the output reach and the FFT window follows the delta asked about (TAIL_FRACTION of it, at most
-    afa.certified's default), and for k > 1 the powers are also formed tilted at the composition's
+    afa.engines.certified's default), and for k > 1 the powers are also formed tilted at the composition's
     Chernoff order for that delta (or saddle point at the eps asked about), whose rounding is relative to
     delta there: without both, bounds below about k * 1e-14 (FFT rounding) or the truncated mass say nothing.
 
     Parameters
     ----------
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The direction's composed loss: one term, a subsampled Gaussian or Laplace mechanism (a noise
         pair), with an integral count.
 
     Attributes
     ----------
-    pair : afa.noise_pair.NoiseMixturePair
+    pair : afa.mechanisms.noise_pair.NoiseMixturePair
         The term's noise pair.
     count : int
         Its number of uses k.
@@ -687,8 +688,8 @@ class CertifiedEngine(Engine):
     Examples
     --------
     >>> import afa
-    >>> from afa.composition import ComposedLoss
-    >>> from afa.engines import CertifiedEngine
+    >>> from afa.engines.composition import ComposedLoss
+    >>> from afa.engines.base import CertifiedEngine
     >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
     >>> CertifiedEngine(ComposedLoss({remove: 100}))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -730,7 +731,7 @@ class CertifiedEngine(Engine):
 
         Returns
         -------
-        afa.certified.CertifiedBracket
+        afa.engines.certified.CertifiedBracket
             Of :attr:`pair` composed :attr:`count` times.
         """
         if tail_tolerance not in self._brackets:
@@ -741,7 +742,7 @@ class CertifiedEngine(Engine):
 
     @property
     def bracket(self) -> CertifiedBracket:
-        """The bracket at afa.certified's default tail tolerance."""
+        """The bracket at afa.engines.certified's default tail tolerance."""
         return self.bracket_for(CertifiedBracket.default_tail_tolerance)
 
     def _tail_for(self, delta: float) -> float:
@@ -845,7 +846,8 @@ def checked_crossing(bound: Callable[[float], float], target: float, scale: floa
 
 
 class PLDEngine(Engine):
-    """Certified bracket of one direction from discretized PLDs (:mod:`afa.pld`, Doroshenko et al. 2022, Google DP
+    """Certified bracket of one direction from discretized PLDs (:mod:`afa.engines.pld`, Doroshenko et al. 2022,
+    Google DP
     team 2025).
 
     Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta, Doroshenko et al.
@@ -856,7 +858,7 @@ class PLDEngine(Engine):
     The tail truncation follows the delta asked about: mass PLDOptions.tail_fraction times below it (Google DP
     team 2025, Sec. 5.2 with a threshold scaled to the query, not a fixed 1e-15), and every power and
     convolution shares one tilt, the composition's Chernoff order for that delta (or its saddle point at the eps
-    asked about: :func:`afa.pld.composition_tilt`), so the FFT rounding is relative to delta where it is asked
+    asked about: :func:`afa.engines.pld.composition_tilt`), so the FFT rounding is relative to delta where it is asked
     about and tiny deltas keep a finite, tight bracket. When the composed finite loss is bounded above by B
     (Poisson subsampling's add direction), no term's grid goes below -B: lower losses never reach eps >= 0.
     delta's value is the midpoint (an estimate) and its error the half-width; lower and upper are certified.
@@ -865,16 +867,17 @@ class PLDEngine(Engine):
 
     Parameters
     ----------
-    terms : list of (afa.loss_tails.LossTails, int)
+    terms : list of (afa.mechanisms.loss_tails.LossTails, int)
         Each distinct term's loss tails of the direction and its count.
     interval : float
         The grid step of the loss, in (0, 350] (:data:`afa.limits.INTERVAL_RANGE`).
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The direction's composed loss: its mass at +infinity, the upper end of its finite loss and the
         scale of the eps searches.
     powers : dict, optional
         Given, each finite term's uses are composed exactly before they go on the grid
-        (:meth:`afa.loss_tails.LossTails.exact_power`: one grid rounding per term instead of one per use), and
+        (:meth:`afa.mechanisms.loss_tails.LossTails.exact_power`: one grid rounding per term instead of one per use),
+        and
         the dict caches those powers (it may be shared by engines of the same terms); by default every use
         goes on the grid.  The exact power's grid spans the whole composed law, where a power of the per-use
         PLD keeps only a window around the queried delta's tilt, so this suits compositions of finite terms
@@ -884,7 +887,7 @@ class PLDEngine(Engine):
     ----------
     interval : float
         The grid step.
-    terms : list of (afa.loss_tails.LossTails, int)
+    terms : list of (afa.mechanisms.loss_tails.LossTails, int)
         The terms other than plain Gaussians (which are merged into one).
     epsilon_scale : float
         The scale of the eps searches (:func:`loss_epsilon_scale`).
@@ -897,8 +900,8 @@ class PLDEngine(Engine):
     Examples
     --------
     >>> import afa, numpy as np
-    >>> from afa.composition import ComposedLoss
-    >>> from afa.engines import PLDEngine
+    >>> from afa.engines.composition import ComposedLoss
+    >>> from afa.engines.base import PLDEngine
     >>> gaussian = afa.Gaussian(sigma=10.0)
     >>> tails, loss = gaussian.loss_tails("add_remove")[0], gaussian.privacy_losses()[0]
     >>> engine = PLDEngine([(tails, 100)], 1e-4, ComposedLoss({loss: 100}))
@@ -950,7 +953,8 @@ class PLDEngine(Engine):
         self._built: collections.OrderedDict = collections.OrderedDict()
 
     def _exact_powers(self, tail_mass: float) -> list[tuple[LossTails, LossTails] | None]:
-        """Each term's uses composed exactly (:meth:`afa.loss_tails.LossTails.exact_power`: finite losses whose
+        """Each term's uses composed exactly (:meth:`afa.mechanisms.loss_tails.LossTails.exact_power`: finite losses
+        whose
         power fits), or None (every term's, without the ``powers`` cache); atoms dropped below a mass far under
         each term's share of ``tail_mass`` (cached per ``tail_mass``)."""
         cache = self._power_cache
@@ -984,19 +988,19 @@ class PLDEngine(Engine):
 
     def bases(self, build: Callable, tail_mass: float) -> list[tuple[DiscretePLD, int]]:
         """Each term's PLD from ``build`` with its count (cached), grids truncated to tail_mass / (4 uses), then
-        each end's run of at most that mass cut (:meth:`afa.pld.DiscretePLD.truncated`, moved the safe way), so
+        each end's run of at most that mass cut (:meth:`afa.engines.pld.DiscretePLD.truncated`, moved the safe way), so
         that a term's light tails (an exactly composed term keeps atoms far lighter than that) cost no grid points.
 
         Parameters
         ----------
         build : callable
-            A builder of :mod:`afa.pld`: ``connect_the_dots`` (pessimistic) or ``greedy_hull_optimistic``.
+            A builder of :mod:`afa.engines.pld`: ``connect_the_dots`` (pessimistic) or ``greedy_hull_optimistic``.
         tail_mass : float
             The mass truncated in all.
 
         Returns
         -------
-        list of (afa.pld.DiscretePLD, int)
+        list of (afa.engines.pld.DiscretePLD, int)
             Each term's PLD (the merged Gaussian's first, if any) and its count.
         """
         key = (build, tail_mass)
@@ -1013,13 +1017,13 @@ class PLDEngine(Engine):
         return self._bases[key]
 
     def composed(self, build: Callable, tail_mass: float, tilt: float | None = None) -> DiscretePLD:
-        """The composition of every term's PLD from ``build`` (a builder of :mod:`afa.pld`), truncated to
+        """The composition of every term's PLD from ``build`` (a builder of :mod:`afa.engines.pld`), truncated to
         ``tail_mass`` in all, every power and convolution at ``tilt`` (None: each power picks its own;
         cached per builder, tolerance and tilt).
 
         Returns
         -------
-        afa.pld.DiscretePLD
+        afa.engines.pld.DiscretePLD
             The composed PLD.
         """
         key = (build, tail_mass, tilt)
@@ -1044,13 +1048,13 @@ class PLDEngine(Engine):
 
         Returns
         -------
-        pessimistic, optimistic : afa.pld.DiscretePLD
+        pessimistic, optimistic : afa.engines.pld.DiscretePLD
             Their deltas are an upper and a lower bound on the direction's delta.
         """
         return self.composed(connect_the_dots, tail_mass, tilt), self.composed(greedy_hull_optimistic, tail_mass, tilt)
 
     def tilt_for(self, tail_mass: float, *, delta: float | None = None, epsilon: float | None = None) -> float:
-        """The composition's tilt for a query at ``delta`` or at ``epsilon`` (:func:`afa.pld.composition_tilt`
+        """The composition's tilt for a query at ``delta`` or at ``epsilon`` (:func:`afa.engines.pld.composition_tilt`
         of the pessimistic bases).
 
         Returns
@@ -1204,7 +1208,7 @@ class _InversionEngine(Engine):
 
     Parameters
     ----------
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The direction's composed loss.
     **options
         Passed to the inversion (e.g. the contour's ``numeric_nodes``).
@@ -1297,7 +1301,7 @@ class QuadratureEngine(_InversionEngine):
 
     Parameters
     ----------
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The direction's composed loss; it needs a continuous part and a positive variance.
 
     Raises
@@ -1333,11 +1337,11 @@ class QuadratureEngine(_InversionEngine):
 
 
 class ContourEngine(_InversionEngine):
-    """Saddle-point contour inversion (:mod:`afa.contour`): delta with relative accuracy.
+    """Saddle-point contour inversion (:mod:`afa.engines.contour`): delta with relative accuracy.
 
     Parameters
     ----------
-    loss : afa.composition.ComposedLoss
+    loss : afa.engines.composition.ComposedLoss
         The direction's composed loss; it needs a continuous part.
     numeric_nodes : int, optional
         The node budget: caps one contour sum's nodes when the composition has numeric MGF terms (subsampled
@@ -1351,8 +1355,8 @@ class ContourEngine(_InversionEngine):
     Examples
     --------
     >>> import afa, numpy as np
-    >>> from afa.composition import ComposedLoss
-    >>> from afa.engines import ContourEngine
+    >>> from afa.engines.composition import ComposedLoss
+    >>> from afa.engines.base import ContourEngine
     >>> remove, add = afa.Gaussian(sigma=10.0).privacy_losses()
     >>> engine = ContourEngine(ComposedLoss({remove: 100}))
     >>> engine.delta(np.array([1.0]))[0].round(6)
@@ -1366,20 +1370,21 @@ class ContourEngine(_InversionEngine):
     inversion_class = staticmethod(contour_inversion)
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """delta(eps) and its error, each checked on a second contour line (:meth:`afa.contour.ContourInversion.verify`:
+        """delta(eps) and its error, each checked on a second contour line
+        (:meth:`afa.engines.contour.ContourInversion.verify`:
         refused with AccuracyError if the two lines disagree beyond their stated errors).
 
         Raises
         ------
         AccuracyError
             The two lines disagree, or a contour sum cannot be formed to its accuracy
-            (:class:`afa.contour.NodeBudgetError` when it needs more nodes than its budget).
+            (:class:`afa.engines.contour.NodeBudgetError` when it needs more nodes than its budget).
         """
         return self.inversion.delta(epsilons, verify=True)
 
     def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """With a ``target``, first the Chernoff bound from the MGF on the real axis
-        (:meth:`afa.contour.ContourInversion.chernoff_bound`: no contour sum); where that is not below
+        (:meth:`afa.engines.contour.ContourInversion.chernoff_bound`: no contour sum); where that is not below
         ``target`` (or without one), the checked contour values plus their errors."""
         epsilons = np.asarray(epsilons, dtype=float)
         if target is not None:
@@ -1390,7 +1395,7 @@ class ContourEngine(_InversionEngine):
 
     def chernoff_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """Upper bounds on delta at ``epsilons`` from the MGF on the real axis alone, without a contour sum
-        (:meth:`afa.contour.ContourInversion.chernoff_bound`; +inf where the inversion has none): loose,
+        (:meth:`afa.engines.contour.ContourInversion.chernoff_bound`; +inf where the inversion has none): loose,
         but cheap, for a direction that only has to be shown below another.
 
         Parameters

@@ -1,13 +1,13 @@
 """Mechanisms: parameters, dominating pairs and the privacy losses they induce.
 
 Every mechanism is a small immutable, validated, hashable object that declares a
-dominating pair (:meth:`Mechanism.dominating_pair`, a kind of :mod:`afa.pairs`) for
+dominating pair (:meth:`Mechanism.dominating_pair`, a kind of :mod:`afa.mechanisms.pairs`) for
 each neighbouring relation (Zhu, Dong & Wang 2022, Def. 7).  The accountant reads
 :meth:`Mechanism.privacy_losses`: the two directions of that pair (Lemma 37) -- the
 loss L = log(p/q)(o), o ~ P, and the loss L' = log(q/p)(o), o ~ Q.  Under
 add/remove these are the *remove* and *add* directions; under substitution,
 the pair and its swap.  The final delta is the larger of the two.  By default they
-come from the pair (:func:`afa.pairs.privacy_losses`); mechanisms with closed forms
+come from the pair (:func:`afa.mechanisms.pairs.privacy_losses`); mechanisms with closed forms
 (the Gaussian's symbolic log-CF, Laplace, randomized response) give them directly.
 
 Sensitivity enters in one place per family: additive-noise mechanisms shift
@@ -15,7 +15,7 @@ their noise by ``sensitivity`` (given for the relation the accountant uses),
 and finite-output mechanisms list the probabilities of their outputs.
 
 :meth:`Mechanism.loss_tails` gives the same two directions as tails of the loss
-(:mod:`afa.loss_tails`), what the discretized-PLD backend builds from: finite-output
+(:mod:`afa.mechanisms.loss_tails`), what the discretized-PLD backend builds from: finite-output
 mechanisms from the atoms of their privacy losses, the others from their noise.
 """
 
@@ -30,15 +30,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import _validation as check
+from .. import _validation as check
+from .._lazy import cfunctions, special, sympy
+from ..limits import MAX_MU
+from ..results import UnsupportedCompositionError
 from . import pairs
-from ._lazy import cfunctions, special, sympy
-from .limits import MAX_MU
 from .loss_tails import GaussianTails, LaplaceTails, LossTails, QuadraticGaussianTails
 from .noise_pair import NoiseMixturePair
 from .pairs import FinitePair, PairMixture
 from .privacy_loss import PrivacyLoss, Template, expm1x_function, variable
-from .results import UnsupportedCompositionError
 
 #: The neighbouring relations: adding or removing a record, substituting one, and replacing one by a special
 #: record bottom (Google DP team 2025, Sec. 3.6).  A mechanism serves those in its :attr:`Mechanism.relations`.
@@ -87,7 +87,7 @@ def _data_dependent_gaussian_template() -> Template:
     the contour s = c + i t of the MGF (t -> -i s) it has real part 1 - 2 gamma c, positive inside
     the strip c < 1/(2 gamma) (gamma > 0), and past the strip's edge the principal log1p of a real
     number below -1 has imaginary part +-pi, so log M is not real there (the contour method's and
-    :func:`afa.rdp.renyi_divergence`'s strip test).  Cached: one family, one compiled function.
+    :func:`afa.views.rdp.renyi_divergence`'s strip test).  Cached: one family, one compiled function.
     """
     t = variable()
     alpha = sympy.Symbol("alpha", real=True)
@@ -153,8 +153,9 @@ class Mechanism:
 
     #: The name of this mechanism type in spec files and :meth:`to_dict` (empty: not serialisable).
     type_name: ClassVar[str] = ""
-    #: Whether each direction's loss tails may carry a quadratic loss (:attr:`afa.loss_tails.LossTails.quadratic`):
-    #: uses sharing its curvature compose to one noncentral chi-square (:mod:`afa.quadratic`).
+    #: Whether each direction's loss tails may carry a quadratic loss
+    #: (:attr:`afa.mechanisms.loss_tails.LossTails.quadratic`):
+    #: uses sharing its curvature compose to one noncentral chi-square (:mod:`afa.engines.quadratic`).
     quadratic_loss: ClassVar[bool] = False
     _types: ClassVar[dict[str, type[Mechanism]]] = {}
 
@@ -293,7 +294,7 @@ class Mechanism:
 
         Returns
         -------
-        tuple of afa.privacy_loss.PrivacyLoss
+        tuple of afa.mechanisms.privacy_loss.PrivacyLoss
             (L = log(p/q)(o), o ~ P; L' = log(q/p)(o), o ~ Q) (Zhu, Dong & Wang 2022, Lemma 37): under
             add/remove and replace-special the *remove* and *add* directions.  A symmetric mechanism returns the
             same object twice.  Computed once per relation and cached.
@@ -324,8 +325,8 @@ class Mechanism:
         """A dominating pair (P, Q) of one use under ``neighboring`` (Zhu, Dong & Wang 2022, Def. 7).
 
         The extension point: a mechanism defined outside afa implements this (returning an
-        :class:`afa.pairs.FinitePair`, an :class:`afa.noise_pair.NoiseMixturePair` or an
-        :class:`afa.pairs.PairMixture` of noise-mixture pairs) and every engine that serves that kind of pair
+        :class:`afa.mechanisms.pairs.FinitePair`, an :class:`afa.mechanisms.noise_pair.NoiseMixturePair` or an
+        :class:`afa.mechanisms.pairs.PairMixture` of noise-mixture pairs) and every engine that serves that kind of pair
         answers for it.
 
         Parameters
@@ -335,7 +336,7 @@ class Mechanism:
 
         Returns
         -------
-        afa.pairs.FinitePair, afa.noise_pair.NoiseMixturePair or afa.pairs.PairMixture
+        afa.mechanisms.pairs.FinitePair, afa.mechanisms.noise_pair.NoiseMixturePair or afa.mechanisms.pairs.PairMixture
             Under add/remove, P is the output with the individual's record and Q without (the *remove*
             direction is L = log(P/Q) under P); under replace-special, P with the record x and Q with the
             special record bottom in its place (x -> bottom is the *remove* direction, Google DP team 2025,
@@ -445,7 +446,7 @@ class Mechanism:
 
         Returns
         -------
-        tuple of afa.loss_tails.LossTails
+        tuple of afa.mechanisms.loss_tails.LossTails
             Finite-output mechanisms give the atoms of their privacy losses, the others tails derived
             from their noise (closed forms where the class has them).  Computed once per relation and cached.
 
@@ -497,7 +498,8 @@ class Mechanism:
         Returns
         -------
         afa.Subsampled
-            ``Subsampled(self, sampling_rate, "poisson")``; see :mod:`afa.subsampling` for its dominating pair.
+            ``Subsampled(self, sampling_rate, "poisson")``; see :mod:`afa.mechanisms.subsampling` for its dominating
+            pair.
 
         Raises
         ------
@@ -530,7 +532,7 @@ class Mechanism:
         -------
         afa.Subsampled
             ``Subsampled(self, sampling_rate, "subset")``, analysed under ``neighboring="add_remove"`` only, from the
-            base's replacement pair (:mod:`afa.subsampling`).
+            base's replacement pair (:mod:`afa.mechanisms.subsampling`).
 
         Raises
         ------
@@ -666,7 +668,7 @@ class Gaussian(Mechanism):
 
         Returns
         -------
-        afa.noise_pair.NoiseMixturePair
+        afa.mechanisms.noise_pair.NoiseMixturePair
             One Gaussian component of scale ``sigma`` shifted by ``sensitivity``, against the unshifted one.
 
         Examples
@@ -800,7 +802,7 @@ class Laplace(Mechanism):
 
         Returns
         -------
-        afa.noise_pair.NoiseMixturePair
+        afa.mechanisms.noise_pair.NoiseMixturePair
             One Laplace component of scale ``scale`` shifted by ``sensitivity``, against the unshifted one.
 
         Examples
@@ -878,9 +880,9 @@ class DataDependentGaussian(Mechanism):
     when sigma1 > sigma2 (sigma1^2 = 2, sigma2^2 = 1: every alpha >= 2, as in Example 15); the add
     direction D_alpha(Q||P) is infinite when alpha sigma1^2 + (1 - alpha) sigma2^2 <= 0 (only when
     sigma2 > sigma1).  The privacy profile stays finite and tight
-    (:func:`afa.exact.data_dependent_gaussian_delta` for one use; uses sharing sigma1/sigma2, with any
+    (:func:`afa.numerics.exact.data_dependent_gaussian_delta` for one use; uses sharing sigma1/sigma2, with any
     sensitivities and beside Gaussian mechanisms, compose to one noncentral chi-square integral,
-    :mod:`afa.quadratic`).
+    :mod:`afa.engines.quadratic`).
 
     Examples
     --------
@@ -987,8 +989,8 @@ class MixtureOfGaussians(Mechanism):
     add/remove) and L' = log(Q/P)(o), o ~ Q (the *add* direction, the swapped pair's).  It is a noise-mixture
     pair, so the engines derive what they need from it as for a Poisson-subsampled Gaussian: the
     moment-generating function M(s) = E_P[e^{sL}] = int P^{1+s} Q^{-s} do by quadrature over the output, for
-    complex s too (:class:`afa.noise_pair.PairMGF`; so the contour method gives relative accuracy at any
-    delta, and :func:`afa.rdp.renyi_divergence` applies), and the loss tails for the discretized PLD.  A
+    complex s too (:class:`afa.mechanisms.noise_pair.PairMGF`; so the contour method gives relative accuracy at any
+    delta, and :func:`afa.views.rdp.renyi_divergence` applies), and the loss tails for the discretized PLD.  A
     single component of positive probability is a Gaussian mechanism (its closed form answers).  Poisson or
     subset subsampling of a mixture of several components is not implemented (a ValueError when its losses
     are asked for).
@@ -1032,7 +1034,7 @@ class MixtureOfGaussians(Mechanism):
 
         Returns
         -------
-        afa.noise_pair.NoiseMixturePair
+        afa.mechanisms.noise_pair.NoiseMixturePair
             Gaussian noise of scale ``sigma``: side A the components of positive probability, shifted by
             their sensitivities, with their probabilities normalised to sum to one (they are given to 1e-9);
             side B the unshifted noise.  Its swap is the other direction's pair.
@@ -1108,7 +1110,7 @@ class RandomizedResponse(Mechanism):
 
         Returns
         -------
-        afa.pairs.FinitePair
+        afa.mechanisms.pairs.FinitePair
             Log-PMFs over the outputs (true bit, flipped bit).
 
         Examples
@@ -1190,7 +1192,7 @@ class KaryRandomizedResponse(Mechanism):
 
         Returns
         -------
-        afa.pairs.FinitePair
+        afa.mechanisms.pairs.FinitePair
             Under substitution P = (p, o, (k-2) o) and Q = (o, p, (k-2) o) with o = (1-p)/(k-1); under
             replace_special (and add_remove) P = (p, 1-p) and Q = (1/k, (k-1)/k) (the true value, any other).
 
@@ -1390,7 +1392,7 @@ class PermuteAndFlip(Mechanism):
 
         Returns
         -------
-        afa.noise_pair.NoiseMixturePair
+        afa.mechanisms.noise_pair.NoiseMixturePair
             One Laplace component of scale 1 shifted by ``epsilon``, against the unshifted one.
 
         Examples
@@ -1497,7 +1499,7 @@ class ExponentialMechanism(Mechanism):
 
         Returns
         -------
-        afa.pairs.FinitePair
+        afa.mechanisms.pairs.FinitePair
             Outputs l_i = epsilon (2 i / n - 1), i = 0..n (n = :attr:`intervals`), where the loss
             is l_i: Q_i = s_{i+1} - s_i, the jumps of the slopes s of H's chords in z = e^{eps'} (s_0 = -1 and
             s_{n+1} = 0), and P_i = e^{l_i} Q_i.
@@ -1586,7 +1588,7 @@ class DiscreteLaplace(Mechanism):
 
         Returns
         -------
-        afa.pairs.FinitePair
+        afa.mechanisms.pairs.FinitePair
             P is DLap(a) on those cells and Q its mirror image (DLap(a) shifted by ``sensitivity``);
             the same under every relation.
 
@@ -1766,7 +1768,7 @@ class DiscreteGaussian(Mechanism):
 
         Returns
         -------
-        afa.pairs.FinitePair
+        afa.mechanisms.pairs.FinitePair
             The same under every relation.  With ``truncation`` = tau: P = N_Z^tau(sensitivity, sigma^2) and
             Q = N_Z^tau(0, sigma^2) on the outputs -tau..tau + sensitivity, no extra outputs.
 
@@ -1867,7 +1869,7 @@ class DiscreteMechanism(Mechanism):
 
         Returns
         -------
-        afa.pairs.FinitePair
+        afa.mechanisms.pairs.FinitePair
             The log-PMFs of ``p_pmf`` and ``q_pmf`` (-inf where a probability is 0).
 
         Examples

@@ -3,7 +3,7 @@
 A :class:`Planner` serves one composition -- a fixed multiset of mechanisms under one neighbouring relation,
 with the options it is queried under.  It owns
 
-* building each method's engines (:mod:`afa.engines`) for each distinct direction of the composed loss, once,
+* building each method's engines (:mod:`afa.engines.base`) for each distinct direction of the composed loss, once,
   with the discretized PLD's grid policy (:meth:`Planner.pld_interval`);
 * the policy of ``method="auto"``: closed forms first where they apply, then relative accuracy (the contour),
   then the fallbacks, each with a share of the time left (:class:`afa.options.AutoOptions`); and
@@ -24,13 +24,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from . import _validation as check
-from . import budget as budgets
-from . import options as settings
-from .budget import BudgetExceededError
-from .composition import ComposedLoss
-from .contour import NodeBudgetError
-from .engines import (
+from .. import _validation as check
+from .. import budget as budgets
+from .. import options as settings
+from ..budget import BudgetExceededError
+from ..limits import INTERVAL_RANGE
+from ..mechanisms.catalog import Mechanism
+from ..options import METHODS, Options
+from ..results import AccuracyError, Attempt, UnsupportedCompositionError
+from .base import (
     CertainRevealEngine,
     CertifiedEngine,
     ClosedFormEngine,
@@ -40,13 +42,11 @@ from .engines import (
     PLDEngine,
     QuadratureEngine,
 )
-from .limits import INTERVAL_RANGE
-from .mechanisms import Mechanism
+from .composition import ComposedLoss
+from .contour import NodeBudgetError
 from .mixed_pld import MixedPLDEngine, exact_part
-from .options import METHODS, Options
 from .pld import PLDTooLargeError
 from .quadratic import QuadraticComposition
-from .results import AccuracyError, Attempt, UnsupportedCompositionError
 
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
@@ -96,10 +96,10 @@ class Planner:
         The neighbouring relation.
     counts : mapping of Mechanism to int
         Each distinct mechanism with its number of uses (copied; the planner never changes it).
-    losses : mapping of Mechanism to tuple of afa.privacy_loss.PrivacyLoss
+    losses : mapping of Mechanism to tuple of afa.mechanisms.privacy_loss.PrivacyLoss
         Each mechanism's privacy losses in the two directions (``Mechanism.privacy_losses(neighboring)``).
     gaussian_mu : mapping of Mechanism to float
-        mu of the mechanisms whose dominating pair is a pure Gaussian pair (:func:`afa.pairs.gaussian_mu`).
+        mu of the mechanisms whose dominating pair is a pure Gaussian pair (:func:`afa.mechanisms.pairs.gaussian_mu`).
     options : Options
         The settings the engines are built and queried under.
     value_discretization_interval : float, optional
@@ -136,7 +136,7 @@ class Planner:
         self._quadratic: dict[int, QuadraticComposition | None] = {}  # direction -> quadratic_composition's answer
         #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
         self._exact_parts: dict[tuple, tuple] = {}
-        #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.PLDEngine`'s ``powers``)
+        #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.base.PLDEngine`'s ``powers``)
         self._exact_powers: dict = {}
 
     # -- the composition ---------------------------------------------------
@@ -194,8 +194,10 @@ class Planner:
             self.quadratic_composition(index) is not None for index in self.distinct_directions)
 
     def quadratic_composition(self, index: int) -> QuadraticComposition | None:
-        """Direction ``index`` as one noncentral chi-square integral (:class:`afa.quadratic.QuadraticComposition`)
-        when every mechanism is a Gaussian or has a quadratic loss (:attr:`afa.loss_tails.LossTails.quadratic`,
+        """Direction ``index`` as one noncentral chi-square integral
+        (:class:`afa.engines.quadratic.QuadraticComposition`)
+        when every mechanism is a Gaussian or has a quadratic loss
+        (:attr:`afa.mechanisms.loss_tails.LossTails.quadratic`,
         e.g. :class:`afa.DataDependentGaussian`), at least one has, and all of those share one curvature; else
         None."""
         if index not in self._quadratic:
@@ -248,7 +250,7 @@ class Planner:
     def auto_first(self) -> tuple[str, dict[str, str]]:
         """'auto''s first choice and the candidates passed over with their reasons: closed forms first, then
         relative accuracy (contour), then the real line if every mechanism is continuous, else the PLD (which
-        composes finite-output terms exactly, :class:`afa.mixed_pld.MixedPLDEngine`, where the real line would
+        composes finite-output terms exactly, :class:`afa.engines.mixed_pld.MixedPLDEngine`, where the real line would
         evaluate their atoms at every node).  Building a candidate's engines gets AutoOptions.share of the time
         left, as trying it would."""
         passed_over = {}
@@ -318,10 +320,10 @@ class Planner:
 
     def _pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
         """The PLD engine of one direction.  With only finite-output terms, every term goes on one grid, each
-        composed exactly first (one grid rounding per term, :meth:`afa.loss_tails.LossTails.exact_power`), so
+        composed exactly first (one grid rounding per term, :meth:`afa.mechanisms.loss_tails.LossTails.exact_power`), so
         the grid may be coarser: the composed loss's bulk must fit in EXACT_POWER_POINTS.  Otherwise the
-        finite-output terms that :func:`afa.mixed_pld.exact_part` picks are composed exactly and mixed over the
-        PLDs of the other terms, on a grid fitted to those alone (:class:`afa.mixed_pld.MixedPLDEngine`), when
+        finite-output terms that :func:`afa.engines.mixed_pld.exact_part` picks are composed exactly and mixed over the
+        PLDs of the other terms, on a grid fitted to those alone (:class:`afa.engines.mixed_pld.MixedPLDEngine`), when
         both groups are non-empty; else every term goes on one grid."""
         terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self.counts.items()]
         loss = self.composed(index)
@@ -350,7 +352,7 @@ class Planner:
 
         Raises
         ------
-        afa.pld.PLDTooLargeError
+        afa.engines.pld.PLDTooLargeError
             Even the widest step allowed (INTERVAL_RANGE) cannot hold that bulk.
         """
         if self.value_discretization_interval is not None:
@@ -411,7 +413,8 @@ class Planner:
         of :meth:`auto_first` (closed forms, else the contour), then the contour and AutoOptions.fallbacks -- each with
         AutoOptions.share of the time left (the last with all of it), so no engine spends the whole budget while
         another would answer.  A refusal (AccuracyError, an engine that cannot serve the composition) moves on
-        to the next; a contour refused for its node budget (:class:`afa.contour.NodeBudgetError`, a loss piled up
+        to the next; a contour refused for its node budget (:class:`afa.engines.contour.NodeBudgetError`, a loss
+        piled up
         near one value, where the PLD is at its best) is retried with a larger one (AutoOptions.wide_share of the
         time left) right after the PLD unless the PLD's bracket is within AutoOptions.retry_rtol (it is kept in
         case the retry fails; the PLD then gets the time left but the retry's share, at least AutoOptions.share
