@@ -303,3 +303,26 @@ def test_two_atom_laws_a_million_times_are_exact(mechanism, directions, epsilons
     result = accountant.epsilon_result(1e-6, method="exact")
     assert truth(result.lower) > 1e-6 >= truth(result.upper), result
     assert result.upper - result.lower <= 1e-10 * result.value
+
+
+def test_direct_convolve_forms_numpys_sums_in_short_dot_products():
+    """Vectors longer than DOT_CHUNK: every output equals numpy's convolution to a few ulps and, on integers
+    (where every partial sum is exact), bit for bit; lengths below and at the chunk go to numpy whole."""
+    from afa._accurate import DOT_CHUNK, direct_convolve
+
+    rng = np.random.default_rng(5)
+    for sizes in ((DOT_CHUNK + 1, 3 * DOT_CHUNK + 7), (2 * DOT_CHUNK + 5, 2 * DOT_CHUNK), (5, DOT_CHUNK)):
+        first, second = rng.random(sizes[0]), rng.random(sizes[1])
+        ours, numpys = direct_convolve(first, second), np.convolve(first, second)
+        assert ours.shape == numpys.shape
+        assert np.max(np.abs(ours - numpys) / numpys) < 1e-13
+        whole_first, whole_second = rng.integers(0, 8, sizes[0]).astype(float), rng.integers(0, 8, sizes[1]).astype(float)
+        assert np.array_equal(direct_convolve(whole_first, whole_second), np.convolve(whole_first, whole_second))
+
+
+def test_direct_convolve_checks_the_budget_between_pieces():
+    from afa._accurate import DOT_CHUNK, direct_convolve
+
+    with afa.budget.limits(seconds=1e-9):
+        with pytest.raises(afa.BudgetExceededError, match="a test convolution"):
+            direct_convolve(np.ones(3 * DOT_CHUNK), np.ones(3 * DOT_CHUNK), "a test convolution")

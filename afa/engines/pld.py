@@ -90,7 +90,7 @@ from .. import budget
 from .. import options as settings
 from .._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
 from .._accurate import UNIT_ROUNDOFF as U
-from .._accurate import log_sum_exp, suffix_recurrence
+from .._accurate import direct_convolve, log_sum_exp, suffix_recurrence
 from .._fft import fft_gamma, fft_size, power_rounding
 from ..limits import INTERVAL_RANGE, LOSS_LIMIT
 from ..mechanisms.loss_tails import LossTails
@@ -1372,7 +1372,8 @@ def _power_by_convolution(weights: np.ndarray, count: int) -> tuple[np.ndarray, 
     def convolve(a, b):
         (x, x_error), (y, y_error) = a, b
         shorter = min(x.size, y.size)
-        return np.convolve(x, y), (1 + x_error) * (1 + y_error) * (1 + shorter * U / (1 - shorter * U)) - 1
+        rounding = shorter * U / (1 - shorter * U)
+        return direct_convolve(x, y, "convolving a discretized PLD"), (1 + x_error) * (1 + y_error) * (1 + rounding) - 1
 
     values, relative = _binary_power((weights, 0.0), count, convolve)
     underflow = _direct_power_cost(weights.size, count) * SUBNORMAL * max(1.0, float(np.sum(weights))) ** count

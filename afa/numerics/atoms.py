@@ -57,7 +57,7 @@ from .. import _validation as check
 from .. import budget
 from .. import options as settings
 from .._accurate import UNIT_ROUNDOFF as U
-from .._accurate import binomial_log_pmf, log_characteristic, log_sum_exp, normalize
+from .._accurate import binomial_log_pmf, direct_convolve, log_characteristic, log_sum_exp, normalize
 from .._lazy import special
 from ..results import AccuracyError, UnsupportedCompositionError
 
@@ -821,7 +821,7 @@ def _dense_convolve(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, 
     _spend(first.size * second.size / LATTICE_SPEEDUP)
     terms = min(int(np.count_nonzero(first)), int(np.count_nonzero(second)))
     with np.errstate(under="ignore"):
-        values = np.convolve(first, second)
+        values = direct_convolve(first, second, "convolving privacy-loss atoms on their lattice")
     largest = float(np.max(values))
     shift = LATTICE_EXPONENT - math.frexp(largest)[1] if largest > 0 else 0
     floor = max(2 * terms * SMALLEST_NORMAL / U, math.ldexp(SMALLEST_NORMAL, -shift))
