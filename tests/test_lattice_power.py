@@ -326,3 +326,15 @@ def test_direct_convolve_checks_the_budget_between_pieces():
     with afa.budget.limits(seconds=1e-9):
         with pytest.raises(afa.BudgetExceededError, match="a test convolution"):
             direct_convolve(np.ones(3 * DOT_CHUNK), np.ones(3 * DOT_CHUNK), "a test convolution")
+
+
+def test_discrete_gaussian_a_hundred_thousand_times_is_exact_inside_the_pld_bracket():
+    """DiscreteGaussian(3) x 10^5 at delta = 1e-6: the lattice power fits the work allowance (about 6e8
+    multiply-adds of direct convolution), so 'auto' answers exactly, with a bracket 1e-9 wide relative, and the
+    value lies inside the discretized PLD's certified bracket (a second engine)."""
+    accountant = afa.Accountant().compose(afa.DiscreteGaussian(sigma=3.0), 10**5)
+    exact = accountant.epsilon_result(1e-6)
+    pld = accountant.epsilon_result(1e-6, method="pld")
+    assert exact.method == "exact"
+    assert exact.upper - exact.lower <= 1e-9 * exact.value
+    assert pld.lower <= exact.lower <= exact.upper <= pld.upper

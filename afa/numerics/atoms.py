@@ -518,8 +518,10 @@ LATTICE_MIN_PAIRS = 4096
 LATTICE_RTOL = 1e-7
 #: Width in log-mass of the bands of the dense path: products of two band members stay above e^(-2 BAND).
 BAND = 300.0
-#: Multiply-adds of the dense path that cost as much as one atom pair of the sorting path.
-LATTICE_SPEEDUP = 32
+#: Multiply-adds of the dense path counted as one atom pair of the sorting path (MAX_TOTAL_PAIRS): a pair
+#: costs 100-200 ns, a multiply-add of the dense convolution about 0.4 ns (both measured on this project's
+#: 2-core machine, one thread), so 250 or more; half of that leaves a margin for slower machines.
+LATTICE_SPEEDUP = 128
 
 
 def _lattice_of(atoms: LossAtoms, step: float) -> tuple[np.ndarray, float] | None:
