@@ -520,8 +520,9 @@ LATTICE_RTOL = 1e-7
 BAND = 300.0
 #: Multiply-adds of the dense path counted as one atom pair of the sorting path (MAX_TOTAL_PAIRS): a pair
 #: costs 100-200 ns, a multiply-add of the dense convolution about 0.4 ns (both measured on this project's
-#: 2-core machine, one thread), so 250 or more; half of that leaves a margin for slower machines.
-LATTICE_SPEEDUP = 128
+#: 2-core machine, one thread), so 250 or more.  A quarter of that: a larger allowance also lets compositions
+#: that end up refused work longer first (fuzz seeds 480 and 550 spend 0.3 s more at 128 than at 64).
+LATTICE_SPEEDUP = 64
 
 
 def _lattice_of(atoms: LossAtoms, step: float) -> tuple[np.ndarray, float] | None:
