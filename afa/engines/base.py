@@ -847,8 +847,7 @@ def checked_crossing(bound: Callable[[float], float], target: float, scale: floa
 
 class PLDEngine(Engine):
     """Certified bracket of one direction from discretized PLDs (:mod:`afa.engines.pld`, Doroshenko et al. 2022,
-    Google DP
-    team 2025).
+    Google DP team 2025).
 
     Every term's loss tails give a connect-the-dots pessimistic PLD (an upper bound on delta, Doroshenko et al.
     2022, Sec. 4) and a greedy-hull optimistic one (a lower bound, Sec. 5); counts are FFT powers and distinct
@@ -877,8 +876,7 @@ class PLDEngine(Engine):
     powers : dict, optional
         Given, each finite term's uses are composed exactly before they go on the grid
         (:meth:`afa.mechanisms.loss_tails.LossTails.exact_power`: one grid rounding per term instead of one per use),
-        and
-        the dict caches those powers (it may be shared by engines of the same terms); by default every use
+        and the dict caches those powers (it may be shared by engines of the same terms); by default every use
         goes on the grid.  The exact power's grid spans the whole composed law, where a power of the per-use
         PLD keeps only a window around the queried delta's tilt, so this suits compositions of finite terms
         only.
@@ -954,8 +952,7 @@ class PLDEngine(Engine):
 
     def _exact_powers(self, tail_mass: float) -> list[tuple[LossTails, LossTails] | None]:
         """Each term's uses composed exactly (:meth:`afa.mechanisms.loss_tails.LossTails.exact_power`: finite losses
-        whose
-        power fits), or None (every term's, without the ``powers`` cache); atoms dropped below a mass far under
+        whose power fits), or None (every term's, without the ``powers`` cache); atoms dropped below a mass far under
         each term's share of ``tail_mass`` (cached per ``tail_mass``)."""
         cache = self._power_cache
         if cache is None:
@@ -1371,8 +1368,8 @@ class ContourEngine(_InversionEngine):
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) and its error, each checked on a second contour line
-        (:meth:`afa.engines.contour.ContourInversion.verify`:
-        refused with AccuracyError if the two lines disagree beyond their stated errors).
+        (:meth:`afa.engines.contour.ContourInversion.verify`: refused with AccuracyError if the two lines disagree
+        beyond their stated errors).
 
         Raises
         ------

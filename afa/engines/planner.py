@@ -195,11 +195,9 @@ class Planner:
 
     def quadratic_composition(self, index: int) -> QuadraticComposition | None:
         """Direction ``index`` as one noncentral chi-square integral
-        (:class:`afa.engines.quadratic.QuadraticComposition`)
-        when every mechanism is a Gaussian or has a quadratic loss
-        (:attr:`afa.mechanisms.loss_tails.LossTails.quadratic`,
-        e.g. :class:`afa.DataDependentGaussian`), at least one has, and all of those share one curvature; else
-        None."""
+        (:class:`afa.engines.quadratic.QuadraticComposition`) when every mechanism is a Gaussian or has a quadratic
+        loss (:attr:`afa.mechanisms.loss_tails.LossTails.quadratic`, e.g. :class:`afa.DataDependentGaussian`), at
+        least one has, and all of those share one curvature; else None."""
         if index not in self._quadratic:
             self._quadratic[index] = self._quadratic_composition(index)
         return self._quadratic[index]
@@ -414,13 +412,12 @@ class Planner:
         AutoOptions.share of the time left (the last with all of it), so no engine spends the whole budget while
         another would answer.  A refusal (AccuracyError, an engine that cannot serve the composition) moves on
         to the next; a contour refused for its node budget (:class:`afa.engines.contour.NodeBudgetError`, a loss
-        piled up
-        near one value, where the PLD is at its best) is retried with a larger one (AutoOptions.wide_share of the
-        time left) right after the PLD unless the PLD's bracket is within AutoOptions.retry_rtol (it is kept in
-        case the retry fails; the PLD then gets the time left but the retry's share, at least AutoOptions.share
-        of it); once that retry fails, later queries of the same composition try the PLD before the contour,
-        with the same share.  A certified answer whose ``relative_width(answer)`` exceeds
-        AutoOptions.bracket_rtol is retried by the contour method with a larger node budget; a certified answer
+        piled up near one value, where the PLD is at its best) is retried with a larger one
+        (AutoOptions.wide_share of the time left) right after the PLD unless the PLD's bracket is within
+        AutoOptions.retry_rtol (it is kept in case the retry fails; the PLD then gets the time left but the retry's
+        share, at least AutoOptions.share of it); once that retry fails, later queries of the same composition try
+        the PLD before the contour, with the same share.  A certified answer whose ``relative_width(answer)``
+        exceeds AutoOptions.bracket_rtol is retried by the contour method with a larger node budget; a certified answer
         with an infinite upper bound lets the remaining engines try for a finite one; when no engine does
         better, the best certified answer is the result.  Only declared refusals move on: an AccuracyError
         (BudgetExceededError included) or an UnsupportedCompositionError; any other exception propagates.

@@ -173,8 +173,7 @@ class QuadraticComposition:
     @classmethod
     def of(cls, terms: list, mu: float = 0.0) -> QuadraticComposition:
         """The composition of ``terms``, (afa.numerics.exact.QuadraticLoss, count) pairs sharing one gamma, with
-        Gaussian
-        mechanisms of composed ``mu``: c = sum of count L* in 40-digit arithmetic, lambda = sum of count z*^2.
+        Gaussian mechanisms of composed ``mu``: c = sum of count L* in 40-digit arithmetic, lambda = sum of count z*^2.
 
         Raises
         ------

@@ -498,8 +498,8 @@ class Mechanism:
         Returns
         -------
         afa.Subsampled
-            ``Subsampled(self, sampling_rate, "poisson")``; see :mod:`afa.mechanisms.subsampling` for its dominating
-            pair.
+            ``Subsampled(self, sampling_rate, "poisson")``; see :mod:`afa.mechanisms.subsampling` for its
+            dominating pair.
 
         Raises
         ------

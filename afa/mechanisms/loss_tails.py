@@ -294,10 +294,8 @@ class GaussianTails(LossTails):
         return special.log_ndtr(self.mu / 2 - scaled), special.log_ndtr(-self.mu / 2 - scaled)
 
     def hockey_stick_with_error(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """delta(eps) from the closed form in log space (:func:`afa.numerics.exact.gaussian_delta`, Sommer, Meiser &
-        Mohammadi
-        2019, Thm 5),
-        relatively accurate far beyond where the tails' difference cancels."""
+        """delta(eps) from the closed form in log space (:func:`afa.numerics.exact.gaussian_delta`, Sommer,
+        Meiser & Mohammadi 2019, Thm 5), relatively accurate far beyond where the tails' difference cancels."""
         values = np.asarray(gaussian_delta(_epsilons(epsilons), self.mu), dtype=float)
         return values, CLOSED_FORM_RTOL * values
 

@@ -313,9 +313,9 @@ class PrivacyLoss:
     @property
     def loss_max(self) -> float:
         """An upper bound on the finite loss (+inf when none is known): the largest atom of a
-        finite loss, the noise pair's bound (:attr:`afa.mechanisms.noise_pair.NoiseMixturePair.loss_upper_bound`), or
-        the
-        bound given to :meth:`numeric`."""
+        finite loss, the noise pair's bound
+        (:attr:`afa.mechanisms.noise_pair.NoiseMixturePair.loss_upper_bound`), or the bound given to
+        :meth:`numeric`."""
         if not self._continuous:
             return float(self._atoms.losses[-1]) if self._atoms.size else -math.inf
         if self._loss_bound is not None:
