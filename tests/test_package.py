@@ -109,6 +109,9 @@ def test_the_layers_import_only_the_layers_below():
             for line in path.read_text().splitlines():
                 match = re.match(r"\s*from \.\.(\w+)", line) or re.match(r"\s*import afa\.(\w+)", line)
                 assert not (match and match.group(1) in forbidden), f"{path.name}: {line.strip()}"
+                names = re.match(r"\s*from \.\. import ([\w ,]+)", line)  # from .. import budget, options
+                imported = {name.split(" as ")[0].strip() for name in names.group(1).split(",")} if names else set()
+                assert not imported & set(forbidden), f"{path.name}: {line.strip()}"
 
 
 def test_an_unknown_attribute_is_an_attribute_error():
