@@ -148,3 +148,20 @@ def test_cumulative_bounds_lie_just_above_math_fsum():
         with mp.workdps(40):
             truth = mp.log(mp.fsum(mp.exp(mp.mpf(v)) for v in values[:i]))
         assert truth <= bounds[i] <= truth + 1e-12 * (abs(float(truth)) + 1), (i, bounds[i], mp.nstr(truth, 20))
+
+
+def test_search_from_nearby_indices_equals_numpys_search():
+    """The look-up started from indices of nearby points (right, stale, at both ends, or of other points
+    altogether) gives numpy's searchsorted exactly, for points below, inside, on and above the larger factor's
+    losses."""
+    rng = np.random.default_rng(3)
+    small = LossAtoms.from_atoms(np.sort(rng.normal(size=50)), np.full(50, -math.log(50)))
+    large = LossAtoms.from_atoms(np.sort(rng.normal(size=400)) * 3, np.full(400, -math.log(400)))
+    pair = TwoFactorSum(small, large)
+    b = pair.large.losses
+    x = np.concatenate([[-100.0, b[0], b[-1], 100.0], b[::7], rng.normal(size=300) * 4])
+    truth = np.searchsorted(b, x, side="right")
+    for near in (truth, np.searchsorted(b, x + 1e-3, side="right"), np.zeros_like(truth),
+                 np.full_like(truth, b.size), rng.integers(0, b.size + 1, truth.size)):
+        assert np.array_equal(pair._search(x, near), truth)
+    assert np.array_equal(pair._search(x[None, :], truth[-1]), np.searchsorted(b, x[None, :], side="right"))

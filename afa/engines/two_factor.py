@@ -161,17 +161,19 @@ class TwoFactorSum:
         # Upper bounds on the log of the smaller factor's masses before / from each index on.
         self._log_prefix = _log_cumulative_bound(small.log_masses)
         self._log_suffix = _log_cumulative_bound(small.log_masses[::-1])[::-1]
+        #: (atom span, look-up indices) of the last evaluation's last eps, where the next search starts.
+        self._near: tuple[tuple[int, int], np.ndarray] | None = None
 
     @property
     def log_dropped(self) -> float:
         """log of the bound on the mass the factors dropped, as it enters every value's error."""
         return math.log(self._dropped) if self._dropped > 0 else -math.inf
 
-    def _log_tail(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _log_tail(self, x: np.ndarray, k: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(log S(x), log of -dS/dx) at each x: one look-up in the larger factor's suffix sums (-inf beyond its
-        top)."""
+        top); ``k``, if given, is the look-up's index of each x (:meth:`_search`)."""
         b = self.large.losses
-        k = np.searchsorted(b, x, side="right")
+        k = np.searchsorted(b, x, side="right") if k is None else k
         inside = k < b.size
         kk = np.minimum(k, b.size - 1)
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
@@ -180,6 +182,21 @@ class TwoFactorSum:
             log_s = np.where(inside, np.logaddexp(self._log_c[kk], gain + np.log(-np.expm1(gap))), -np.inf)
             log_slope = np.where(inside, gain + gap, -np.inf)
         return log_s, log_slope
+
+    def _search(self, x: np.ndarray, near: np.ndarray | None) -> np.ndarray:
+        """``np.searchsorted(b, x, side="right")`` for the larger factor's losses b: where ``near`` is given, each
+        of its indices k is kept when b[k - 1] <= x < b[k] still holds (an exact check, so the result is the
+        same) and only the others are searched.  Successive evaluations at nearby eps move few of them, and the
+        check reads b in order where a search jumps through it."""
+        b = self.large.losses
+        if near is None:
+            return np.searchsorted(b, x, side="right")
+        k = np.array(np.broadcast_to(near, x.shape))
+        n = b.size
+        stale = ~(((k == 0) | (b[np.maximum(k - 1, 0)] <= x)) & ((k == n) | (x < b[np.minimum(k, n - 1)])))
+        if np.any(stale):
+            k[stale] = np.searchsorted(b, x[stale], side="right")
+        return k
 
     def _kept(self, epsilons: np.ndarray, a: np.ndarray, first: int) -> tuple[int, int, np.ndarray]:
         """(start, stop, omitted): the atoms a[start:stop] of the smaller factor (a = its atoms from index
@@ -248,7 +265,12 @@ class TwoFactorSum:
                 chunk = epsilons[start:start + rows]
                 keep_start, keep_stop, omitted[start:start + rows] = self._kept(chunk, a_all, first)
                 a, log_w = a_all[keep_start:keep_stop], log_w_all[keep_start:keep_stop]
-                log_s, log_slope = self._log_tail(chunk[:, None] - a[None, :])
+                # the last evaluation's look-ups over the same atoms start this one's (eps moves little)
+                span, near = (first + keep_start, first + keep_stop), self._near
+                x = chunk[:, None] - a[None, :]
+                k = self._search(x, near[1] if near is not None and near[0] == span else None)
+                self._near = (span, k[-1])
+                log_s, log_slope = self._log_tail(x, k)
                 value[start:start + rows] = np.exp(log_sum_exp(log_w[None, :] + log_s, axis=1))
                 slope[start:start + rows] = np.exp(log_sum_exp(log_w[None, :] + log_slope, axis=1))
         return value, slope, omitted
