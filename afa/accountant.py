@@ -765,9 +765,7 @@ class Accountant:
             attempts = (Attempt("exact", "answered", "", time.monotonic() - began),)
             return Result(value, lower, upper, (upper - lower) / 2, "exact", certified=ExactEngine.certified,
                           attempts=attempts)
-        run = self._run(method, lambda engines: _solve_directions(engines, delta),
-                                    lambda answer: max((upper - lower) / max(value, 1e-300)
-                                                       for value, lower, upper in answer), delta)
+        run = self._run(method, lambda engines: _solve_directions(engines, delta), _relative_width, delta)
         value, lower, upper = (max(column) for column in zip(*run.answer))
         widened = delta + self.planner.truncated_mass
         if widened != delta:  # truncation over-estimates delta by at most that mass: the lower eps solves delta + it
@@ -978,6 +976,14 @@ class Accountant:
     def __repr__(self) -> str:
         items = ", ".join(f"{m!r} x{count}" for m, count in self._counts.items())
         return f"Accountant(neighboring={self.neighboring!r}, [{items}])"
+
+
+def _relative_width(answer) -> float:
+    """The widest (upper - lower) / value over the directions' (value, lower, upper); 0 where the bounds meet
+    (also at +inf), +inf where only the upper bound is infinite."""
+    widths = [0.0 if upper == lower else math.inf if math.isinf(upper) else (upper - lower) / max(value, 1e-300)
+              for value, lower, upper in answer]
+    return max(widths)
 
 
 def _gaussian_mu(mechanism: Mechanism, neighboring: str) -> float | None:

@@ -17,7 +17,7 @@ import pytest
 
 import afa
 from afa.mechanisms.noise_pair import NoiseMixturePair
-from afa.mechanisms.pairs import FinitePair
+from afa.mechanisms.pairs import FinitePair, QuadraticGaussianPair
 from afa.numerics import exact
 
 
@@ -113,5 +113,61 @@ def test_bad_finite_pairs_name_the_problem():
         FinitePair.from_pmfs([0.5, 0.4], [0.5, 0.5])
     with pytest.raises(ValueError, match="one length"):
         FinitePair.from_pmfs([0.5, 0.5], [1.0])
+    far = NoiseMixturePair("gaussian", 1e-4, (1.0, 0.0), (math.log(0.5), math.log(0.5)), (0.0,), (0.0,))
     with pytest.raises(ValueError, match="noise scales"):
-        afa.Accountant().compose(type("Far", (ShiftedGaussian,), {})(1e-4)).delta(1.0)
+        afa.mechanisms.pairs.privacy_losses(far)
+
+
+@dataclass(frozen=True)
+class ShiftedLaplace(afa.Mechanism):
+    """A user's Laplace mechanism, declared only through its pair."""
+
+    scale: float
+
+    def dominating_pair(self, neighboring):
+        return NoiseMixturePair("laplace", self.scale, (1.0,), (0.0,), (0.0,), (0.0,))
+
+
+@dataclass(frozen=True)
+class TwoScales(afa.Mechanism):
+    """A user's Gaussian mechanism whose noise scale depends on the record."""
+
+    def dominating_pair(self, neighboring):
+        return QuadraticGaussianPair(1.0, 1.5, 1.0)
+
+
+def test_a_user_pair_of_a_closed_form_shape_gets_the_closed_form():
+    """Pairs are read by shape, not by the class that declared them: a hand-declared Gaussian pair 1e4 noise
+    scales apart (beyond what quadrature over the output covers) matches the Gaussian formula; Laplace and
+    two-scale Gaussian pairs give afa's own mechanisms' numbers exactly."""
+    mu = 1e4
+    result = afa.Accountant().compose(ShiftedGaussian(1 / mu)).epsilon_result(1e-6)
+    truth = exact.gaussian_epsilon(1e-6, mu)
+    assert result.lower - 1e-12 * truth <= truth <= result.upper + 1e-12 * truth
+    for user, own in ((ShiftedLaplace(0.5), afa.Laplace(0.5)),
+                      (TwoScales(), afa.DataDependentGaussian(1.0, 1.5, 1.0))):
+        for relation in ("add_remove", "substitution"):
+            mine = afa.Accountant(neighboring=relation).compose(user, 7)
+            theirs = afa.Accountant(neighboring=relation).compose(own, 7)
+            assert mine.epsilon_result(1e-6) == theirs.epsilon_result(1e-6)
+            assert mine.delta_result(1.0) == theirs.delta_result(1.0)
+
+
+def test_a_two_scale_pair_is_one_use_of_the_exact_formula():
+    """One use: delta(eps) of (N(0, 1), N(1, 1.5^2)), the larger of its two directions, against their exact
+    integrals (afa.numerics.exact.data_dependent_gaussian_delta, Zhu, Dong & Wang 2022, App. A Example 15)."""
+    accountant = afa.Accountant().compose(TwoScales())
+    for epsilon in (0.0, 0.5, 2.0):
+        truth = max(exact.data_dependent_gaussian_delta(epsilon, 1.0, 1.5, 1.0, direction)
+                    for direction in ("remove", "add"))
+        result = accountant.delta_result(epsilon)
+        assert result.lower - 1e-12 * truth <= truth <= result.upper + 1e-12 * truth
+
+
+def test_a_two_scale_pair_is_validated_and_not_subsampled():
+    with pytest.raises(ValueError, match="sigma_p"):
+        QuadraticGaussianPair(0.0, 1.0)
+    with pytest.raises(ValueError, match="shift"):
+        QuadraticGaussianPair(1.0, 1.0, -1.0)
+    with pytest.raises(ValueError, match="subsampling is implemented for"):
+        afa.Accountant().compose(TwoScales().poisson_subsampled(0.1)).delta(1.0)

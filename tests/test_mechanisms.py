@@ -480,6 +480,27 @@ def test_approx_dp_inf_mass_is_exactly_delta(delta):
         assert loss.inf_mass == delta
 
 
+@pytest.mark.parametrize("eps,delta,rate", [(1.0, 1e-6, 0.01), (2.0, 0.0, 0.1), (0.3, 1e-3, 0.5)])
+def test_subsampled_approx_dp_is_the_amplification_bound(eps, delta, rate):
+    """Poisson sampling with rate q of an (eps, delta)-DP mechanism is (log(1 + q (e^eps - 1)), q delta)-DP
+    under add/remove, tightly (Balle, Barthe & Gaboardi 2018, Thm 8): delta at that eps is q delta, and above
+    q delta at 0.99 times that eps."""
+    amplified = math.log1p(rate * math.expm1(eps))
+    accountant = afa.Accountant().compose(afa.ApproxDP(eps, delta).poisson_subsampled(rate))
+    at = accountant.delta_result(amplified)
+    assert at.lower - 1e-15 <= rate * delta <= at.upper + 1e-15
+    assert accountant.delta_result(amplified * 0.99).lower > rate * delta
+    assert accountant.epsilon_result(rate * delta * (1 + 1e-6) + 1e-300).upper <= amplified * (1 + 1e-12)
+
+
+def test_a_target_at_the_mass_at_infinity_keeps_a_finite_lower_bound():
+    """delta(eps) = q delta exactly from the amplified eps on, and the computed mass at +infinity is q delta to a
+    few units of |log(q delta)| ulps: at the target q delta the bounds must still hold the true eps."""
+    accountant = afa.Accountant().compose(afa.ApproxDP(1.0, 1e-6).poisson_subsampled(0.01))
+    result = accountant.epsilon_result(1e-8)
+    assert result.lower <= math.log1p(0.01 * math.expm1(1.0)) <= result.upper
+
+
 def test_discrete_mechanism_zeros_send_mass_to_infinity():
     p, q = (0.2, 0.3, 0.5, 0.0), (0.0, 0.3, 0.3, 0.4)
     forward, backward = afa.DiscreteMechanism(p, q).privacy_losses("add_remove")
@@ -552,7 +573,17 @@ def test_symmetric_mechanisms_return_one_object(mech):
     assert mech.privacy_losses("add_remove") is mech.privacy_losses("add_remove")  # cached
 
 
-@pytest.mark.parametrize("mech", [afa.MixtureOfGaussians([1.0], [1.0], 1.0),
+def test_a_one_component_mixture_is_the_gaussian_mechanism():
+    """Its pair is the Gaussian pair: symmetric, with the Gaussian's closed form (Sommer, Meiser & Mohammadi
+    2019, Thm 5) as its composition."""
+    mechanism = afa.MixtureOfGaussians([1.0], [1.0], 2.0)
+    assert mechanism.symmetric
+    result = afa.Accountant().compose(mechanism, 10).epsilon_result(1e-6)
+    truth = afa.exact.gaussian_epsilon(1e-6, math.sqrt(10) / 2.0)
+    assert result.lower <= truth <= result.upper and result.upper - result.lower <= 1e-12 * truth
+
+
+@pytest.mark.parametrize("mech", [afa.MixtureOfGaussians([0.5, 1.0], [0.5, 0.5], 1.0),
                                   afa.MixtureOfGaussians([0.0, 1.0], [0.5, 0.5], 1.0),
                                   afa.KaryRandomizedResponse(3, 0.6), afa.KaryRandomizedResponse(2, 0.8)], ids=repr)
 def test_asymmetric_mechanisms(mech):

@@ -1,4 +1,4 @@
-"""Tests for the discretized PLD / FFT backend (afa/pld.py).
+"""Tests for the discretized PLD / FFT backend (afa/engines/pld.py).
 
 Every expected value comes from an independent source: the closed-form privacy profile of the
 composed Gaussian mechanism (Sommer, Meiser & Mohammadi 2019, Thm 5), exact binomial sums for

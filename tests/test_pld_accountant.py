@@ -145,10 +145,10 @@ def test_delta_query_refines_when_the_rounding_slack_matters():
     kept the first build).  With 1000 uses the first build has the tilted power, whose slack at eps(1e-7) is
     8e-16, and is kept.  Both brackets hold the closed form (Sommer, Meiser & Mohammadi 2019, Thm 5) and are 4e-5 wide
     at most
-    (measured 2.3e-5 and 4.0e-5).  The Gaussian is a one-component mixture, which the engine does not merge
-    into one Gaussian PLD (plain Gaussians it does: no power, no rounding slack to refine)."""
+    (measured 2.3e-5 and 4.0e-5).  The Gaussian is a mixture of two equal components, which the engine does not
+    merge into one Gaussian PLD (plain Gaussians it does: no power, no rounding slack to refine)."""
     for count, target, refined in ((500, 1e-8, True), (1000, 1e-7, False)):
-        gaussian = afa.MixtureOfGaussians(sensitivities=[1.0], probabilities=[1.0], sigma=math.sqrt(count))
+        gaussian = afa.MixtureOfGaussians(sensitivities=[1.0, 1.0], probabilities=[0.5, 0.5], sigma=math.sqrt(count))
         acc = accountant("add_remove", [(gaussian, count)])  # mu = 1
         epsilon = exact.gaussian_epsilon(target, 1.0)
         delta = exact.gaussian_delta(epsilon, 1.0)

@@ -30,6 +30,7 @@ from .. import options as settings
 from ..budget import BudgetExceededError
 from ..limits import INTERVAL_RANGE
 from ..mechanisms.catalog import Mechanism
+from ..mechanisms.pairs import QuadraticGaussianPair
 from ..options import METHODS, Options
 from ..results import AccuracyError, Attempt, UnsupportedCompositionError
 from .base import (
@@ -208,7 +209,7 @@ class Planner:
             if mechanism in self.gaussian_mu:
                 mu_squared += count * self.gaussian_mu[mechanism] ** 2
                 continue
-            loss = mechanism.loss_tails(self.neighboring)[index].quadratic if mechanism.quadratic_loss else None
+            loss = _quadratic_loss(mechanism, self.neighboring, index)
             if loss is None:
                 return None
             quadratic.append((loss, count))
@@ -516,3 +517,13 @@ class Planner:
                       + "; ".join(f"{attempt.method}: {attempt.reason}" for attempt in attempts)
                       + ("" if bracket is None else f"; certified: eps in [{bracket.lower!r}, {bracket.upper!r}] "
                          "(the error's .bracket)"), bracket=bracket, attempts=tuple(attempts))
+
+
+def _quadratic_loss(mechanism: Mechanism, neighboring: str, index: int):
+    """Direction ``index``'s quadratic loss (:attr:`afa.mechanisms.loss_tails.LossTails.quadratic`) of a mechanism
+    whose dominating pair is a :class:`afa.mechanisms.pairs.QuadraticGaussianPair`, else None."""
+    try:
+        pair = mechanism.dominating_pair(neighboring)
+    except NotImplementedError:
+        return None
+    return mechanism.loss_tails(neighboring)[index].quadratic if isinstance(pair, QuadraticGaussianPair) else None

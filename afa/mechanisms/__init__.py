@@ -4,7 +4,8 @@
   ``dominating_pair``) and the built-in mechanisms (Gaussian, Laplace, randomized response, ...);
 * :mod:`afa.mechanisms.subsampling` -- Poisson and fixed-size subsampling as transforms of a mechanism;
 * :mod:`afa.mechanisms.pairs` and :mod:`afa.mechanisms.noise_pair` -- the kinds of dominating pair (finite
-  pairs of log-pmfs, mixtures of shifted Gaussian or Laplace noise) and their log-MGFs;
+  pairs of log-pmfs, mixtures of shifted Gaussian or Laplace noise, two-scale Gaussians) and their log-MGFs;
+* :mod:`afa.mechanisms.closed_forms` -- the closed-form losses of the pair shapes that have one;
 * :mod:`afa.mechanisms.privacy_loss` -- one direction's privacy loss and its symbolic log-CF;
 * :mod:`afa.mechanisms.loss_tails` -- the loss tails the discretized PLD needs.
 
@@ -20,7 +21,7 @@ _SUBSAMPLED = ("Subsampled", "TruncatedPoissonGaussian")
 _CATALOG = ("ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace", "DiscreteMechanism",
             "ExponentialMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism",
             "MixtureOfGaussians", "PermuteAndFlip", "ProposeTestRelease", "RandomizedResponse")
-_MODULES = ("catalog", "loss_tails", "noise_pair", "pairs", "privacy_loss", "subsampling")
+_MODULES = ("catalog", "closed_forms", "loss_tails", "noise_pair", "pairs", "privacy_loss", "subsampling")
 __all__ = [*_CATALOG, *_SUBSAMPLED]
 _submodule, _names = lazy_submodules(__name__, _MODULES)
 

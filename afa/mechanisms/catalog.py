@@ -6,9 +6,11 @@ each neighbouring relation (Zhu, Dong & Wang 2022, Def. 7).  The accountant read
 :meth:`Mechanism.privacy_losses`: the two directions of that pair (Lemma 37) -- the
 loss L = log(p/q)(o), o ~ P, and the loss L' = log(q/p)(o), o ~ Q.  Under
 add/remove these are the *remove* and *add* directions; under substitution,
-the pair and its swap.  The final delta is the larger of the two.  By default they
-come from the pair (:func:`afa.mechanisms.pairs.privacy_losses`); mechanisms with closed forms
-(the Gaussian's symbolic log-CF, Laplace, randomized response) give them directly.
+the pair and its swap.  The final delta is the larger of the two.  They come from the pair
+(:func:`afa.mechanisms.pairs.privacy_losses`, which gives the pair shapes with closed forms theirs); a
+mechanism whose parameters determine its losses more accurately than its pair's log-probabilities can
+(randomized response, ApproxDP, the discrete Gaussian) or that declares no pair (propose-test-release) gives
+them directly.
 
 Sensitivity enters in one place per family: additive-noise mechanisms shift
 their noise by ``sensitivity`` (given for the relation the accountant uses),
@@ -31,14 +33,14 @@ from typing import ClassVar
 import numpy as np
 
 from .. import _validation as check
-from .._lazy import cfunctions, special, sympy
+from .._lazy import special
 from ..limits import MAX_MU
 from ..results import UnsupportedCompositionError
-from . import pairs
-from .loss_tails import GaussianTails, LaplaceTails, LossTails, QuadraticGaussianTails
+from . import closed_forms, pairs
+from .loss_tails import LaplaceTails, LossTails
 from .noise_pair import NoiseMixturePair
-from .pairs import FinitePair, PairMixture
-from .privacy_loss import PrivacyLoss, Template, expm1x_function, variable
+from .pairs import FinitePair, QuadraticGaussianPair
+from .privacy_loss import PrivacyLoss
 
 #: The neighbouring relations: adding or removing a record, substituting one, and replacing one by a special
 #: record bottom (Google DP team 2025, Sec. 3.6).  A mechanism serves those in its :attr:`Mechanism.relations`.
@@ -49,66 +51,6 @@ CLASSICAL_RELATIONS = ("add_remove", "substitution")
 MAX_OUTPUTS = 2_000_000
 #: Keys of a mechanism's table (:meth:`Mechanism.to_dict`) besides ``type`` and the constructor's arguments.
 SAMPLING_KEYS = ("sampling_rate", "sampling")
-
-
-@functools.cache
-def _gaussian_template() -> Template:
-    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (Zhu, Dong & Wang 2022, Lemma 35).  Built on first use and
-    cached, as every family here: one family, one compiled function."""
-    t = variable()
-    h = sympy.Symbol("h", positive=True)
-    return Template(-h * (t ** 2 - sympy.I * t), (h,))
-
-
-@functools.cache
-def _laplace_template() -> Template:
-    """log phi for Zhu, Dong & Wang 2022, Lemma 34 with a = sensitivity / scale.
-
-    Over a common denominator, phi = [e^{iat}(1 + it) + it e^{-a-iat}] / (1 + 2it), so
-    phi - 1 = [(1 + it) g(iat) + it g(-a(1 + it))] / (1 + 2it) with g(z) = e^z - 1 - z
-    (the first-order terms cancel exactly).  Stored as log1p(phi - 1): relative
-    accuracy near t = 0 for any a, whatever the count.
-    """
-    a = sympy.Symbol("a", positive=True)
-    i_t = sympy.I * variable()
-    expm1x = expm1x_function()
-    excess = ((1 + i_t) * expm1x(a * i_t) + i_t * expm1x(-a * (1 + i_t))) / (1 + 2 * i_t)
-    return Template(cfunctions.log1p(excess), (a,))
-
-
-@functools.cache
-def _data_dependent_gaussian_template() -> Template:
-    """log phi of the quadratic loss L = alpha + beta Z + gamma Z^2, Z ~ N(0, 1) (Zhu, Dong & Wang 2022, App. A
-    Example 15).
-
-    E[e^{u Z + v Z^2}] = (1 - 2v)^{-1/2} e^{u^2 / (2 (1 - 2v))} with u = i beta t, v = i gamma t gives
-    log phi(t) = i alpha t - log1p(-2 i gamma t) / 2 - beta2 t^2 / (2 (1 - 2 i gamma t)), beta2 = beta^2.
-    For real t, 1 - 2 i gamma t has real part 1, so the principal logarithm is the right branch; on
-    the contour s = c + i t of the MGF (t -> -i s) it has real part 1 - 2 gamma c, positive inside
-    the strip c < 1/(2 gamma) (gamma > 0), and past the strip's edge the principal log1p of a real
-    number below -1 has imaginary part +-pi, so log M is not real there (the contour method's and
-    :func:`afa.views.rdp.renyi_divergence`'s strip test).  Cached: one family, one compiled function.
-    """
-    t = variable()
-    alpha = sympy.Symbol("alpha", real=True)
-    beta2 = sympy.Symbol("beta2", nonnegative=True)
-    gamma = sympy.Symbol("gamma", real=True)
-    denominator = 1 - 2 * sympy.I * gamma * t
-    return Template(sympy.I * alpha * t - cfunctions.log1p(-2 * sympy.I * gamma * t) / 2
-                    - beta2 * t ** 2 / (2 * denominator), (alpha, beta2, gamma))
-
-
-@functools.cache
-def _randomized_response_template() -> Template:
-    """log phi for Zhu, Dong & Wang 2022, Lemma 33: phi = cos(xi t) + i (2p - 1) sin(xi t), xi = log(p / (1 - p)).
-
-    Stored as log1p(-2 sin^2(xi t / 2) + i (2p - 1) sin(xi t)): no cancellation
-    between the two atoms' nearly equal weights when p is close to 1/2.
-    """
-    t = variable()
-    xi, bias = sympy.Symbol("xi", positive=True), sympy.Symbol("b", positive=True)
-    return Template(cfunctions.log1p(-2 * sympy.sin(xi * t / 2) ** 2 + sympy.I * bias * sympy.sin(xi * t)),
-                    (xi, bias))
 
 
 #: The default ``tail_mass`` of :class:`DiscreteGaussian`: the noise mass sent to +infinity (pessimistic
@@ -153,10 +95,6 @@ class Mechanism:
 
     #: The name of this mechanism type in spec files and :meth:`to_dict` (empty: not serialisable).
     type_name: ClassVar[str] = ""
-    #: Whether each direction's loss tails may carry a quadratic loss
-    #: (:attr:`afa.mechanisms.loss_tails.LossTails.quadratic`):
-    #: uses sharing its curvature compose to one noncentral chi-square (:mod:`afa.engines.quadratic`).
-    quadratic_loss: ClassVar[bool] = False
     _types: ClassVar[dict[str, type[Mechanism]]] = {}
 
     def __init_subclass__(cls, **kwargs):
@@ -321,12 +259,13 @@ class Mechanism:
     def _cached_losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         return self._losses(neighboring)
 
-    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair | PairMixture:
+    def dominating_pair(self, neighboring: str) -> pairs.AnyPair:
         """A dominating pair (P, Q) of one use under ``neighboring`` (Zhu, Dong & Wang 2022, Def. 7).
 
         The extension point: a mechanism defined outside afa implements this (returning an
-        :class:`afa.mechanisms.pairs.FinitePair`, an :class:`afa.mechanisms.noise_pair.NoiseMixturePair` or an
-        :class:`afa.mechanisms.pairs.PairMixture` of noise-mixture pairs) and every engine that serves that kind of pair
+        :class:`afa.mechanisms.pairs.FinitePair`, an :class:`afa.mechanisms.noise_pair.NoiseMixturePair`, an
+        :class:`afa.mechanisms.pairs.QuadraticGaussianPair` or an :class:`afa.mechanisms.pairs.PairMixture` of
+        noise-mixture pairs) and every engine that serves that kind of pair
         answers for it.
 
         Parameters
@@ -336,7 +275,8 @@ class Mechanism:
 
         Returns
         -------
-        afa.mechanisms.pairs.FinitePair, afa.mechanisms.noise_pair.NoiseMixturePair or afa.mechanisms.pairs.PairMixture
+        afa.mechanisms.pairs.FinitePair, afa.mechanisms.noise_pair.NoiseMixturePair,
+        afa.mechanisms.pairs.QuadraticGaussianPair or afa.mechanisms.pairs.PairMixture
             Under add/remove, P is the output with the individual's record and Q without (the *remove*
             direction is L = log(P/Q) under P); under replace-special, P with the record x and Q with the
             special record bottom in its place (x -> bottom is the *remove* direction, Google DP team 2025,
@@ -346,7 +286,7 @@ class Mechanism:
         ------
         NotImplementedError
             Always, on the base class: a subclass that gives its privacy losses directly (e.g.
-            :class:`afa.ApproxDP`) need not implement it.
+            :class:`afa.ProposeTestRelease`) need not implement it.
 
         Examples
         --------
@@ -714,14 +654,6 @@ class Gaussian(Mechanism):
         from .subsampling import TruncatedPoissonGaussian
         return TruncatedPoissonGaussian(self.sigma, sampling_rate, batch_size, dataset_size, self.sensitivity)
 
-    def _losses(self, neighboring):
-        loss = PrivacyLoss.symbolic(_gaussian_template(), (self.mu ** 2 / 2,))
-        return loss, loss
-
-    def _tails(self, neighboring):
-        tails = GaussianTails(self.mu)
-        return tails, tails
-
 
 @dataclass(frozen=True)
 class Laplace(Mechanism):
@@ -750,8 +682,8 @@ class Laplace(Mechanism):
     With a = sensitivity / scale the loss has atoms +a (mass 1/2) and -a
     (mass e^{-a}/2) and density e^{l/2 - a/2}/4 on (-a, a), so
     phi(t) = e^{iat}/2 + e^{-a-iat}/2 + (e^{iat} - e^{-a-iat}) / (2 (1 + 2it)),
-    the same in both directions (see ``_laplace_template()``).  (This is Lemma 34's first line with
-    lambda = scale / sensitivity; the last line of its proof has a sign slip.)
+    the same in both directions (:func:`afa.mechanisms.closed_forms.laplace_losses`).  (This is Lemma 34's first
+    line with lambda = scale / sensitivity; the last line of its proof has a sign slip.)
 
     Under ``neighboring="replace_special"`` (Google DP team 2025, Sec. 3.6) the record x is replaced by the
     special record bottom, which contributes f = 0 to the released function (as dp_accounting reads it): the
@@ -814,20 +746,6 @@ class Laplace(Mechanism):
         """
         return NoiseMixturePair("laplace", self.scale, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
 
-    def _losses(self, neighboring):
-        return _laplace_loss(self.epsilon0, 0.0)
-
-    def _tails(self, neighboring):
-        tails = LaplaceTails(self.epsilon0)
-        return tails, tails
-
-
-def _laplace_loss(a: float, inf_mass: float) -> tuple[PrivacyLoss, PrivacyLoss]:
-    """Both directions of the Laplace pair with a = sensitivity / scale, mixed with mass ``inf_mass`` at +infinity."""
-    log_rest = math.log1p(-inf_mass)
-    atoms = PrivacyLoss.discrete([a, -a], [log_rest - math.log(2), log_rest - a - math.log(2)]).atoms
-    loss = PrivacyLoss.symbolic(_laplace_template(), (a,), atoms=atoms, inf_mass=inf_mass, laplace_shift=a)
-    return loss, loss
 
 
 @dataclass(frozen=True)
@@ -854,9 +772,9 @@ class DataDependentGaussian(Mechanism):
     Notes
     -----
     Smooth-sensitivity style release (Nissim et al. 2007): the dominating pair is
-    P = N(0, sigma1^2), Q = N(sensitivity, sigma2^2).  The mechanism gives the two privacy losses of
-    this pair in closed form and does not implement :meth:`dominating_pair` (so a subsampled
-    version is refused with a ValueError).  Under add_remove the
+    P = N(0, sigma1^2), Q = N(sensitivity, sigma2^2) (:class:`afa.mechanisms.pairs.QuadraticGaussianPair`), whose
+    two privacy losses have closed forms; subsampling is not implemented for it (a subsampled version is
+    refused with a ValueError).  Under add_remove the
     directions are remove (L = log(p/q)(X), X ~ P) and add (L' = log(q/p)(Y),
     Y ~ Q); "substitution" uses the same pair and its swap.  The two directions
     differ unless sigma1 == sigma2 (then it is an ordinary Gaussian shift).
@@ -869,7 +787,7 @@ class DataDependentGaussian(Mechanism):
     the add loss (Y = m + s2 Z) is the same with (s1, 0) and (s2, m) swapped:
     alpha' = log(s1/s2) + m^2 / (2 s1^2), beta' = s2 m / s1^2, gamma' = (s2^2 - s1^2) / (2 s1^2).
     Both have log phi(t) = i alpha t - log(1 - 2 i gamma t) / 2 - beta^2 t^2 / (2 (1 - 2 i gamma t))
-    (the family ``_data_dependent_gaussian_template()``).  A direction with gamma > 0 is unbounded
+    (:func:`afa.mechanisms.closed_forms.quadratic_gaussian_losses`).  A direction with gamma > 0 is unbounded
     above and heavy-tailed: its MGF M(s) = E[e^{sL}] exists only in the strip s < 1/(2 gamma), and
     its CF decays only like ``|t|^{-1/2}`` (the density of L has a 1/sqrt singularity at its minimum
     alpha - beta^2/(4 gamma)); a direction with gamma < 0 is bounded above by
@@ -900,8 +818,6 @@ class DataDependentGaussian(Mechanism):
     sigma2: float
     sensitivity: float = 0.0
 
-    quadratic_loss: ClassVar[bool] = True
-
     def __post_init__(self):
         check.assign(self, sigma1=check.positive("sigma1", self.sigma1), sigma2=check.positive("sigma2", self.sigma2),
              sensitivity=check.non_negative("sensitivity", self.sensitivity))
@@ -930,32 +846,29 @@ class DataDependentGaussian(Mechanism):
         [0.8181, -0.25, -0.375]
         """
         check.choice("direction", direction, ("remove", "add"))
-        own, other = (self.sigma1, self.sigma2) if direction == "remove" else (self.sigma2, self.sigma1)
-        ratio, shift = other / own, self.sensitivity / other  # (float overflow gives inf, checked by the caller)
-        log_ratio = math.log(ratio) if 1e-300 < ratio < 1e300 else math.log(other) - math.log(own)
-        alpha = log_ratio + shift * shift / 2
-        beta = (own / other) * shift * (-1.0 if direction == "remove" else 1.0)
-        gamma = (own - other) / other * ((own + other) / other) / 2  # own - other is exact near s1 = s2
-        return float(alpha), float(beta), float(gamma)
+        if direction == "remove":
+            return closed_forms.quadratic_coefficients(self.sigma1, self.sigma2, self.sensitivity, -1.0)
+        return closed_forms.quadratic_coefficients(self.sigma2, self.sigma1, self.sensitivity, 1.0)
 
-    def _losses(self, neighboring):
-        if self.sigma1 == self.sigma2 and self.sensitivity == 0:
-            loss = PrivacyLoss.discrete([0.0], [0.0])  # P = Q: the loss is 0 with probability 1
-            return loss, loss
-        family = _data_dependent_gaussian_template()
-        remove, add = ((alpha, beta * beta, gamma) for alpha, beta, gamma in
-                       (self.coefficients("remove"), self.coefficients("add")))
-        first = PrivacyLoss.symbolic(family, remove)
-        return (first, first) if remove == add else (first, PrivacyLoss.symbolic(family, add))
+    def dominating_pair(self, neighboring: str) -> QuadraticGaussianPair:
+        """(N(0, sigma1^2), N(sensitivity, sigma2^2)) under both relations (class Notes).
 
-    def _tails(self, neighboring):
-        if self.sigma1 == self.sigma2:
-            if self.sensitivity == 0:
-                return super()._tails(neighboring)  # P = Q: one atom at 0
-            tails = GaussianTails(self.sensitivity / self.sigma1)
-            return tails, tails
-        return (QuadraticGaussianTails(self.sigma1, self.sigma2, self.sensitivity),
-                QuadraticGaussianTails(self.sigma2, self.sigma1, self.sensitivity))
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).
+
+        Returns
+        -------
+        afa.mechanisms.pairs.QuadraticGaussianPair
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.DataDependentGaussian(1.0, 2.0, 0.5).dominating_pair("substitution")
+        QuadraticGaussianPair(sigma_p=1.0, sigma_q=2.0, shift=0.5)
+        """
+        return QuadraticGaussianPair(self.sigma1, self.sigma2, self.sensitivity)
 
 
 @dataclass(frozen=True)
@@ -1124,14 +1037,9 @@ class RandomizedResponse(Mechanism):
         return FinitePair(_log([self.p, 1 - self.p]), _log([1 - self.p, self.p]))
 
     def _losses(self, neighboring):
-        p = self.p
-        if p == 1:
-            return pairs.finite_losses(_log([1.0, 0.0]), _log([0.0, 1.0]))
-        bias = 2 * p - 1  # exact in floating point for p in [1/2, 1]
-        xi = math.log1p(bias / (1 - p))
-        loss = PrivacyLoss.discrete([xi, -xi], [math.log(p), math.log1p(-p)],
-                                    template=(_randomized_response_template(), (xi, bias)))
-        return loss, loss
+        if self.p == 1:
+            return pairs.privacy_losses(self.dominating_pair(neighboring))
+        return closed_forms.randomized_response_losses(self.p)  # xi relatively accurate near p = 1/2
 
 
 @dataclass(frozen=True)
@@ -1232,8 +1140,9 @@ class ApproxDP(Mechanism):
     P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0) and Q its
     reversal: loss +infinity with mass delta, +eps and -eps on the rest, the same in both directions
     and under every relation (epsilon and delta are the mechanism's for the relation the accountant uses).
-    The mechanism gives these losses directly and does not implement :meth:`dominating_pair` (so a subsampled
-    version is refused with a ValueError).  The mass at +infinity makes every Renyi divergence of order > 1 infinite.
+    Its subsampled versions are those of this pair (Zhu, Dong & Wang 2022, Thm 11): e.g. Poisson sampling with
+    rate q gives (log(1 + q (e^eps - 1)), q delta) under add/remove (Balle, Barthe & Gaboardi 2018, Thm 8).
+    The mass at +infinity makes every Renyi divergence of order > 1 infinite.
 
     Examples
     --------
@@ -1252,13 +1161,41 @@ class ApproxDP(Mechanism):
         check.assign(self, epsilon=check.in_interval("epsilon", self.epsilon, 0.0, check.MAX_LOSS),
              delta=check.in_interval("delta", self.delta, 0.0, 1.0))
 
-    def _losses(self, neighboring):
+    def _log_masses(self) -> tuple[float, float, float]:
+        """log((1 - delta) e^eps / (1 + e^eps)), log((1 - delta) / (1 + e^eps)) and log(delta)."""
         eps = self.epsilon
-        log_rest = math.log1p(-self.delta) if self.delta < 1 else -np.inf
-        log_high = log_rest + eps - np.logaddexp(0.0, eps)
-        log_low = log_rest - np.logaddexp(0.0, eps)
-        # Symmetric: the finite losses are +-eps, and delta (exactly) sits at +infinity.
-        loss = PrivacyLoss.discrete([eps, -eps], [log_high, log_low], inf_mass=self.delta)
+        log_rest = math.log1p(-self.delta) if self.delta < 1 else -math.inf
+        log_delta = math.log(self.delta) if self.delta > 0 else -math.inf
+        return log_rest + eps - np.logaddexp(0.0, eps), log_rest - np.logaddexp(0.0, eps), log_delta
+
+    def dominating_pair(self, neighboring: str) -> FinitePair:
+        """P = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0) and Q its reversal, under every relation.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}
+            The neighbouring relation (one of :attr:`relations`; not checked here).
+
+        Returns
+        -------
+        afa.mechanisms.pairs.FinitePair
+
+        Examples
+        --------
+        >>> import afa
+        >>> import numpy as np
+        >>> pair = afa.ApproxDP(epsilon=np.log(3.0), delta=0.2).dominating_pair("add_remove")
+        >>> np.exp(pair.log_p).round(6).tolist()
+        [0.2, 0.6, 0.2, 0.0]
+        """
+        high, low, log_delta = self._log_masses()
+        return FinitePair(np.array([log_delta, high, low, -np.inf]), np.array([-np.inf, low, high, log_delta]))
+
+    def _losses(self, neighboring):
+        high, low, _ = self._log_masses()
+        # The finite losses are +-eps exactly (differences of the pair's log-probabilities are not), and delta
+        # (exactly) sits at +infinity; symmetric.
+        loss = PrivacyLoss.discrete([self.epsilon, -self.epsilon], [high, low], inf_mass=self.delta)
         return loss, loss
 
 
@@ -1317,7 +1254,7 @@ class ProposeTestRelease(Mechanism):
              delta=check.in_interval("delta", self.delta, 0.0, 1.0, high_open=True))
 
     def _losses(self, neighboring):
-        return _laplace_loss(self.epsilon, self.delta)
+        return closed_forms.laplace_losses(self.epsilon, self.delta)
 
     def _tails(self, neighboring):
         tails = LaplaceTails(self.epsilon, self.delta)
@@ -1404,12 +1341,6 @@ class PermuteAndFlip(Mechanism):
         """
         return NoiseMixturePair("laplace", 1.0, (self.epsilon,), (0.0,), (0.0,), (0.0,))
 
-    def _losses(self, neighboring):
-        return _laplace_loss(self.epsilon, 0.0)
-
-    def _tails(self, neighboring):
-        tails = LaplaceTails(self.epsilon)
-        return tails, tails
 
 
 @dataclass(frozen=True)

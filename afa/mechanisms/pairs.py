@@ -3,19 +3,24 @@
 A mechanism's one duty is :meth:`afa.Mechanism.dominating_pair`: for a neighbouring relation, a pair
 (P, Q) of output distributions whose hockey-stick divergences bound those of every pair of neighbouring
 datasets (Zhu, Dong & Wang 2022, Def. 7).  The two directions of the privacy loss are L = log(P/Q)(o)
-with o ~ P and L' = log(Q/P)(o) with o ~ Q (Lemma 37).  Two kinds of pair exist:
+with o ~ P and L' = log(Q/P)(o) with o ~ Q (Lemma 37).  The pair kinds:
 
 * :class:`FinitePair` -- P and Q over the same finite outputs, as log-probabilities (Def. 36); outputs
   where one side is 0 send the other's mass to +infinity (App. D.2);
 * :class:`afa.mechanisms.noise_pair.NoiseMixturePair` -- two mixtures of shifted Gaussian or Laplace noise of one
   scale (a noise mechanism, its Poisson or subset subsampling, random sensitivities);
+* :class:`QuadraticGaussianPair` -- two Gaussians of different scales (a quadratic privacy loss);
 * :class:`PairMixture` -- a weighted mixture of noise-mixture pairs over disjoint outputs, i.e. a mixture of
   their privacy-loss distributions (truncated Poisson sampling, Google DP team 2025, Sec. 4.3).
 
 :func:`privacy_losses` and :func:`loss_tails` turn a pair into what the engines read: the two
 directions' losses (log-characteristic functions, atoms, masses at +infinity) and the tails of each
-loss (for the discretized PLD).  A mechanism with a closed form (e.g. the Gaussian mechanism's
-symbolic log-CF) may provide those directly instead; the pair stays its definition.
+loss (for the discretized PLD).  Pairs of a shape with a closed form -- one shifted Gaussian or Laplace
+noise against the unshifted one, two Gaussians of different scales -- get it
+(:mod:`afa.mechanisms.closed_forms`), whichever mechanism declared them; other noise-mixture pairs get
+log-CFs by quadrature over the output.  A mechanism whose parameters determine its losses more accurately
+than log-probabilities can (randomized response near p = 1/2, the discrete Gaussian's losses
+s (s - 2x) / (2 sigma^2)) gives them through the hook ``Mechanism._losses``; its pair stays its definition.
 """
 
 from __future__ import annotations
@@ -26,15 +31,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _validation as check
 from .._accurate import complex_log1p
-from ..limits import MAX_NOISE_SHIFT
-from .loss_tails import AtomTails, LossTails, MixtureTails, NoisePairTails
+from ..limits import MAX_MU, MAX_NOISE_SHIFT
+from . import closed_forms
+from .loss_tails import (
+    AtomTails,
+    GaussianTails,
+    LaplaceTails,
+    LossTails,
+    MixtureTails,
+    NoisePairTails,
+    QuadraticGaussianTails,
+)
 from .noise_pair import NoiseMixturePair, PairFamily, PairMGF
 from .privacy_loss import PrivacyLoss, batched_log_phi
 
-__all__ = ["FinitePair", "NoiseMixturePair", "PairMixture", "atom_tails", "finite_losses",
-           "gaussian_mu", "loss_tails", "privacy_losses"]
+__all__ = ["AnyPair", "FinitePair", "NoiseMixturePair", "PairMixture", "QuadraticGaussianPair", "atom_tails",
+           "finite_losses", "gaussian_mu", "loss_tails", "privacy_losses"]
 
+_KINDS_MESSAGE = ("dominating_pair must return an afa.mechanisms.pairs.FinitePair, NoiseMixturePair, "
+                  "QuadraticGaussianPair or PairMixture")
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +132,49 @@ class FinitePair:
 
 
 @dataclass(frozen=True)
+class QuadraticGaussianPair:
+    """P = N(0, sigma_p^2) and Q = N(shift, sigma_q^2): a quadratic privacy loss (Zhu, Dong & Wang 2022, App. A
+    Example 15).
+
+    Parameters
+    ----------
+    sigma_p, sigma_q : float
+        The standard deviations of P and Q, > 0 (finite).
+    shift : float, default 0.0
+        Q's mean, >= 0 (finite).
+
+    Raises
+    ------
+    ValueError, TypeError
+        A parameter out of range or not a real number (named in the message).
+
+    Notes
+    -----
+    With X = sigma_p Z, Z ~ N(0, 1), the loss L = log(p/q)(X) is alpha + beta Z + gamma Z^2
+    (:func:`afa.mechanisms.closed_forms.quadratic_coefficients`); a direction with gamma > 0 is unbounded
+    above and heavy-tailed, one with gamma < 0 bounded above.  Equal scales give a Gaussian shift.
+
+    Examples
+    --------
+    >>> import afa
+    >>> afa.DataDependentGaussian(1.0, 1.5, 1.0).dominating_pair("add_remove")
+    QuadraticGaussianPair(sigma_p=1.0, sigma_q=1.5, shift=1.0)
+    """
+
+    sigma_p: float
+    sigma_q: float
+    shift: float = 0.0
+
+    def __post_init__(self):
+        check.assign(self, sigma_p=check.positive("sigma_p", self.sigma_p),
+                     sigma_q=check.positive("sigma_q", self.sigma_q), shift=check.non_negative("shift", self.shift))
+
+    def swapped(self) -> QuadraticGaussianPair:
+        """(Q, P) moved by -shift: N(0, sigma_q^2) against N(shift, sigma_p^2) (the same losses, mirrored)."""
+        return QuadraticGaussianPair(self.sigma_q, self.sigma_p, self.shift)
+
+
+@dataclass(frozen=True)
 class PairMixture:
     """The pair (sum_k w_k A_k, sum_k w_k B_k) over the disjoint union of the components' outputs.
 
@@ -177,7 +237,11 @@ class PairMixture:
         return max(component.loss_upper_bound for component in self.components)
 
 
-def privacy_losses(pair: FinitePair | NoiseMixturePair | PairMixture,
+#: Every kind of dominating pair (what :meth:`afa.Mechanism.dominating_pair` returns).
+AnyPair = FinitePair | NoiseMixturePair | QuadraticGaussianPair | PairMixture
+
+
+def privacy_losses(pair: AnyPair,
                    names: tuple[str, str] | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
     """The two directions (L under P, L' under Q) of ``pair``; a symmetric pair returns one object twice.
 
@@ -212,14 +276,22 @@ def privacy_losses(pair: FinitePair | NoiseMixturePair | PairMixture,
     if isinstance(pair, FinitePair):
         return finite_losses(pair.log_p, pair.log_q)
     if isinstance(pair, NoiseMixturePair):
-        return _mixture_losses(pair, names)
+        shape = _single_shift(pair)
+        if shape is None:
+            return _mixture_losses(pair, names)
+        noise, shift = shape
+        if shift == 0:
+            loss = PrivacyLoss.discrete([0.0], [0.0])  # P = Q: the loss is 0 with probability 1
+            return loss, loss
+        return closed_forms.gaussian_losses(shift) if noise == "gaussian" else closed_forms.laplace_losses(shift)
+    if isinstance(pair, QuadraticGaussianPair):
+        return closed_forms.quadratic_gaussian_losses(pair.sigma_p, pair.sigma_q, pair.shift)
     if isinstance(pair, PairMixture):
         return _pair_mixture_losses(pair, names)
-    raise TypeError(f"dominating_pair must return an afa.mechanisms.pairs.FinitePair, NoiseMixturePair or PairMixture, "
-                    f"got {pair!r}")
+    raise TypeError(_KINDS_MESSAGE + f", got {pair!r}")
 
 
-def loss_tails(pair: FinitePair | NoiseMixturePair | PairMixture) -> tuple[LossTails, LossTails]:
+def loss_tails(pair: AnyPair) -> tuple[LossTails, LossTails]:
     """The tails of the two directions' losses of ``pair`` (same order as :func:`privacy_losses`).
 
     Parameters
@@ -243,7 +315,19 @@ def loss_tails(pair: FinitePair | NoiseMixturePair | PairMixture) -> tuple[LossT
     """
     if isinstance(pair, FinitePair):
         return atom_tails(*finite_losses(pair.log_p, pair.log_q))
+    if isinstance(pair, QuadraticGaussianPair):
+        if pair.sigma_p != pair.sigma_q:
+            return (QuadraticGaussianTails(pair.sigma_p, pair.sigma_q, pair.shift),
+                    QuadraticGaussianTails(pair.sigma_q, pair.sigma_p, pair.shift))
+        pair = NoiseMixturePair("gaussian", pair.sigma_p, (pair.shift,), (0.0,), (0.0,), (0.0,))
     if isinstance(pair, NoiseMixturePair):
+        shape = _single_shift(pair)
+        if shape is not None:
+            kind, shift = shape
+            if shift == 0:
+                return atom_tails(*privacy_losses(pair))
+            tails = GaussianTails(shift) if kind == "gaussian" else LaplaceTails(shift)
+            return tails, tails
         _check_reach(pair)
         noise = NoisePairTails(pair)
         return (noise, noise) if _is_own_swap(pair) else (noise, NoisePairTails(pair.swapped()))
@@ -253,8 +337,7 @@ def loss_tails(pair: FinitePair | NoiseMixturePair | PairMixture) -> tuple[LossT
         if all(first is second for first, second in parts):
             return forward, forward
         return forward, MixtureTails(pair.log_weights, [second for _, second in parts])
-    raise TypeError(f"dominating_pair must return an afa.mechanisms.pairs.FinitePair, NoiseMixturePair or PairMixture, "
-                    f"got {pair!r}")
+    raise TypeError(_KINDS_MESSAGE + f", got {pair!r}")
 
 
 def atom_tails(first: PrivacyLoss, second: PrivacyLoss) -> tuple[LossTails, LossTails]:
@@ -264,7 +347,18 @@ def atom_tails(first: PrivacyLoss, second: PrivacyLoss) -> tuple[LossTails, Loss
     return (forward, forward) if second is first else (forward, AtomTails(second.atoms, second.inf_mass))
 
 
-def gaussian_mu(pair: FinitePair | NoiseMixturePair | PairMixture) -> float | None:
+def _single_shift(pair: NoiseMixturePair) -> tuple[str, float] | None:
+    """(noise, |shift| / scale) of a pair of one shifted noise against the unshifted one, else None."""
+    if len(pair.a_shifts) != 1 or pair.b_shifts != (0.0,):
+        return None
+    shift, limit = abs(pair.a_shifts[0]) / pair.scale, MAX_MU if pair.noise == "gaussian" else check.MAX_LOSS
+    if not shift <= limit:
+        raise ValueError(f"a {pair.noise} pair's shift must be within {limit:g} noise scales, got {shift:.4g} "
+                         f"(scale={pair.scale:g})")
+    return pair.noise, shift
+
+
+def gaussian_mu(pair: AnyPair) -> float | None:
     """mu = |shift| / scale of a pure Gaussian pair (N(shift, s^2), N(0, s^2)); None for every other pair.
 
     The composition of pure Gaussian pairs has a closed form (Sommer, Meiser & Mohammadi 2019, Thm 5).

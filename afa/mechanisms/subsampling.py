@@ -216,7 +216,7 @@ class Subsampled(Mechanism):
             return Gaussian(sigma=noise[1], sensitivity=2 * noise[2]), neighboring
         return self.base, neighboring
 
-    def dominating_pair(self, neighboring: str) -> FinitePair | NoiseMixturePair | PairMixture:
+    def dominating_pair(self, neighboring: str) -> pairs.AnyPair:
         """The base's pair transformed by the sampling (module docstring).
 
         Parameters
@@ -314,7 +314,7 @@ class Subsampled(Mechanism):
         return _mixture_pair(noise, self.sampling_rate, neighboring)
 
 
-def _base_pair(base: Mechanism, neighboring: str) -> FinitePair | NoiseMixturePair | PairMixture | None:
+def _base_pair(base: Mechanism, neighboring: str) -> pairs.AnyPair | None:
     """The base's dominating pair, or None where it declares none."""
     try:
         return base.dominating_pair(neighboring)

@@ -80,8 +80,11 @@ BASE_ULPS = 8.0
 #: |log pmf| + log(n + 1) + 8: "a few ulps of its terms" (measured against mpmath in the tests).
 BINOMIAL_ULPS = 32.0
 def default_mass_error(mass: float) -> float:
-    """The error bound of a computed mass (e.g. at +infinity) when none is given: BASE_ULPS units of it."""
-    return BASE_ULPS * U * mass
+    """The error bound of a computed mass (e.g. at +infinity) when none is given: BASE_ULPS units of it, plus
+    |log mass| units for a mass formed as exp of a log-probability (whose rounding is relative to |log mass|)."""
+    if not mass > 0:
+        return 0.0
+    return (BASE_ULPS + abs(math.log(mass))) * U * mass
 
 
 #: Factor by which every computed error bound is raised to cover the rounding of the bound itself.
@@ -1025,7 +1028,7 @@ def hockey_stick_with_error(atoms: FiniteLoss, epsilons, inf_mass: float = 0.0,
     epsilons = np.asarray(epsilons, dtype=float)
     value, error, _ = atoms.evaluate(epsilons.ravel())
     if inf_mass_error is None:
-        inf_mass_error = BASE_ULPS * U * inf_mass
+        inf_mass_error = default_mass_error(inf_mass)
     return (inf_mass + value).reshape(epsilons.shape), (error + inf_mass_error).reshape(epsilons.shape)
 
 
@@ -1249,7 +1252,7 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
     at or above the crossing where the search may start.
     """
     if inf_mass_error is None:
-        inf_mass_error = BASE_ULPS * U * inf_mass
+        inf_mass_error = default_mass_error(inf_mass)
     target = delta - inf_mass
     ceiling = max(pld.top, floor) if pld.size else floor
 
