@@ -116,6 +116,10 @@ def test_bad_finite_pairs_name_the_problem():
     far = NoiseMixturePair("gaussian", 1e-4, (1.0, 0.0), (math.log(0.5), math.log(0.5)), (0.0,), (0.0,))
     with pytest.raises(ValueError, match="noise scales"):
         afa.mechanisms.pairs.privacy_losses(far)
+    mixture = NoiseMixturePair("gaussian", 1.0, (1.0, 0.0), (math.log(0.5), math.log(0.5)), (0.0,), (0.0,))
+    for order in (1, 2.5, True):
+        with pytest.raises((ValueError, TypeError), match="quadrature_order"):
+            afa.mechanisms.pairs.privacy_losses(mixture, quadrature_order=order)
 
 
 @dataclass(frozen=True)

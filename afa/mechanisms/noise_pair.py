@@ -168,6 +168,7 @@ class PairMGF:
     only where |M(c + iu)| << M(c), which the inversions weigh accordingly).
     """
 
+    #: Nodes per panel of the default Gauss-Legendre rule over the output.
     ORDER = 20
     #: Terms below e^-DROP of the peak are left out.
     DROP = 45.0
@@ -183,9 +184,9 @@ class PairMGF:
     #: Widest output range, in noise scales, the quadrature will cover.
     MAX_REACH = 20_000
 
-    def __init__(self, pair: NoiseMixturePair):
+    def __init__(self, pair: NoiseMixturePair, order: int | None = None):
         self.pair = pair
-        self.nodes, self.weights = gauss_legendre(self.ORDER)
+        self.nodes, self.weights = gauss_legendre(self.ORDER if order is None else order)
         self._rules_for: float | None = None
         self._rules: dict = {}
         #: Re s -> :meth:`_window` of the latest CACHED_LINES lines (rules and cost estimates share them)

@@ -241,8 +241,8 @@ class PairMixture:
 AnyPair = FinitePair | NoiseMixturePair | QuadraticGaussianPair | PairMixture
 
 
-def privacy_losses(pair: AnyPair,
-                   names: tuple[str, str] | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
+def privacy_losses(pair: AnyPair, names: tuple[str, str] | None = None, *,
+                   quadrature_order: int | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
     """The two directions (L under P, L' under Q) of ``pair``; a symmetric pair returns one object twice.
 
     Parameters
@@ -251,6 +251,9 @@ def privacy_losses(pair: AnyPair,
         The dominating pair.
     names : tuple of str, optional
         Labels of a noise-mixture pair's two numerically computed log-CFs (default: from its parameters).
+    quadrature_order : int, optional
+        Nodes per panel of the Gauss-Legendre rule over the output of a noise-mixture pair without a closed
+        form (default :attr:`afa.mechanisms.noise_pair.PairMGF.ORDER`; a second rule for checking the first).
 
     Returns
     -------
@@ -278,7 +281,7 @@ def privacy_losses(pair: AnyPair,
     if isinstance(pair, NoiseMixturePair):
         shape = _single_shift(pair)
         if shape is None:
-            return _mixture_losses(pair, names)
+            return _mixture_losses(pair, names, quadrature_order)
         noise, shift = shape
         if shift == 0:
             loss = PrivacyLoss.discrete([0.0], [0.0])  # P = Q: the loss is 0 with probability 1
@@ -287,7 +290,7 @@ def privacy_losses(pair: AnyPair,
     if isinstance(pair, QuadraticGaussianPair):
         return closed_forms.quadratic_gaussian_losses(pair.sigma_p, pair.sigma_q, pair.shift)
     if isinstance(pair, PairMixture):
-        return _pair_mixture_losses(pair, names)
+        return _pair_mixture_losses(pair, names, quadrature_order)
     raise TypeError(_KINDS_MESSAGE + f", got {pair!r}")
 
 
@@ -435,24 +438,31 @@ def _check_reach(pair: NoiseMixturePair) -> None:
                          f"{largest:.4g} (scale={pair.scale:g})")
 
 
-def _mixture_losses(pair: NoiseMixturePair, names: tuple[str, str] | None) -> tuple[PrivacyLoss, PrivacyLoss]:
+def _mixture_losses(pair: NoiseMixturePair, names: tuple[str, str] | None,
+                    order: int | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
     """The two directions of a noise-mixture pair: log-CFs by quadrature over the output (for complex
-    arguments too, so the contour method applies); a pair equal to its swap has one direction."""
+    arguments too, so the contour method applies); a pair equal to its swap has one direction.  A loss with
+    a rule of its own ``order`` declares no family (the engines' batches share the default rule)."""
     _check_reach(pair)
+    if order is not None:
+        order = check.positive_integer("quadrature_order", order, minimum=2, maximum=1000)
     if names is None:
         digest = hashlib.sha1(repr(pair).encode()).hexdigest()[:10]
         names = (f"log_phi_{pair.noise}_mixture_{digest}_forward", f"log_phi_{pair.noise}_mixture_{digest}_backward")
-    integral = PairMGF(pair)
+    if order is not None:
+        names = (f"{names[0]}_gl{order}", f"{names[1]}_gl{order}")
+    integral = PairMGF(pair, order)
     forward = PrivacyLoss.numeric(names[0], lambda t: integral.log_mgf(1j * np.asarray(t)),
                                   integral.cumulants, continues=True, noise_pair=pair,
                                   cost=lambda t: integral.mgf_cost(1j * np.asarray(t)),
-                                  family=(PairFamily.of(pair), pair))
+                                  family=(PairFamily.of(pair), pair) if order is None else None)
     if _is_own_swap(pair):
         return forward, forward
+    swapped = pair.swapped()
     backward = PrivacyLoss.numeric(names[1], lambda t: integral.log_mgf(-1 - 1j * np.asarray(t)),
-                                   lambda: PairMGF(pair.swapped()).cumulants(), continues=True,
-                                   noise_pair=pair.swapped(), cost=lambda t: integral.mgf_cost(-1 - 1j * np.asarray(t)),
-                                   family=(PairFamily.of(pair.swapped()), pair.swapped()))
+                                   lambda: PairMGF(swapped, order).cumulants(), continues=True,
+                                   noise_pair=swapped, cost=lambda t: integral.mgf_cost(-1 - 1j * np.asarray(t)),
+                                   family=(PairFamily.of(swapped), swapped) if order is None else None)
     return forward, backward
 
 
@@ -462,14 +472,15 @@ def _is_own_swap(pair: NoiseMixturePair) -> bool:
     return mirrored == sorted(zip(pair.b_shifts, pair.b_log_weights, strict=True))
 
 
-def _pair_mixture_losses(pair: PairMixture, names: tuple[str, str] | None) -> tuple[PrivacyLoss, PrivacyLoss]:
+def _pair_mixture_losses(pair: PairMixture, names: tuple[str, str] | None,
+                         order: int | None = None) -> tuple[PrivacyLoss, PrivacyLoss]:
     """The two directions of a mixture of noise-mixture pairs: each direction's CF (and MGF, for complex
     arguments) is the weighted sum of its components' (so the contour method applies); a mixture of pairs
     that are each their own swap has one direction."""
     if names is None:
         digest = hashlib.sha1(repr(pair).encode()).hexdigest()[:10]
         names = (f"log_phi_pair_mixture_{digest}_forward", f"log_phi_pair_mixture_{digest}_backward")
-    parts = [_mixture_losses(component, None) for component in pair.components]
+    parts = [_mixture_losses(component, None, order) for component in pair.components]
     forward = _weighted_loss(names[0], pair.log_weights, [first for first, _ in parts])
     if all(first is second for first, second in parts):
         return forward, forward
