@@ -96,7 +96,7 @@ from .. import _validation as check
 from .. import budget
 from .._accurate import UNIT_ROUNDOFF as U
 from .._accurate import log_sum_exp, suffix_recurrence
-from .._fft import fft_gamma, fft_size, power_rounding
+from .._fft import composed_inf_mass, fft_gamma, fft_size, power_rounding
 from ..mechanisms.noise_pair import NoiseMixturePair
 from ..results import AccuracyError
 
@@ -530,17 +530,7 @@ def _upper_bound(masses: _CellMasses, loss_min, loss_max, grid: _LossGrid, count
     index, mass = _spread_to_grid(np.exp(log_mass[keep]), masses.loss[keep] + masses.loss_error[keep],
                                   loss_min[keep], loss_max[keep], grid)
     composed = _ComposedLoss.of(index, mass, count, grid, +1, tail_tolerance)
-    return composed, composed.outside_mass + _infinite_part(composed.step_mass, infinite_mass, count)
-
-
-def _infinite_part(finite_mass: float, infinite_mass: float, count: int) -> float:
-    """k-fold mass meeting the +inf atom at least once: (m + t)^k - m^k."""
-    if infinite_mass == 0:
-        return 0.0
-    if finite_mass == 0:
-        return infinite_mass ** count
-    growth = count * math.log1p(infinite_mass / finite_mass)
-    return finite_mass ** count * math.expm1(growth) * (1 + 8 * U * count)
+    return composed, composed.outside_mass + composed_inf_mass(composed.step_mass, infinite_mass, count)
 
 
 def _spread_to_grid(mass, loss_high, loss_min, loss_max, grid: _LossGrid):

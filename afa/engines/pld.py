@@ -91,7 +91,7 @@ from .. import options as settings
 from .._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
 from .._accurate import UNIT_ROUNDOFF as U
 from .._accurate import direct_convolve, log_sum_exp, suffix_recurrence
-from .._fft import fft_gamma, fft_size, power_rounding
+from .._fft import composed_inf_mass, fft_gamma, fft_size, power_rounding
 from ..limits import INTERVAL_RANGE, LOSS_LIMIT
 from ..mechanisms.loss_tails import LossTails
 from ..results import UnsupportedCompositionError
@@ -994,7 +994,7 @@ def _self_power(base: DiscretePLD, count: int, tolerance: float, rounding_tolera
     error = _power_error(math.log(finite) if finite > 0 else -math.inf,
                          math.log(base.error) if base.error > 0 else -math.inf, count)
     moved = base.error if base.pessimistic else -base.error  # the finite mass of A lies within |S| +- |E|
-    composed_inf = _composed_inf_mass(max(finite + moved, 0.0), inf_mass, count, base.pessimistic)
+    composed_inf = composed_inf_mass(max(finite + moved, 0.0), inf_mass, count, base.pessimistic)
     support = np.flatnonzero(base.probs > 0)
     if support.size == 0:
         return DiscretePLD(h, count * base.offset, np.zeros(1), composed_inf, base.pessimistic, rho, error)
@@ -1119,20 +1119,6 @@ def _with_error(pld: DiscretePLD, error: float, log_tilted: float, tilt: float) 
 def _fft_bytes(size: int) -> int:
     """Memory of the arrays one FFT convolution of length ``size`` holds at once (a few real and complex copies)."""
     return 48 * size
-
-
-def _composed_inf_mass(finite: float, inf_mass: float, count: int, upward: bool = True) -> float:
-    """Mass at +inf of the count-fold power: (F + a)^k - F^k (1 - (1 - a)^k for F + a = 1), rounded up
-    (``upward``) or down by its rounding (a few ulps per factor)."""
-    if inf_mass == 0.0:
-        return 0.0
-    if finite == 0.0:
-        value = math.exp(count * math.log(inf_mass))
-    else:
-        total = finite + inf_mass
-        value = math.exp(count * math.log(total)) * -math.expm1(count * math.log1p(-inf_mass / total))
-    margin = 16 * U * (4 + count * (1 + abs(math.log(finite + inf_mass))))
-    return min(1.0, value * (1 + margin)) if upward else value * max(0.0, 1 - margin)
 
 
 class _LogMGF:
