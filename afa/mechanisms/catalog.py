@@ -1731,7 +1731,7 @@ class DiscreteGaussian(Mechanism):
     def _losses(self, neighboring):
         if self.truncation is not None:
             return pairs.privacy_losses(self.dominating_pair(neighboring))
-        # Formed from the parameters: the losses s (s - 2x) / (2 sigma^2) are exact where differences of the
+        # Formed from the parameters: the losses s (s - 2x) / (2 sigma^2) keep a few ulps where differences of the
         # pair's log-probabilities lose digits, and the enumerated noise is symmetric, so one direction serves.
         sigma, shift = self.sigma, self.sensitivity
         tau, log_weight, log_norm = self._noise()
