@@ -247,6 +247,11 @@ class AutoOptions(_Validated):
     fallbacks : tuple of str
         The engines tried, in this order, after 'auto''s first choice and the contour refuse a query: distinct
         names among "pld", "quadrature" and "certified" (default all three in that order; empty: none).
+    coarse_grid : float
+        Before a discretized PLD of more than ``afa.engines.planner.LARGE_PLD_POINTS`` grid points, 'auto' tries
+        one on a grid this many times coarser (a certified bracket in a small share of the time): within
+        ``retry_rtol`` it is the answer, else it is kept while the fine grid tries, and answers if that runs out
+        of time (default 16, in [1, 1024]; 1: no coarse attempt).
 
     Raises
     ------
@@ -260,7 +265,7 @@ class AutoOptions(_Validated):
     >>> import afa
     >>> afa.AutoOptions(share=0.25)  # doctest: +NORMALIZE_WHITESPACE
     AutoOptions(share=0.25, wide_share=0.25, bracket_rtol=0.01, retry_rtol=1e-06, reserve=0.1,
-                fallbacks=('pld', 'quadrature', 'certified'))
+                fallbacks=('pld', 'quadrature', 'certified'), coarse_grid=16.0)
     """
 
     share: float = 0.5
@@ -269,13 +274,15 @@ class AutoOptions(_Validated):
     retry_rtol: float = 1e-6
     reserve: float = 0.1
     fallbacks: tuple[str, ...] = FALLBACK_METHODS
+    coarse_grid: float = 16.0
 
     _CHECKS = {"share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "wide_share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "bracket_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
                "retry_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
                "reserve": lambda o, n, v: _check_real(o, n, v, 0.0, 0.5, low_open=False),
-               "fallbacks": lambda o, n, v: _check_methods(o, n, v)}
+               "fallbacks": lambda o, n, v: _check_methods(o, n, v),
+               "coarse_grid": lambda o, n, v: _check_real(o, n, v, 1.0, 1024.0, low_open=False)}
 
 
 _GROUPS = {"exact": ExactOptions, "contour": ContourOptions, "pld": PLDOptions, "auto": AutoOptions}

@@ -321,3 +321,48 @@ def test_a_refusal_out_of_time_carries_a_single_mechanism_lower_bound(monkeypatc
     with pytest.raises(afa.BudgetExceededError) as bare:
         _discrete_pair(no_reserve).epsilon_result(delta)
     assert bare.value.bracket is None
+
+
+def _wide_and_narrow(**settings) -> afa.Accountant:
+    """Laplace uses spread the composed loss widely and a rarely sampled Gaussian has a narrow loss: the default
+    PLD grid holds more than LARGE_PLD_POINTS points."""
+    accountant = afa.Accountant(**settings).compose(afa.Laplace(1.0), 400)
+    return accountant.compose(afa.Gaussian(30.0).poisson_subsampled(0.01), 50)
+
+
+def test_a_large_pld_first_answers_on_a_coarse_grid(monkeypatch):
+    """Before a PLD of more than LARGE_PLD_POINTS points, 'auto' builds one on a grid AutoOptions.coarse_grid
+    times coarser; when the fine grid would not fit in its share of the time (predicted from the coarse one's),
+    it is passed over and the coarse bracket answers (with 3 s for the query, here, on a 2-core machine).  The
+    bracket holds the contour's estimate (a second engine, relative error 1e-14 here) and is within
+    AutoOptions.bracket_rtol."""
+    from afa.engines.base import ContourEngine
+    from afa.engines.planner import COARSE_PLD, LARGE_PLD_POINTS
+    reference = _wide_and_narrow().epsilon_result(1e-6)
+    assert reference.method == "contour" and reference.error < 1e-12 * reference.value
+
+    def refuse(self, *args, **kwargs):
+        raise afa.AccuracyError("declared refusal for the test")
+
+    monkeypatch.setattr(ContourEngine, "epsilon_bracket", refuse)
+    options = afa.Options(auto=afa.AutoOptions(fallbacks=("pld",)))
+    accountant = _wide_and_narrow(options=options, budget=afa.Budget(seconds=3))
+    assert accountant.planner.large_pld() and LARGE_PLD_POINTS == 2 ** 21
+    result = accountant.epsilon_result(1e-6)
+    assert result.method == "pld" and result.certified
+    assert result.lower <= reference.value <= result.upper
+    assert result.upper - result.lower <= 1e-2 * result.value
+    outcomes = [(attempt.method, attempt.outcome) for attempt in result.attempts]
+    assert outcomes[0] == ("contour", "refused") and outcomes[1][0] == COARSE_PLD
+    if outcomes[1][1] == "answered":  # the fine grid passed over (as predicted on this machine) or out of time
+        assert outcomes[2] in (("pld", "passed over"), ("pld", "out of time"))
+    else:  # a fast machine: the fine grid answered, within its share
+        assert outcomes[1][1] == "wide bracket" and outcomes[2] == ("pld", "answered")
+    assert not afa.Options(auto=afa.AutoOptions(coarse_grid=1)).auto.coarse_grid > 1
+    with pytest.raises(ValueError, match="AutoOptions.coarse_grid"):
+        afa.AutoOptions(coarse_grid=0.5)
+
+
+def test_a_user_grid_step_gets_no_coarse_attempt():
+    accountant = _wide_and_narrow(value_discretization_interval=1e-3)
+    assert not accountant.planner.large_pld()

@@ -58,6 +58,10 @@ EXACT_POWER_POINTS = 2 ** 18
 STEP_RESOLUTION = 20.0
 #: Engine key of the contour method with the wide node budget (ContourOptions.wide_numeric_nodes).
 WIDE_CONTOUR = "contour (wide node budget)"
+#: Engine key of the discretized PLD on a grid AutoOptions.coarse_grid times coarser, which 'auto' tries before a
+#: PLD of more than LARGE_PLD_POINTS grid points.
+COARSE_PLD = "pld (coarse grid)"
+LARGE_PLD_POINTS = 2 ** 21
 #: The methods a composition of Gaussians alone answers from its closed form without building engines.
 CLOSED_FORM_METHODS = ("auto", "exact")
 
@@ -84,8 +88,9 @@ class Answer(NamedTuple):
 
 
 def label(name: str) -> str:
-    """The method name a result reports for engine key ``name`` (the wide-budget contour is the contour)."""
-    return "contour" if name == WIDE_CONTOUR else name
+    """The method name a result reports for engine key ``name`` (the wide-budget contour is the contour, the
+    coarse-grid PLD the PLD)."""
+    return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld"}.get(name, name)
 
 
 class Planner:
@@ -228,7 +233,7 @@ class Planner:
         UnsupportedCompositionError
             ``method="exact"`` for a composition it cannot serve.
         """
-        if method == WIDE_CONTOUR:  # internal: auto's retry of a wide certified bracket
+        if method in (WIDE_CONTOUR, COARSE_PLD):  # internal: auto's retry of a wide bracket, its coarse PLD
             return method
         check.choice("method", method, METHODS)
         if not self.counts:
@@ -317,7 +322,53 @@ class Planner:
     def _quadrature_engine(self, index: int) -> QuadratureEngine:
         return QuadratureEngine(self.composed(index))
 
-    def _pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
+    def _coarse_pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
+        return self._pld_engine(index, self.options.auto.coarse_grid)
+
+    def large_pld(self) -> bool:
+        """Whether some direction's discretized PLD (at the default grid step) would hold more than
+        LARGE_PLD_POINTS points over the composed loss's bulk (False under a user's grid step)."""
+        if self.value_discretization_interval is not None:
+            return False
+        for index in self.distinct_directions:
+            gridded = self._gridded_loss(index)
+            try:
+                interval = self._grid_step(index)
+            except UnsupportedCompositionError:
+                return False
+            if 2 * PLD_SPREAD * math.sqrt(max(gridded.cumulants[1], 0.0)) / interval > LARGE_PLD_POINTS:
+                return True
+        return False
+
+    def _grid_step(self, index: int) -> float:
+        """The default grid step of direction ``index``'s PLD (:meth:`_pld_engine`): fitted to the part it puts
+        on a grid, in EXACT_POWER_POINTS points when every term is finite-output (each composed exactly first)."""
+        if all(not self.losses[mechanism][index].continuous for mechanism in self.counts):
+            return self.pld_interval(self.composed(index), EXACT_POWER_POINTS)
+        return self.pld_interval(self._gridded_loss(index))
+
+    def _gridded_loss(self, index: int) -> ComposedLoss:
+        """The part of direction ``index`` that its PLD puts on a grid (:meth:`_pld_engine`): every term when all
+        are finite-output or none is composed exactly, else the terms :func:`afa.engines.mixed_pld.exact_part`
+        leaves."""
+        finite = [mechanism for mechanism in self.counts if not self.losses[mechanism][index].continuous]
+        if not finite or len(finite) == len(self.counts):
+            return self.composed(index)
+        exact, composition = self._exact_part(index, finite)
+        if composition is not None and len(exact) < len(self.counts):
+            return self.composed(index, lambda mechanism: mechanism not in exact)
+        return self.composed(index)
+
+    def _exact_part(self, index: int, finite: list[Mechanism]) -> tuple[set[Mechanism], Any]:
+        """The finite-output mechanisms among ``finite`` that direction ``index``'s mixed PLD composes exactly, and
+        their composition (None: the PLD is not mixed), from :func:`afa.engines.mixed_pld.exact_part`."""
+        key = tuple((self.losses[mechanism][index], self.counts[mechanism]) for mechanism in finite)
+        if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
+            self._exact_parts[key] = exact_part(list(key))
+        flags, composition = self._exact_parts[key]
+        return {mechanism for mechanism, flag in zip(finite, flags) if flag}, composition
+
+    def _pld_engine(self, index: int, coarsen: float = 1.0) -> PLDEngine | MixedPLDEngine:
         """The PLD engine of one direction.  With only finite-output terms, every term goes on one grid, each
         composed exactly first (one grid rounding per term, :meth:`afa.mechanisms.loss_tails.LossTails.exact_power`), so
         the grid may be coarser: the composed loss's bulk must fit in EXACT_POWER_POINTS.  Otherwise the
@@ -327,22 +378,17 @@ class Planner:
         terms = [(mechanism.loss_tails(self.neighboring)[index], count) for mechanism, count in self.counts.items()]
         loss = self.composed(index)
         finite = [mechanism for mechanism in self.counts if not self.losses[mechanism][index].continuous]
+        step = min(self._grid_step(index) * coarsen, INTERVAL_RANGE[1])
         if len(finite) == len(self.counts):
-            return PLDEngine(terms, self.pld_interval(loss, EXACT_POWER_POINTS), loss, self._exact_powers)
-        if finite:
-            key = tuple((self.losses[mechanism][index], self.counts[mechanism]) for mechanism in finite)
-            if key not in self._exact_parts:  # a symmetric mechanism's two directions are one loss
-                self._exact_parts[key] = exact_part(list(key))
-            flags, composition = self._exact_parts[key]
-            exact = {mechanism for mechanism, flag in zip(finite, flags) if flag}
-            if composition is not None and len(exact) < len(self.counts):
-                gridded = [(tails, count) for (tails, count), mechanism in zip(terms, self.counts)
-                           if mechanism not in exact]
-                interval = self.pld_interval(self.composed(index, lambda mechanism: mechanism not in exact))
-                return MixedPLDEngine(composition, [(tails, count) for (tails, count), mechanism
-                                                    in zip(terms, self.counts) if mechanism in exact],
-                                      PLDEngine(gridded, interval, loss), loss)
-        return PLDEngine(terms, self.pld_interval(loss), loss)
+            return PLDEngine(terms, step, loss, self._exact_powers)
+        exact, composition = self._exact_part(index, finite) if finite else (set(), None)
+        if composition is not None and len(exact) < len(self.counts):
+            gridded = [(tails, count) for (tails, count), mechanism in zip(terms, self.counts)
+                       if mechanism not in exact]
+            return MixedPLDEngine(composition, [(tails, count) for (tails, count), mechanism
+                                                in zip(terms, self.counts) if mechanism in exact],
+                                  PLDEngine(gridded, step, loss), loss)
+        return PLDEngine(terms, step, loss)
 
     def pld_interval(self, loss: ComposedLoss, points: int = PLD_POINTS) -> float:
         """The grid step of method="pld" for ``loss``: the user's value_discretization_interval, else the
@@ -376,7 +422,8 @@ class Planner:
     #: How each method's engine for one direction is built (the methods of METHODS but 'auto', and WIDE_CONTOUR).
     _BUILDERS: dict[str, Callable[[Planner, int], Engine]] = {
         "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
-        "certified": _certified_engine, "pld": _pld_engine, "quadrature": _quadrature_engine,
+        "certified": _certified_engine, "pld": _pld_engine, COARSE_PLD: _coarse_pld_engine,
+        "quadrature": _quadrature_engine,
     }
 
     # -- running a query ------------------------------------------------------
@@ -417,7 +464,10 @@ class Planner:
         (AutoOptions.wide_share of the time left) right after the PLD unless the PLD's bracket is within
         AutoOptions.retry_rtol (it is kept in case the retry fails; the PLD then gets the time left but the retry's
         share, at least AutoOptions.share of it); once that retry fails, later queries of the same composition try
-        the PLD before the contour, with the same share.  A certified answer whose ``relative_width(answer)``
+        the PLD before the contour, with the same share.  A PLD of more than LARGE_PLD_POINTS grid points is first
+        built on a grid AutoOptions.coarse_grid times coarser (:data:`COARSE_PLD`): a bracket within
+        AutoOptions.retry_rtol answers, a wider one is kept while the fine grid tries, which is passed over when
+        the coarse grid's time times AutoOptions.coarse_grid exceeds its share.  A certified answer whose ``relative_width(answer)``
         exceeds AutoOptions.bracket_rtol is retried by the contour method with a larger node budget; a certified answer
         with an infinite upper bound lets the remaining engines try for a finite one; when no engine does
         better, the best certified answer is the result.  Only declared refusals move on: an AccuracyError
@@ -457,7 +507,10 @@ class Planner:
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
             candidates.remove("contour")  # both contours failed an earlier query: the PLD first
             candidates.insert(candidates.index("pld") + 1, "contour")
+        if "pld" in candidates and self.options.auto.coarse_grid > 1 and self.large_pld():
+            candidates.insert(candidates.index("pld"), COARSE_PLD)  # a bracket in a small share of the time
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
+        coarse_seconds = 0.0
         wide_tried, node_retry = self._contour_demoted, False
         while candidates:
             name = candidates.pop(0)
@@ -468,6 +521,13 @@ class Planner:
             if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
                 share = max(policy.share, 1 - policy.wide_share)
             share = budgets.remaining() * (share if later else 1.0)
+            if name == "pld" and kept is not None and kept[0] == COARSE_PLD:
+                predicted = coarse_seconds * policy.coarse_grid  # the work grows with the grid's points
+                if predicted > share:
+                    attempts.append(Attempt(name, "passed over", f"a grid {policy.coarse_grid:g} times finer than the "
+                                            f"coarse one would take about {predicted:.3g} s, more than its "
+                                            f"{share:.3g} s"))
+                    continue
             began = time.monotonic()
             try:
                 with budgets.limits(seconds=share):
@@ -495,6 +555,12 @@ class Planner:
             seconds = time.monotonic() - began
             width = relative_width(answer) if relative_width is not None else 0.0
             certified = engines[0].certified
+            if name == COARSE_PLD and width > policy.retry_rtol:  # kept while the fine grid tries
+                coarse_seconds = seconds
+                attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
+                if math.isfinite(width) and (kept is None or width < kept[2]):
+                    kept = (name, answer, width, len(attempts) - 1)
+                continue
             # after the contour ran out of nodes, its wide retry may still give a tighter answer than a bracket
             pending = node_retry and WIDE_CONTOUR in candidates and width > policy.retry_rtol
             if not certified or (width <= policy.bracket_rtol and not pending):
