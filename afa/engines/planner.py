@@ -467,8 +467,9 @@ class Planner:
         the PLD before the contour, with the same share.  A PLD of more than LARGE_PLD_POINTS grid points is first
         built on a grid AutoOptions.coarse_grid times coarser (:data:`COARSE_PLD`): a bracket within
         AutoOptions.retry_rtol answers, a wider one is kept while the fine grid tries, which is passed over when
-        the coarse grid's time times AutoOptions.coarse_grid exceeds its share.  A certified answer whose ``relative_width(answer)``
-        exceeds AutoOptions.bracket_rtol is retried by the contour method with a larger node budget; a certified answer
+        the coarse grid's time times AutoOptions.coarse_grid exceeds its share.  A certified answer whose
+        ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method with a larger
+        node budget; a certified answer
         with an infinite upper bound lets the remaining engines try for a finite one; when no engine does
         better, the best certified answer is the result.  Only declared refusals move on: an AccuracyError
         (BudgetExceededError included) or an UnsupportedCompositionError; any other exception propagates.
