@@ -508,15 +508,19 @@ class Planner:
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
             candidates.remove("contour")  # both contours failed an earlier query: the PLD first
             candidates.insert(candidates.index("pld") + 1, "contour")
-        if "pld" in candidates and self.options.auto.coarse_grid > 1 and self.large_pld():
-            candidates.insert(candidates.index("pld"), COARSE_PLD)  # a bracket in a small share of the time
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
         coarse_seconds = 0.0
         wide_tried, node_retry = self._contour_demoted, False
+        coarse_tried = False
         while candidates:
             name = candidates.pop(0)
-            later = kept is not None or any(self.may_serve(other, delta) for other in candidates)
             policy = self.options.auto
+            if name == "pld" and not coarse_tried:
+                coarse_tried = True
+                if policy.coarse_grid > 1 and self.large_pld():  # a bracket in a small share of the time first
+                    candidates.insert(0, name)
+                    name = COARSE_PLD
+            later = kept is not None or any(self.may_serve(other, delta) for other in candidates)
             share = policy.wide_share if name == WIDE_CONTOUR else policy.share
             refined_by_retry = node_retry and candidates and candidates[0] == WIDE_CONTOUR
             if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
