@@ -323,6 +323,7 @@ class Planner:
         return QuadratureEngine(self.composed(index))
 
     def _coarse_pld_engine(self, index: int) -> PLDEngine | MixedPLDEngine:
+        """:meth:`_pld_engine` on a grid AutoOptions.coarse_grid times coarser."""
         return self._pld_engine(index, self.options.auto.coarse_grid)
 
     def large_pld(self) -> bool:
@@ -419,7 +420,8 @@ class Planner:
         tails = mechanism.loss_tails(self.neighboring)[index]
         return ClosedFormEngine(tails.hockey_stick_with_error, self.composed(index))
 
-    #: How each method's engine for one direction is built (the methods of METHODS but 'auto', and WIDE_CONTOUR).
+    #: How each method's engine for one direction is built (the methods of METHODS but 'auto', WIDE_CONTOUR and
+    #: COARSE_PLD).
     _BUILDERS: dict[str, Callable[[Planner, int], Engine]] = {
         "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
         "certified": _certified_engine, "pld": _pld_engine, COARSE_PLD: _coarse_pld_engine,

@@ -267,7 +267,9 @@ def privacy_losses(pair: AnyPair, names: tuple[str, str] | None = None, *,
     TypeError
         ``pair`` is of neither kind.
     ValueError
-        A noise-mixture pair with a shift beyond :data:`afa.limits.MAX_NOISE_SHIFT` noise scales.
+        A noise-mixture pair with a shift beyond :data:`afa.limits.MAX_NOISE_SHIFT` noise scales (one shifted
+        noise against the unshifted one: beyond :data:`afa.limits.MAX_MU` for Gaussian noise, 1e300 for Laplace
+        noise, which its closed form covers).
 
     Examples
     --------
@@ -314,7 +316,9 @@ def loss_tails(pair: AnyPair) -> tuple[LossTails, LossTails]:
     TypeError
         ``pair`` is of neither kind.
     ValueError
-        A noise-mixture pair with a shift beyond :data:`afa.limits.MAX_NOISE_SHIFT` noise scales.
+        A noise-mixture pair with a shift beyond :data:`afa.limits.MAX_NOISE_SHIFT` noise scales (one shifted
+        noise against the unshifted one: beyond :data:`afa.limits.MAX_MU` for Gaussian noise, 1e300 for Laplace
+        noise, which its closed form covers).
     """
     if isinstance(pair, FinitePair):
         return atom_tails(*finite_losses(pair.log_p, pair.log_q))
