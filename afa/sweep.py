@@ -62,8 +62,8 @@ from .calibration import calibrate_sigma
 from .mechanisms.catalog import NEIGHBORING_RELATIONS, Mechanism
 from .options import METHODS
 
-__all__ = ["ROW_FIELDS", "RESULT_COLUMNS", "QUERIES", "SchedulerError", "SweepReport", "PerRecord", "grid",
-           "read_configurations", "sweep", "per_record"]
+__all__ = ["ROW_FIELDS", "RESULT_COLUMNS", "QUERIES", "SchedulerError", "SweepReport", "PerRecord", "batch_bounds",
+           "grid", "read_configurations", "sweep", "per_record"]
 
 #: The keys a configuration row may have (the module docstring says what each means).
 ROW_FIELDS = ("id", "label", "query", "delta", "epsilon", "target_epsilon", "sigma", "steps", "sampling_rate",
@@ -84,6 +84,30 @@ FLUSH_SECONDS = 10.0
 IN_FLIGHT_PER_WORKER = 2
 #: Largest automatic batch (distinct compositions per task) and the tasks aimed for per worker.
 MAX_BATCH, TASKS_PER_WORKER = 32, 8
+
+
+def batch_bounds(count: int, size: int, workers: int | None = None) -> list[tuple[int, int]]:
+    """The (start, stop) of each batch of ``count`` tasks taken in order, at most ``size`` each.
+
+    With ``workers`` the sizes are guided: each batch holds at most the tasks left over twice the workers
+    (rounded up), so the last batches shrink to single tasks and no worker is left with a long batch while
+    the others are idle; without, every batch but the last holds ``size``.
+
+    Examples
+    --------
+    >>> from afa.sweep import batch_bounds
+    >>> [stop - start for start, stop in batch_bounds(40, 8, workers=2)]
+    [8, 8, 6, 5, 4, 3, 2, 1, 1, 1, 1]
+    >>> batch_bounds(5, 2)
+    [(0, 2), (2, 4), (4, 5)]
+    """
+    bounds, start = [], 0
+    while start < count:
+        left = count - start
+        step = min(size, left) if workers is None else max(1, min(size, math.ceil(left / (2 * workers))))
+        bounds.append((start, start + step))
+        start += step
+    return bounds
 
 
 class SchedulerError(ConnectionError):
@@ -862,7 +886,8 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
     scheduler : str, optional
         The address of a Dask scheduler (``tcp://host:8786``) to connect to, instead of ``client``.
     batch_size : int, optional
-        Distinct compositions per task (default: enough for about 8 tasks per worker, at most 32).
+        Distinct compositions per task (default: enough for about 8 tasks per worker, at most 32, and the last
+        tasks smaller, :func:`batch_bounds`).
     budget : afa.Budget, optional
         Each query's budget (default: the accountant's, 30 s; the calibration's, 120 s).
     quiet : bool, default False
@@ -1007,8 +1032,8 @@ def sweep(configurations, output: str | Path | TextIO | None = None, *, workers:
     assert workers is not None
     size = batch_size or max(1, min(MAX_BATCH, math.ceil(compositions / (workers * TASKS_PER_WORKER))))
     keys = list(groups)
-    batches = iter([[(key, tasks[key][1]) for key in keys[start:start + size]]
-                    for start in range(0, len(keys), size)])
+    batches = iter([[(key, tasks[key][1]) for key in keys[start:stop]]
+                    for start, stop in batch_bounds(len(keys), size, None if batch_size else workers)])
     if dask_client is not None:
         completed = _dask(batches, dask_client)
     elif workers == 1:

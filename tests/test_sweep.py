@@ -341,3 +341,24 @@ def test_sweeps_page_examples():
     result = doctest.testfile(str(ROOT / "docs" / "sweeps.md"), module_relative=False,
                               optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted >= 8
+
+
+@pytest.mark.parametrize("count, size, workers", [(0, 4, 2), (1, 4, 2), (40, 8, 2), (200, 13, 2), (1000, 32, 7),
+                                                  (17, 5, None)])
+def test_batches_cover_the_tasks_in_order_and_end_small(count, size, workers):
+    """Consecutive, disjoint, covering; at most ``size`` each; guided (workers given): each batch holds at most
+    the tasks left over twice the workers, so at least the last 2 * workers - 1 batches are single tasks."""
+    bounds = sw.batch_bounds(count, size, workers)
+    assert [start for start, _ in bounds] == ([0] + [stop for _, stop in bounds[:-1]] if bounds else [])
+    assert (bounds[-1][1] if bounds else 0) == count
+    sizes = [stop - start for start, stop in bounds]
+    assert all(0 < s <= size for s in sizes)
+    if workers is None:
+        assert all(s == size for s in sizes[:-1])
+    else:
+        left = count
+        for s in sizes:
+            assert s <= max(1, -(-left // (2 * workers)))
+            left -= s
+        trailing = len(sizes) - next((i + 1 for i in range(len(sizes) - 1, -1, -1) if sizes[i] != 1), 0)
+        assert trailing >= min(count, 2 * workers - 1)
