@@ -5,7 +5,9 @@ modules that define and validate mechanisms -- :mod:`afa.mechanisms.catalog`, :m
 the losses, tails and closed forms they build on -- import only numpy and afa itself when they load, so that
 constructing a mechanism and building the ``afa`` command's parser stay fast.  Those modules take
 SymPy, mpmath and :mod:`scipy.special` from here: each is a stand-in that imports the module on its
-first attribute read.  The engines, loaded with :mod:`afa.accountant`, import scipy directly.
+first attribute read.  The engines, loaded with :mod:`afa.accountant`, import scipy directly, but for
+SymPy (needed only where a symbolic log-CF is read) and :mod:`scipy.optimize` (its root finders, needed
+only by some searches), which they take from here too.
 
 Type checkers see the real modules (the stand-ins exist only at run time).
 """
@@ -16,7 +18,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["DeferredModule", "cfunctions", "lazy_submodules", "mpmath", "special", "sympy"]
+__all__ = ["DeferredModule", "cfunctions", "lazy_submodules", "mpmath", "optimize", "special", "sympy"]
 
 
 class DeferredModule:
@@ -77,11 +79,13 @@ def lazy_submodules(package: str, names: tuple[str, ...]) -> tuple[Callable[[str
 if TYPE_CHECKING:
     import mpmath
     import sympy
-    from scipy import special
+    from scipy import optimize, special
     from sympy.codegen import cfunctions
 else:
     mpmath = DeferredModule("mpmath")
     sympy = DeferredModule("sympy")
     special = DeferredModule("scipy.special")
+    #: scipy.optimize (its root finders; the module loads its linear-programming solvers too, about 1 s).
+    optimize = DeferredModule("scipy.optimize")
     #: SymPy's codegen functions (log1p, expm1 that print as the accurate numpy functions).
     cfunctions = DeferredModule("sympy.codegen.cfunctions")

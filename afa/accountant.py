@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import sympy
 from numpy.typing import ArrayLike
 
 from . import _validation as check
@@ -35,6 +34,8 @@ from .options import Options
 from .results import AccuracyError, Attempt, Result, UnsupportedCompositionError, Validation, ValidationError
 
 if TYPE_CHECKING:
+    import sympy
+
     from .engines.base import QuadratureEngine
 
 DIRECTION_NAMES = {"add_remove": ("remove", "add"), "substitution": ("forward", "reverse"),

@@ -24,10 +24,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scipy.optimize import brentq
-
 from . import _validation as check
 from . import budget as budgets
+from ._lazy import optimize
 from .accountant import Accountant
 from .budget import Budget, BudgetExceededError
 from .limits import MAX_MU, MAX_NOISE_SHIFT
@@ -143,7 +142,7 @@ def gaussian_sigma(epsilon: float, delta: float, steps: int = 1, sensitivity: fl
                          lambda side, _: f"epsilon={epsilon:g} and delta={delta:g} are met by every Gaussian: even "
                                          f"sqrt(steps) sensitivity / sigma = {MAX_MU:g}, the largest supported, "
                                          "meets them")
-    log_mu = brentq(gap, low, high, xtol=1e-14, rtol=1e-15)
+    log_mu = optimize.brentq(gap, low, high, xtol=1e-14, rtol=1e-15)
     return sensitivity * math.sqrt(steps) / math.exp(log_mu)
 
 
@@ -481,7 +480,7 @@ def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, 
     certified = [True]  # whether every evaluation so far had certified (or exact) bounds
 
     low, high = _bracket(gap, start, increasing, domain, lambda side, x: out_of_range(side, math.exp(x)))
-    root = brentq(gap, low, high, xtol=rtol / 8, rtol=1e-15)
+    root = optimize.brentq(gap, low, high, xtol=rtol / 8, rtol=1e-15)
     toward_safety = -rtol / 4 if increasing else rtol / 4
     safe = root + toward_safety
     certified[0] = True  # only the certifying evaluations count from here

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, logsumexp
 
 from .. import budget
 from .. import options as settings
 from .._accurate import UNIT_ROUNDOFF
+from .._lazy import optimize
 from ..limits import INTERVAL_RANGE
 from ..mechanisms.loss_tails import GaussianTails, LossTails
 from ..mechanisms.noise_pair import NoiseMixturePair
@@ -295,7 +295,7 @@ def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: f
             high = np.finfo(float).max
             if gap(high) > 0:
                 return math.inf
-    return brentq(gap, low, high, xtol=1e-300, rtol=max(rtol, 4 * np.finfo(float).eps), maxiter=400)
+    return optimize.brentq(gap, low, high, xtol=1e-300, rtol=max(rtol, 4 * np.finfo(float).eps), maxiter=400)
 
 
 def _closed_form_rtol(log_value):

@@ -16,8 +16,8 @@ import functools
 import math
 
 import numpy as np
-import sympy
 
+from .._lazy import sympy
 from ..mechanisms.privacy_loss import PrivacyLoss, Template, atoms_log_phi, batched_log_phi
 from ..numerics.atoms import LossAtoms, estimated_atoms
 

@@ -73,11 +73,11 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.special import gammaln, logsumexp
 
 from .. import budget
 from .. import options as settings
+from .._lazy import optimize
 from ..mechanisms.noise_pair import summed_at_once
 from ..mechanisms.privacy_loss import batched_log_phi, log_phi_and_continuous_part
 from ..numerics.atoms import CompositionTooLargeError, clearly_beyond, estimated_atoms
@@ -268,7 +268,7 @@ class _SaddlePointContour:
             return found
         # Outside the strip Psi is +inf; a finite stand-in keeps the bounded search's parabolic steps free of
         # inf - inf (it falls back to golden-section steps there either way).
-        minimum = minimize_scalar(lambda x: min(float(self._psi(math.exp(x), epsilon)[0]), 1e300),
+        minimum = optimize.minimize_scalar(lambda x: min(float(self._psi(math.exp(x), epsilon)[0]), 1e300),
                                   bounds=(grid[best] - 0.5, grid[best] + 0.5), method="bounded",
                                   options={"xatol": 1e-7, "maxiter": 500})
         c = math.exp(minimum.x)

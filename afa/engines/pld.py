@@ -83,7 +83,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.fft import irfft, rfft
-from scipy.optimize import isotonic_regression
 
 from .. import _validation as check
 from .. import budget
@@ -92,6 +91,7 @@ from .._accurate import SMALLEST_SUBNORMAL as SUBNORMAL
 from .._accurate import UNIT_ROUNDOFF as U
 from .._accurate import direct_convolve, log_sum_exp, suffix_recurrence
 from .._fft import composed_inf_mass, fft_gamma, fft_size, power_rounding
+from .._lazy import optimize
 from ..limits import INTERVAL_RANGE, LOSS_LIMIT
 from ..mechanisms.loss_tails import LossTails
 from ..results import UnsupportedCompositionError
@@ -949,7 +949,7 @@ def _lower_hull_at_grid(origin: float, candidates: np.ndarray, losses: np.ndarra
     values = np.concatenate(([origin], candidates))
     widths = np.diff(alphas)
     if np.all(widths > 0):
-        vertices = isotonic_regression(np.diff(values) / widths, weights=widths).blocks
+        vertices = optimize.isotonic_regression(np.diff(values) / widths, weights=widths).blocks
     else:
         vertices = _monotone_chain(alphas, values)
     return np.interp(alphas[1:], alphas[vertices], values[vertices])

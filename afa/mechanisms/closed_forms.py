@@ -10,7 +10,8 @@ shapes below it takes these closed forms instead of numerical quadrature over th
   relatively accurate near p = 1/2, which log-probabilities cannot).
 
 Each log-CF is a :class:`afa.mechanisms.privacy_loss.Template` built with SymPy on first use and cached, so
-one family compiles once whatever the number of mechanisms using it.
+one family compiles once whatever the number of mechanisms using it; the Gaussian family is built only when
+its expression is first read (the closed form of composed Gaussians needs no SymPy).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ __all__ = ["gaussian_losses", "laplace_losses", "quadratic_coefficients", "quadr
 
 @functools.cache
 def _gaussian_template() -> Template:
-    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (Zhu, Dong & Wang 2022, Lemma 35)."""
-    t = variable()
-    h = sympy.Symbol("h", positive=True)
-    return Template(-h * (t ** 2 - sympy.I * t), (h,))
+    """log phi = -h (t^2 - i t) with h = mu^2 / 2 (Zhu, Dong & Wang 2022, Lemma 35), built on first read."""
+    def build():
+        t = variable()
+        h = sympy.Symbol("h", positive=True)
+        return -h * (t ** 2 - sympy.I * t), (h,)
+    return Template(builder=build)
 
 
 @functools.cache
@@ -103,7 +106,8 @@ def gaussian_losses(mu: float) -> tuple[PrivacyLoss, PrivacyLoss]:
     >>> first is second, first.cumulants
     (True, (0.5, 1.0))
     """
-    loss = PrivacyLoss.symbolic(_gaussian_template(), (mu ** 2 / 2,))
+    h = mu ** 2 / 2
+    loss = PrivacyLoss.symbolic(_gaussian_template(), (h,), cumulants=(h, 2 * h))  # N(h, 2h)
     return loss, loss
 
 

@@ -20,7 +20,6 @@ import functools
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,16 +37,59 @@ def variable() -> sympy.Symbol:
     return sympy.Symbol("t", real=True)
 
 
-@dataclass(frozen=True)
 class Template:
     """A family of log-CFs: an expression in :data:`t` and parameter symbols.
 
     Every member of a family (e.g. all Gaussian mechanisms) shares one compiled
     function, evaluated for all members and all nodes in one vectorised call.
+
+    Parameters
+    ----------
+    expression : sympy.Expr, optional
+        The log-CF in :data:`t` and the parameters.
+    parameters : tuple of sympy.Symbol, optional
+        The family's parameters, in the order of each member's values.
+    builder : callable, optional
+        Instead of the two: a function returning (expression, parameters), called when either is first read
+        (so that a family can be named, and its members built, without importing SymPy).
+
+    Notes
+    -----
+    Templates compare by identity: each family is one object.
     """
 
-    expression: sympy.Expr
-    parameters: tuple[sympy.Symbol, ...]
+    def __init__(self, expression: sympy.Expr | None = None, parameters: tuple[sympy.Symbol, ...] = (), *,
+                 builder: Callable[[], tuple[sympy.Expr, tuple[sympy.Symbol, ...]]] | None = None):
+        if (expression is None) == (builder is None):
+            raise TypeError("give a Template either its expression and parameters or a builder")
+        self._parts = None if builder is not None else (expression, tuple(parameters))
+        self._builder = builder
+        self._lock = threading.Lock()
+
+    def _built(self) -> tuple[sympy.Expr, tuple[sympy.Symbol, ...]]:
+        if self._parts is None:
+            with self._lock:
+                if self._parts is None:
+                    assert self._builder is not None
+                    expression, parameters = self._builder()
+                    self._parts = (expression, tuple(parameters))
+        return self._parts
+
+    @property
+    def expression(self) -> sympy.Expr:
+        """The log-CF in :data:`t` and :attr:`parameters` (built on first read)."""
+        return self._built()[0]
+
+    @property
+    def parameters(self) -> tuple[sympy.Symbol, ...]:
+        """The parameter symbols (built on first read)."""
+        return self._built()[1]
+
+    def __getstate__(self):
+        return {"_parts": self._built(), "_builder": None}
+
+    def __setstate__(self, state):
+        self._parts, self._builder, self._lock = state["_parts"], None, threading.Lock()
 
     @functools.cached_property
     def linear(self) -> bool:
@@ -225,17 +267,20 @@ class PrivacyLoss:
 
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
-                 inf_mass: float = 0.0, laplace_shift: float | None = None) -> PrivacyLoss:
+                 inf_mass: float = 0.0, laplace_shift: float | None = None,
+                 cumulants: tuple[float, float] | None = None) -> PrivacyLoss:
         """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family.
 
         The template is the normalised CF of the finite part; with ``inf_mass`` > 0
         the loss's log-CF is log(1 - inf_mass) plus the template (and ``atoms``
         must carry their share of the finite mass).  ``laplace_shift`` declares a Laplace-type loss
-        (:attr:`laplace_shift`).
+        (:attr:`laplace_shift`).  ``cumulants``, if given, are the normalised loss's mean and variance (else
+        the template's derivatives give them when first read).
         """
         loss = cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
                    log_phi=None, batch=(template, tuple(map(float, values))),
-                   cumulants=lambda: template.cumulants(values), laplace_shift=laplace_shift)
+                   cumulants=cumulants if cumulants is not None else (lambda: template.cumulants(values)),
+                   laplace_shift=laplace_shift)
         loss._template_member = (template, tuple(values))
         return loss
 
