@@ -1,6 +1,7 @@
 """The package's surface: public names and submodules reachable as attributes, imported on first use."""
 
 import importlib
+import pickle
 import re
 import subprocess
 import sys
@@ -46,6 +47,36 @@ def test_a_query_loads_what_it_needs():
     """The probe sees the modules a query imports (so that the empty lists above are not vacuous)."""
     loaded = _loaded_after("import afa; afa.Accountant().compose(afa.Laplace(1.0), 3).delta(1.0)")
     assert {"sympy", "scipy.special", "afa.accountant", "afa.engines.base"} <= set(loaded)
+
+
+def test_composed_gaussians_answer_without_sympy_or_scipy_optimize():
+    """The closed form of composed Gaussians (an epsilon and a delta query) needs neither SymPy (the Gaussian
+    family's template is built only when its expression is read) nor scipy.optimize (root finders some other
+    searches use)."""
+    loaded = _loaded_after("import afa; a = afa.Accountant().compose(afa.Gaussian(1.0), 100); "
+                           "a.epsilon(1e-5); a.delta(1.0)")
+    assert "afa.accountant" in loaded and not {"sympy", "scipy.optimize"} & set(loaded)
+
+
+def test_a_deferred_template_builds_once_and_pickles():
+    from afa.mechanisms.privacy_loss import Template, variable
+    calls = []
+
+    def build():
+        calls.append(1)
+        h = sympy.Symbol("h", positive=True)
+        return -h * variable() ** 2, (h,)
+
+    template = Template(builder=build)
+    assert calls == []
+    assert template.parameters == (sympy.Symbol("h", positive=True),) and calls == [1]
+    assert template.expression == -sympy.Symbol("h", positive=True) * variable() ** 2 and calls == [1]
+    copy = pickle.loads(pickle.dumps(template))
+    assert copy.expression == template.expression and copy.parameters == template.parameters
+    with pytest.raises(TypeError, match="builder"):
+        Template()
+    with pytest.raises(TypeError, match="builder"):
+        Template(template.expression, template.parameters, builder=build)
 
 
 def test_public_names_resolve_on_first_access_to_their_home_modules():
