@@ -250,8 +250,9 @@ class AutoOptions(_Validated):
     coarse_grid : float
         Before a discretized PLD of more than ``afa.engines.planner.LARGE_PLD_POINTS`` grid points, 'auto' tries
         one on a grid this many times coarser (a certified bracket in a small share of the time): within
-        ``retry_rtol`` it is the answer, else it is kept while the fine grid tries, and answers if that runs out
-        of time (default 16, in [1, 1024]; 1: no coarse attempt).
+        ``retry_rtol`` it is the answer, else it is kept while the fine grid tries (passed over when the coarse
+        build's time times this factor exceeds the fine grid's share) and answers if no engine does better
+        (default 16, in [1, 1024]; 1: no coarse attempt).
 
     Raises
     ------
