@@ -500,6 +500,8 @@ def test_a_target_at_the_mass_at_infinity_keeps_a_finite_lower_bound():
     accountant = afa.Accountant().compose(afa.ApproxDP(1.0, 1e-6).poisson_subsampled(0.01))
     result = accountant.epsilon_result(1e-8)
     assert result.lower <= math.log1p(0.01 * math.expm1(1.0)) <= result.upper
+    below = accountant.epsilon_result(1e-9)  # below the mass at +infinity: eps is +inf, certainly
+    assert below.lower == below.upper == math.inf
 
 
 def test_discrete_mechanism_zeros_send_mass_to_infinity():
