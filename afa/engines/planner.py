@@ -214,7 +214,9 @@ class Planner:
             if mechanism in self.gaussian_mu:
                 mu_squared += count * self.gaussian_mu[mechanism] ** 2
                 continue
-            loss = _quadratic_loss(mechanism, self.neighboring, index)
+            # (a finite-output loss is not quadratic: its pair need not be built)
+            loss = _quadratic_loss(mechanism, self.neighboring, index) if self.losses[mechanism][index].continuous \
+                else None
             if loss is None:
                 return None
             quadratic.append((loss, count))
