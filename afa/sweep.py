@@ -93,6 +93,20 @@ def batch_bounds(count: int, size: int, workers: int | None = None) -> list[tupl
     (rounded up), so the last batches shrink to single tasks and no worker is left with a long batch while
     the others are idle; without, every batch but the last holds ``size``.
 
+    Parameters
+    ----------
+    count : int
+        The number of tasks, >= 0.
+    size : int
+        The largest batch, >= 1.
+    workers : int, optional
+        The workers the batches go to (None: fixed batches).
+
+    Returns
+    -------
+    list of (int, int)
+        Consecutive half-open ranges covering ``range(count)``.
+
     Examples
     --------
     >>> from afa.sweep import batch_bounds
