@@ -800,20 +800,28 @@ class CertifiedEngine(Engine):
 
         upper = checked_crossing(side(bracket.upper), delta, self.epsilon_scale, above=False)
         lower = checked_crossing(side(bracket.lower), delta, self.epsilon_scale, above=True)
-        lower = min(lower, upper)
-        refuse_infinite(self.method, delta, 0.0, lower, upper)
-        return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+        return bracket_answer(self.method, delta, 0.0, lower, upper)
 
 
-def refuse_infinite(method: str, delta: float, inf_mass: float, lower: float, upper: float) -> None:
-    """Refuse (AccuracyError) an infinite upper eps where the truth is finite (delta above the exact mass at
-    +infinity): the engine did not reach a finite bound, which is not an answer."""
+def bracket_answer(method: str, delta: float, inf_mass: float, lower: float, upper: float
+                   ) -> tuple[float, float, float]:
+    """(midpoint, lower, upper) of a certified bracket of eps(delta), the lower end capped at the upper (+inf
+    midpoint when the upper end is +inf).
+
+    Raises
+    ------
+    AccuracyError
+        The upper end is +inf although delta exceeds the exact mass at +infinity (``inf_mass``): the engine
+        did not reach a finite bound, which is not an answer; the error's ``bracket`` holds the lower end.
+    """
+    lower = min(lower, upper)
     if math.isinf(upper) and delta > inf_mass:
         raise AccuracyError(
             f"method={method!r} found no finite upper bound on eps(delta={delta:.3g}) although the mass at "
             f"+infinity is {inf_mass:.3g} < delta (certified lower bound {lower:.17g}); delta is below what its "
             "truncation and rounding resolve here: try method='contour', or a larger delta",
             bracket=Result(lower, lower, math.inf, math.inf, method, certified=True))
+    return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
 
 
 def checked_crossing(bound: Callable[[float], float], target: float, scale: float, above: bool,
@@ -1137,10 +1145,8 @@ class PLDEngine(Engine):
         tail_mass = pld_tail_mass(delta)
         tilt = self.tilt_for(tail_mass, delta=delta)
         pessimistic, optimistic = self.bounds(tail_mass, tilt)
-        upper, lower = pessimistic.epsilon(delta), optimistic.epsilon(delta)
-        lower = min(lower, upper)
-        refuse_infinite(self.method, delta, self._inf_mass, lower, upper)
-        return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+        return bracket_answer(self.method, delta, self._inf_mass, optimistic.epsilon(delta),
+                              pessimistic.epsilon(delta))
 
 
 def pld_tail_mass(delta: float) -> float:

@@ -36,7 +36,7 @@ from ..limits import LOG_NEGLIGIBLE
 from ..mechanisms.loss_tails import LossTails
 from ..mechanisms.privacy_loss import PrivacyLoss
 from ..numerics.atoms import CompositionTooLargeError, LossAtoms, estimated_atoms
-from .base import Engine, PLDEngine, checked_crossing, loss_epsilon_scale, pld_tail_mass, refuse_infinite
+from .base import Engine, PLDEngine, bracket_answer, checked_crossing, loss_epsilon_scale, pld_tail_mass
 from .composition import ComposedLoss
 from .discrete import DiscreteComposition
 from .pld import composition_tilt, connect_the_dots, greedy_hull_optimistic
@@ -325,10 +325,9 @@ class MixedPLDEngine(Engine):
 
         upper = checked_crossing(side(self._upper), delta, self.epsilon_scale, above=False, rtol=CROSSING_RTOL)
         near = upper if math.isfinite(upper) and upper > 0 else None
-        lower = min(checked_crossing(side(self._lower), delta, self.epsilon_scale, above=True, near=near,
-                                     rtol=CROSSING_RTOL), upper)
-        refuse_infinite(self.method, delta, self._total_inf_mass, lower, upper)
-        return (lower + upper) / 2 if math.isfinite(upper) else upper, lower, upper
+        lower = checked_crossing(side(self._lower), delta, self.epsilon_scale, above=True, near=near,
+                                 rtol=CROSSING_RTOL)
+        return bracket_answer(self.method, delta, self._total_inf_mass, lower, upper)
 
 
 def _settled(pld) -> float:
