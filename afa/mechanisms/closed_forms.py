@@ -7,7 +7,8 @@ shapes below it takes these closed forms instead of numerical quadrature over th
 * one shifted Laplace against the unshifted one: Lemma 34, with its two atoms at +-a;
 * two Gaussians of different scales: the quadratic loss of App. A Example 15;
 * randomized response: Lemma 33 (for a mechanism whose own parameter keeps xi = log(p / (1 - p))
-  relatively accurate near p = 1/2, which log-probabilities cannot).
+  relatively accurate near p = 1/2, which log-probabilities cannot);
+* P = Q: the loss 0 with probability 1.
 
 Each log-CF is a :class:`afa.mechanisms.privacy_loss.Template` built with SymPy on first use and cached, so
 one family compiles once whatever the number of mechanisms using it; the Gaussian family is built only when
@@ -175,14 +176,19 @@ def quadratic_gaussian_losses(sigma_p: float, sigma_q: float, shift: float) -> t
         coincide); P = Q gives the loss 0 with probability 1.
     """
     if sigma_p == sigma_q and shift == 0:
-        loss = PrivacyLoss.discrete([0.0], [0.0])
-        return loss, loss
+        return identical_losses()
     family = _quadratic_template()
     first, second = ((alpha, beta * beta, gamma) for alpha, beta, gamma in
                      (quadratic_coefficients(sigma_p, sigma_q, shift, -1.0),
                       quadratic_coefficients(sigma_q, sigma_p, shift, 1.0)))
     forward = PrivacyLoss.symbolic(family, first)
     return (forward, forward) if first == second else (forward, PrivacyLoss.symbolic(family, second))
+
+
+def identical_losses() -> tuple[PrivacyLoss, PrivacyLoss]:
+    """Both directions of a pair with P = Q: the loss 0 with probability 1 (one object twice)."""
+    loss = PrivacyLoss.discrete([0.0], [0.0])
+    return loss, loss
 
 
 def randomized_response_losses(p: float) -> tuple[PrivacyLoss, PrivacyLoss]:

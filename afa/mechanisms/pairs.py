@@ -286,8 +286,7 @@ def privacy_losses(pair: AnyPair, names: tuple[str, str] | None = None, *,
             return _mixture_losses(pair, names, quadrature_order)
         noise, shift = shape
         if shift == 0:
-            loss = PrivacyLoss.discrete([0.0], [0.0])  # P = Q: the loss is 0 with probability 1
-            return loss, loss
+            return closed_forms.identical_losses()
         return closed_forms.gaussian_losses(shift) if noise == "gaussian" else closed_forms.laplace_losses(shift)
     if isinstance(pair, QuadraticGaussianPair):
         return closed_forms.quadratic_gaussian_losses(pair.sigma_p, pair.sigma_q, pair.shift)
