@@ -38,7 +38,6 @@ import numpy as np
 
 from .. import budget
 from .._accurate import UNIT_ROUNDOFF as U
-from .._accurate import log_sum_exp
 
 if TYPE_CHECKING:
     from ..numerics.atoms import LossAtoms
@@ -134,6 +133,10 @@ class TwoFactorSum:
             self._log_c = np.append(log_c, -np.inf)
         else:
             self._log_c, chain_c = np.full(large.size, -np.inf), 0
+        # The same, with one entry past the top (an index k = |B| looks up S = 0).
+        self._gain_ext = np.append(self._gain, -np.inf)
+        self._log_c_ext = np.append(self._log_c, -np.inf)
+        self._losses_ext = np.append(b, np.inf)
         magnitudes = [np.abs(log_v - b), np.abs(b), np.abs(self._gain), np.abs(log_v)]
         finite_c = self._log_c[np.isfinite(self._log_c)]
         if finite_c.size:
@@ -270,10 +273,40 @@ class TwoFactorSum:
                 x = chunk[:, None] - a[None, :]
                 k = self._search(x, near[1] if near is not None and near[0] == span else None)
                 self._near = (span, k[-1])
-                log_s, log_slope = self._log_tail(x, k)
-                value[start:start + rows] = np.exp(log_sum_exp(log_w[None, :] + log_s, axis=1))
-                slope[start:start + rows] = np.exp(log_sum_exp(log_w[None, :] + log_slope, axis=1))
+                value[start:start + rows], slope[start:start + rows] = self._weighted_tails(x, k, log_w)
         return value, slope, omitted
+
+    def _weighted_tails(self, x: np.ndarray, k: np.ndarray, log_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(sum_i w_i S(x_i), sum_i w_i (-dS/dx)(x_i)) along the last axis of ``x`` (look-up indices ``k``).
+
+        With S(x) = C_k + e^{G_k} (1 - e^{x - b_k}), each term is w_i C_k + w_i e^{G_k} (-expm1(x - b_k)),
+        scaled by the row's largest log w_i + max(log C_k, G_k) and summed in linear scale: every term is
+        non-negative, so the sum rounds by at most n u relative, and a term scaled below e^-745 of the largest
+        (underflowing to 0) is below u of the sum.
+        """
+        gain, log_c, b = self._gain_ext, self._log_c_ext, self._losses_ext
+        with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
+            gap = b[k]
+            np.subtract(x, gap, out=gap)
+            np.minimum(gap, 0.0, out=gap)
+            term_c = log_c[k]
+            term_c += log_w
+            term_g = gain[k]
+            term_g += log_w
+            top = np.maximum(np.max(term_c, axis=-1), np.max(term_g, axis=-1))
+            top = np.where(np.isfinite(top), top, 0.0)[..., None]
+            term_c -= top
+            np.exp(term_c, out=term_c)
+            term_g -= top
+            slope_terms = term_g + gap
+            np.exp(slope_terms, out=slope_terms)
+            np.exp(term_g, out=term_g)
+            np.expm1(gap, out=gap)
+            term_g *= gap
+            term_c -= term_g
+            total = np.sum(term_c, axis=-1)
+            slope = np.sum(slope_terms, axis=-1)
+            return np.exp(np.log(total) + top[..., 0]), np.exp(np.log(slope) + top[..., 0])
 
     def evaluate(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(value, error, slope) of sum_{i,j} w_i v_j (1 - e^{eps - a_i - b_j})_+ at each eps (1-d).
