@@ -752,13 +752,25 @@ def _batched_gridded_sums(first: float, step: float, span: int, values: np.ndarr
     theta = step * values
     nearest = np.floor(theta / spacing)
     offsets = np.arange(1 - GRID_SPREAD, GRID_SPREAD + 1)
-    distance = (theta - spacing * nearest)[:, :, None] - spacing * offsets
-    spread = ((weights * np.exp(1j * first * values))[:, :, None] * np.exp(-distance * distance / (4 * tau))).ravel()
-    cells = (np.mod(nearest.astype(np.intp)[:, :, None] + offsets, size)
-             + size * np.arange(rows)[:, None, None]).ravel()
-    grid = np.bincount(cells, spread.real, rows * size) + 1j * np.bincount(cells, spread.imag, rows * size)
+    kernel = (theta - spacing * nearest)[:, :, None] - spacing * offsets
+    kernel *= kernel
+    kernel *= -1 / (4 * tau)
+    np.exp(kernel, out=kernel)
+    phases = first * values
+    # Each point spreads onto cells nearest - GRID_SPREAD + 1 .. nearest + GRID_SPREAD of a row padded by
+    # GRID_SPREAD - 1 cells before and GRID_SPREAD + 1 after, whose ends then wrap onto the periodic grid.
+    before, padded = GRID_SPREAD - 1, size + 2 * GRID_SPREAD
+    cells = ((np.mod(nearest.astype(np.intp), size) + padded * np.arange(rows)[:, None])[:, :, None]
+             + (offsets + before)).ravel()
+    grid = np.empty((rows, size), dtype=complex)
+    for part, trig in ((grid.real, np.cos), (grid.imag, np.sin)):
+        spread = np.bincount(cells, ((weights * trig(phases))[:, :, None] * kernel).ravel(), rows * padded)
+        spread = spread.reshape(rows, padded)
+        part[...] = spread[:, before:before + size]
+        part[:, size - before:] += spread[:, :before]
+        part[:, :padded - before - size] += spread[:, before + size:]
     k = np.arange(span)
-    return math.sqrt(math.pi / tau) * np.exp(k * k * tau) * np.fft.ifft(grid.reshape(rows, size), axis=1)[:, :span]
+    return math.sqrt(math.pi / tau) * np.exp(k * k * tau) * np.fft.ifft(grid, axis=1)[:, :span]
 
 
 def _logaddexp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
