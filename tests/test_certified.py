@@ -30,7 +30,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from afa.engines.certified import _ComposedLoss, _LossGrid, certified_delta
+from afa.engines.certified import _GridMeasure, _LossGrid, certified_delta
 from afa.mechanisms.noise_pair import NoiseMixturePair
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -182,29 +182,29 @@ def test_zero_weight_component_is_ignored():
     assert_contains(lower, exact_gaussian_delta(eps, math.sqrt(5) / 2), upper)
 
 
-def test_fft_power_error_bound_holds():
-    """The bound on |computed - exact| of the k-fold FFT power holds against a long-double convolution."""
+@pytest.mark.parametrize("size, count", [(50, 1), (40, 10), (30, 100), (8, 1000)])
+def test_the_powers_of_the_grid_measures_bracket_the_exact_convolution(size, count):
+    """The k-fold power of a one-step grid measure (the discretized PLD's FFT power) bounds delta of the exact
+    k-fold convolution of that measure (repeated in long double): from above for the upper bound's
+    (pessimistic) measure, from below for the lower bound's (optimistic)."""
     rng = np.random.default_rng(3)
-    for size, count in [(50, 1), (40, 10), (30, 100), (8, 1000)]:
-        masses = rng.random(size) ** 8
-        masses /= masses.sum() * (1 + 1e-9)
-        grid = _LossGrid(0.0, 2.0 ** -6)
-        composed = _ComposedLoss.of(np.arange(size), masses, count, grid, rounding_direction=+1)
-        if count == 1:  # no FFT: the one-step measure itself, with no error
-            assert np.array_equal(composed.pmf, composed.single) and composed.error_bounds == (0.0, 0.0)
-            continue
+    masses = rng.random(size) ** 8
+    masses /= masses.sum() * (1 + 1e-9)
+    grid = _LossGrid(0.0, 2.0 ** -6)
+    eps = np.linspace(-0.2, 0.6, 9) * count ** 0.5
+    for pessimistic in (True, False):
+        measure = _GridMeasure.of(np.arange(size) - size // 2, masses, 0.0, grid, pessimistic)
         exact = np.array([1.0], dtype=np.longdouble)
-        single = masses.astype(np.longdouble) * (1 + 4 * np.finfo(float).eps / 2)  # as _ComposedLoss inflates
         for _ in range(count):
-            exact = np.convolve(exact, single)
-        index = np.rint(composed.losses / grid.step).astype(int)
-        inside = (index >= 0) & (index < exact.size)
-        reference = np.zeros(index.size, dtype=np.longdouble)
-        reference[inside] = exact[index[inside]]
-        error = (composed.pmf - reference).astype(float)
-        sup, euclidean = composed.error_bounds
-        assert np.max(np.abs(error)) <= sup + composed.outside_mass
-        assert np.linalg.norm(error) <= euclidean + composed.outside_mass
+            exact = np.convolve(exact, measure.pld.probs.astype(np.longdouble))
+        losses = grid.step * (count * measure.pld.offset + np.arange(exact.size))
+        truth = np.array([np.sum(exact * -np.expm1(np.minimum(e - losses, 0.0).astype(np.longdouble)))
+                          for e in eps], dtype=float)
+        bound = measure.power(count, 1e-25, None).delta(eps)
+        if pessimistic:
+            assert np.all(bound >= truth * (1 - 1e-12))
+        else:
+            assert np.all(bound <= truth * (1 + 1e-12))
 
 
 def test_shapes_follow_epsilons():

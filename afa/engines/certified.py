@@ -41,64 +41,56 @@ certified:
    order in h where Lemma 40's L^- loses up to a whole grid step per use.
 5. Composition.  Both bounds are atoms on a loss grid (a power-of-two step through 0, so every
    k-fold sum is exact; for Laplace noise the grid passes just below the two constant tail
-   losses, which carry much mass), composed k times by one FFT power on a window of the
-   composed loss chosen by Chernoff bounds from the exact per-step MGF.  Mass the circular
-   convolution wraps into the window only adds (harmless for the upper bound); the lower bound
-   subtracts the Chernoff bound on the mass outside the window, the upper bound adds it.
-6. Rounding.  The FFT and power step are bounded componentwise, |fl(DFT x) - DFT x| <=
-   c log2(M) u ||x||_1 (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
-   Sec. 24.1, for accurately computed twiddle factors; c = ``FFT_ERROR_CONSTANT`` of ``afa._fft``), pushed
-   through z -> z^k and the inverse FFT, and subtracted from / added to the bounds (about
-   k * 1e-13 absolute).  Masses carry their log-error bounds, sums of n positive terms a
-   relative (n + 1) u margin, loss comparisons a few ulps of the magnitudes involved.  Library
-   routines are taken accurate to a few ulps (scipy's ``log_ndtr``, numpy's
+   losses, which carry much mass): a pessimistic and an optimistic discretized PLD of the losses
+   less the grid's origin (:class:`afa.engines.pld.DiscretePLD`; the A-mass where the loss is
+   unbounded above sits at +infinity in the pessimistic one).  Their k-fold powers are those of the
+   PLD engine (one FFT core: window, Chernoff bounds, rounding bounds, tilted and direct powers, mass
+   at +infinity; :meth:`afa.engines.pld.DiscretePLD.self_compose`), certified in the direction of
+   each; the composed losses sit k times the origin above the powers' grids, so delta(eps) is read
+   at eps - k * origin (moved by its rounding towards the safe side).
+6. Rounding.  Masses carry their log-error bounds, sums of n positive terms a relative (n + 1) u
+   margin, loss comparisons a few ulps of the magnitudes involved; the FFT powers carry the PLD's
+   rounding bounds (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Sec. 24.1).
+   Library routines are taken accurate to a few ulps (scipy's ``log_ndtr``, numpy's
    ``exp``/``log``/``expm1``).
-7. Tiny delta.  The FFT's rounding is absolute (about k * 1e-14), and the truncated mass is
+7. Tiny delta.  A plain FFT power's rounding is absolute (about k * 1e-14), and the truncated mass is
    ``tail_tolerance``: below either the bracket says nothing.  One use needs no power (the one-step
-   measure is the composed one, exactly).  For k > 1 the tilted one-step measure p(x) e^{lam x} / M(lam)
-   is also raised to the k-th power, on a window chosen for it (its mass sits near the eps whose saddle
-   point is lam, and subsampled losses have heavy tilted tails), and untilted by M(lam)^k e^{-lam x}: its
-   FFT error e enters delta as sum_x e(x) M^k e^{-lam x} g(x), bounded by the same (e1, e2) bounds with the
-   weights M^k e^{-lam x} (geometric sums), so it is relative to delta near that eps.  Tilted mass the
-   circular power wraps into the window is positive (harmless for the upper bound) and is subtracted
-   from the lower bound through its Chernoff bound.  The bracket keeps the better end of the plain and
-   tilted evaluations.  :class:`afa.engines.base.CertifiedEngine` passes a tail tolerance of 1e-7 delta and the
-   Chernoff order for delta (or the saddle point at the eps asked about).
+   measure is the composed one, exactly).  For k > 1 the powers are also formed tilted at a given
+   lam (the PLD's tilted powers: their error decays like e^{-lam eps}, relative to delta near the eps
+   whose saddle point is lam), and the bracket keeps the better end of the plain and tilted
+   evaluations.  :class:`afa.engines.base.CertifiedEngine` passes a tail tolerance of 1e-7 delta and
+   the Chernoff order for delta (or the saddle point at the eps asked about).
 
 Measured (default cells = 2**18, automatic reach, 2 shared cores; width = upper - lower):
 
 * Poisson-subsampled Gaussian, q = 0.01, sigma = 1, max over the two directions, at the
-  literature eps(1e-5): k = 100, eps = 0.718036: [9.999842e-06, 9.999989e-06] (relative width
-  1.5e-5; eps(1e-5) in [0.7180345, 0.7180359]); k = 1000, eps = 1.828237:
-  [9.999704e-06, 1.000024e-05] (5.4e-5; eps(1e-5) in [1.828233, 1.828240]); 0.5 - 0.8 s a
-  direction.
-* Gaussian, mu = sqrt(k) / sigma = 1, eps in [0, 4]: width <= 7e-8 (k = 1), 2.4e-7 (k = 10),
-  9e-7 (k = 1000), 8e-6 (k = 10 000); relative width at eps = 4 (delta = 4.7e-5): 1.6e-6,
-  3.6e-6, 4.1e-5, 3.9e-4.
-* Laplace, b = 1: width 2e-8 (k = 1), 5e-8 (k = 10).
+  literature eps(1e-5): k = 100, eps = 0.718036: [9.999840e-06, 9.999990e-06] (relative width
+  1.5e-5); k = 1000, eps = 1.828237: [9.999687e-06, 1.000026e-05] (5.7e-5); 0.4 - 0.6 s a direction.
+* Gaussian, mu = sqrt(k) / sigma = 1, eps in [0, 4]: width <= 7.4e-8 (k = 1), 2.4e-7 (k = 10),
+  9.7e-7 (k = 1000), 8.8e-6 (k = 10 000); relative width at eps = 4 (delta = 4.7e-5): 1.6e-6,
+  3.6e-6, 4.2e-5, 4.0e-4.
+* Laplace, b = 1: width 1.9e-8 (k = 1), 6.4e-8 (k = 10).
 
 Widths shrink roughly quadratically in 1 / cells (time is linear in cells).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.fft import irfft, rfft
 from scipy.special import log_ndtr, ndtri
 
 from .. import _validation as check
 from .. import budget
 from .._accurate import UNIT_ROUNDOFF as U
-from .._accurate import log_sum_exp, suffix_recurrence
-from .._fft import composed_inf_mass, fft_gamma, fft_size, power_rounding
+from .._accurate import log_sum_exp
 from ..mechanisms.noise_pair import NoiseMixturePair
 from ..results import AccuracyError
+from .pld import DiscretePLD, composition_tilt
 
 __all__ = ["certified_delta"]
 
@@ -108,22 +100,16 @@ TAIL_TOLERANCE = 1e-25
 CELLS_PER_GROUP = 4
 # Largest fraction of a group merged into the next group up (lower bound).
 GIVE_UP_TO = 0.5
-# Losses summed directly above each eps before block sums take over (evaluation of delta).
-EVALUATION_BLOCK = 1024
 # Smallest log-mass kept in linear space (exp underflows below about -745).
 LOG_TINY = -700.0
-# Chernoff exponents tried, relative to the Gaussian-approximation optimum.
-CHERNOFF_FACTORS = np.geomspace(1 / 32, 32, 12)
-# Tilted mass allowed outside the tilted power's window (its untilted contribution is about this times delta).
-TILTED_WINDOW_TOLERANCE = 1e-12
-# Largest FFT length accepted.
-LARGEST_FFT = 2 ** 26
 # The loss grid has at least about this many points over the composed loss's range.
 MIN_GRID_POINTS = 2 ** 14
 # ... and the lower bound's grid at least this many (it prefers several cells per grid step).
 MIN_GRID_POINTS_LOWER = 2 ** 10
 # The loss grid spans at least this much (a pair with A = B has a loss range of zero).
 MIN_LOSS_SPAN = 1e-9
+# The rounding the plain powers accept (it enters their bounds): no tilted or direct power for them.
+PLAIN_ROUNDING = 0.5
 
 
 def certified_delta(pair: NoiseMixturePair, count: int, epsilons: ArrayLike, *,
@@ -191,59 +177,56 @@ class CertifiedBracket:
         group_grid = _loss_grid(pair, edges, masses, count, points, CELLS_PER_GROUP * _cell_loss_width(masses),
                                 tail_tolerance)
         budget.check("the upper bound of the certified bracket")
-        self._upper, self._upper_extra = _upper_bound(masses, loss_min, loss_max, fine_grid, count, tail_tolerance)
+        self._upper_measure = _upper_bound(masses, loss_min, loss_max, fine_grid)
         budget.check("the lower bound of the certified bracket")
-        self._lower = _lower_bound(masses, group_grid, count, tail_tolerance)
-        self._tilted: dict[float, tuple] = {}
+        self._lower_measure = _lower_bound(masses, group_grid)
+        self.count, self.tail_tolerance = count, tail_tolerance
+        #: tilt -> (upper, lower) composed PLDs; None: each power's own choice
+        self._powers: dict[float | None, tuple[DiscretePLD, DiscretePLD]] = {}
+        self._composed(None)
+
+    def _composed(self, tilt: float | None) -> tuple[DiscretePLD, DiscretePLD]:
+        """The (pessimistic, optimistic) k-fold powers at ``tilt`` (built once per tilt)."""
+        if tilt not in self._powers:
+            budget.check("the powers of the certified bracket")
+            self._powers[tilt] = (self._upper_measure.power(self.count, self.tail_tolerance, tilt),
+                                  self._lower_measure.power(self.count, self.tail_tolerance, tilt))
+        return self._powers[tilt]
 
     def delta(self, epsilons: ArrayLike, tilt: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper) on delta at ``epsilons`` (any shape); with a ``tilt`` > 0 also from the tilted
-        powers at that tilt, keeping the better of each bound (both are certified)."""
+        """(lower, upper) on delta at ``epsilons`` (any shape); with a ``tilt`` > 0 also from the powers tilted
+        at it, keeping the better of each bound (both are certified)."""
         epsilons = check.real_array("epsilons", epsilons)
         return self.lower(epsilons, tilt), self.upper(epsilons, tilt)
 
     def upper(self, epsilons: ArrayLike, tilt: float | None = None) -> np.ndarray:
         """The certified upper bound on delta at ``epsilons`` (see :meth:`delta`)."""
-        epsilons = check.real_array("epsilons", epsilons)
-        flat = epsilons.ravel()
-        values, errors = self._upper.hockey_stick(flat)
-        upper = np.minimum(values + errors + self._upper_extra, 1.0)
-        tilted = self._tilted_powers(tilt)
-        if tilted is not None and tilted[0] is not None:
-            values, errors, _ = tilted[0].hockey_stick(flat)
-            upper = np.minimum(upper, values + errors + self._upper_extra)
-        return np.maximum(upper, -np.expm1(np.minimum(flat, 0.0))).reshape(epsilons.shape)
+        return self._bound(epsilons, tilt, 0)
 
     def lower(self, epsilons: ArrayLike, tilt: float | None = None) -> np.ndarray:
         """The certified lower bound on delta at ``epsilons`` (see :meth:`delta`)."""
+        return self._bound(epsilons, tilt, 1)
+
+    def _bound(self, epsilons: ArrayLike, tilt: float | None, side: int) -> np.ndarray:
         epsilons = check.real_array("epsilons", epsilons)
         flat = epsilons.ravel()
-        values, errors = self._lower.hockey_stick(flat)
-        lower = values - errors - self._lower.outside_mass
-        tilted = self._tilted_powers(tilt)
-        if tilted is not None and tilted[1] is not None:
-            values, errors, wrapped = tilted[1].hockey_stick(flat)
-            finite = np.isfinite(values) & np.isfinite(errors)
-            candidate = np.where(finite, values, 0.0) - np.where(finite, errors, 0.0) - wrapped
-            lower = np.maximum(lower, np.where(finite, candidate - self._lower.outside_mass, -np.inf))
-        lower = np.maximum(lower, -np.expm1(np.minimum(flat, 0.0)))  # H_a(P||Q) >= (1 - a)_+ always
-        return lower.reshape(epsilons.shape)
-
-    def _tilted_powers(self, tilt: float | None):
-        """(upper, lower) tilted powers at ``tilt`` (built once per tilt; either None where its window is too
-        large), or None (no tilt, or one use)."""
-        if tilt is None or not tilt > 0 or self._upper.count == 1:
-            return None
-        if tilt not in self._tilted:
-            budget.check("the tilted powers of the certified bracket")
-            self._tilted[tilt] = (self._upper.tilted(tilt), self._lower.tilted(tilt))
-        return self._tilted[tilt]
+        measure = (self._upper_measure, self._lower_measure)[side]
+        at = measure.shifted(flat, self.count)
+        bound = self._composed(None)[side].delta(at)
+        if tilt is not None and tilt > 0 and self.count > 1:
+            tilted = self._composed(tilt)[side].delta(at)
+            bound = np.minimum(bound, tilted) if side == 0 else np.maximum(bound, tilted)
+        floor = -np.expm1(np.minimum(flat, 0.0))  # H_a(P||Q) >= (1 - a)_+ always
+        bound = np.maximum(np.minimum(bound, 1.0), floor)
+        return bound.reshape(epsilons.shape)
 
     def tilt_for(self, *, delta: float | None = None, epsilon: float | None = None) -> float:
         """A tilt for :meth:`delta` at tiny delta: the Chernoff order argmin_t (k K(t) - log delta) / t of the
         upper bound's one-step measure (K its log moment-generating function), or its saddle point
-        argmin_{t >= 0} k K(t) - t epsilon; 0 for one use (no power, no FFT) or no positive optimum."""
-        return self._upper.tilt_for(delta=delta, epsilon=epsilon)
+        argmin_{t >= 0} k K(t) - t epsilon; 0 for one use (no power) or no positive optimum."""
+        if (delta is None) == (epsilon is None):
+            raise ValueError("give exactly one of delta and epsilon")
+        return self._upper_measure.tilt_for(self.count, delta=delta, epsilon=epsilon)
 
 
 def _integer(name: str, value, minimum: int) -> int:
@@ -519,8 +502,9 @@ def _loss_grid(pair: NoiseMixturePair, edges: np.ndarray, masses: _CellMasses, c
 # --------------------------------------------------------------------------- the two bounds
 
 
-def _upper_bound(masses: _CellMasses, loss_min, loss_max, grid: _LossGrid, count, tail_tolerance: float):
-    """The composed dominating pair on the grid, and the mass its delta must add (window, +inf atom)."""
+def _upper_bound(masses: _CellMasses, loss_min, loss_max, grid: _LossGrid) -> _GridMeasure:
+    """The dominating pair on the grid as a pessimistic measure (A-mass where the loss is unbounded above, or
+    underflows, at +infinity)."""
     log_mass = masses.log_a + masses.error_a
     infinite = ~np.isfinite(loss_max)
     underflow = log_mass < LOG_TINY
@@ -529,8 +513,7 @@ def _upper_bound(masses: _CellMasses, loss_min, loss_max, grid: _LossGrid, count
     keep = ~infinite & ~underflow
     index, mass = _spread_to_grid(np.exp(log_mass[keep]), masses.loss[keep] + masses.loss_error[keep],
                                   loss_min[keep], loss_max[keep], grid)
-    composed = _ComposedLoss.of(index, mass, count, grid, +1, tail_tolerance)
-    return composed, composed.outside_mass + composed_inf_mass(composed.step_mass, infinite_mass, count)
+    return _GridMeasure.of(index, mass, infinite_mass, grid, pessimistic=True)
 
 
 def _spread_to_grid(mass, loss_high, loss_min, loss_max, grid: _LossGrid):
@@ -552,10 +535,10 @@ def _spread_to_grid(mass, loss_high, loss_min, loss_max, grid: _LossGrid):
     return index, spread
 
 
-def _lower_bound(masses: _CellMasses, grid: _LossGrid, count, tail_tolerance: float):
-    """The composed pair on the grid dominated by (A, B) (its delta is a lower bound)."""
+def _lower_bound(masses: _CellMasses, grid: _LossGrid) -> _GridMeasure:
+    """The pair of merged cells on the grid, dominated by (A, B), as an optimistic measure."""
     index, mass = _merge_to_grid(masses, grid)
-    return _ComposedLoss.of(index, mass, count, grid, -1, tail_tolerance)
+    return _GridMeasure.of(index, mass, 0.0, grid, pessimistic=False)
 
 
 def _merge_to_grid(masses: _CellMasses, grid: _LossGrid):
@@ -625,331 +608,49 @@ def _shifted(values: np.ndarray, by: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _ComposedLoss:
-    """The k-fold convolution of a finite measure on the grid, on a window of M grid points.
+class _GridMeasure:
+    """A one-step measure on the grid origin + step * i as a discretized PLD of the losses less ``origin``
+    (:class:`afa.engines.pld.DiscretePLD`, pessimistic for the upper bound, optimistic for the lower); the
+    k-fold composition is that PLD's power (the PLD engine's FFT core), whose losses are k * origin above its
+    grid's, so delta(eps) is the power's delta at eps - k * origin."""
 
-    ``pmf`` approximates the circular (aliased) convolution on the window with an error e
-    bounded by ``error_bounds`` = (e1, e2): |sum e g| <= min(e1 sum|g|, e2 ||g||_2);
-    ``outside_mass`` bounds the exact mass outside the window.  ``losses`` are the window's
-    loss values up to ``loss_rounding``; ``direction`` (+1 upper, -1 lower) says which way
-    rounding is resolved.  One use (k = 1) needs no FFT: the window is the measure's support and
-    the pmf is the measure itself (no error, nothing outside).  ``single``, ``first``, ``start`` (the
-    window's first grid index) and ``tail_tolerance`` are kept for :meth:`tilted`.
-    """
-
-    losses: np.ndarray
-    loss_rounding: float
-    pmf: np.ndarray
-    error_bounds: tuple[float, float]
-    outside_mass: float
-    step_mass: float
-    direction: int
-    single: np.ndarray
-    first: int
-    count: int
-    grid: _LossGrid
-    start: int
-    tail_tolerance: float
+    pld: DiscretePLD
+    origin: float
 
     @classmethod
-    def of(cls, index, mass, count, grid: _LossGrid, rounding_direction,
-           tail_tolerance: float = TAIL_TOLERANCE) -> _ComposedLoss:
+    def of(cls, index: np.ndarray, mass: np.ndarray, inf_mass: float, grid: _LossGrid,
+           pessimistic: bool) -> _GridMeasure:
         first = int(index.min())
         offsets = index - first
         single = np.bincount(offsets, weights=mass)
-        single *= 1 + rounding_direction * 2 * (np.bincount(offsets) + 1) * U
+        # each grid point's mass is a sum of rounded terms: rounded the safe way
+        single *= 1 + (1 if pessimistic else -1) * 2 * (np.bincount(offsets) + 1) * U
+        pld = DiscretePLD(grid.step, first, np.maximum(single, 0.0), min(inf_mass * (1 + 4 * U), 1.0), pessimistic)
+        return cls(pld, grid.origin)
+
+    def power(self, count: int, tail_tolerance: float, tilt: float | None) -> DiscretePLD:
+        """The ``count``-fold composition, truncated to ``tail_tolerance``: the plain FFT power (None; its
+        rounding, about count * 1e-14 absolute, enters the bounds), or also the power tilted at ``tilt`` where
+        that rounding exceeds a quarter of ``tail_tolerance`` (or direct convolutions, where the PLD finds them
+        cheap enough)."""
+        if tilt is None:
+            return self.pld.self_compose(count, tail_tolerance, PLAIN_ROUNDING, tilt=0.0)
+        return self.pld.self_compose(count, tail_tolerance, tail_tolerance, tilt=tilt)
+
+    def shifted(self, epsilons: np.ndarray, count: int) -> np.ndarray:
+        """eps - count * origin, moved by its rounding towards the safe side (down for the upper bound: delta is
+        non-increasing)."""
+        if self.origin == 0.0:
+            return epsilons
+        shifted = epsilons - count * self.origin
+        margin = 4 * U * (np.abs(epsilons) + count * abs(self.origin))
+        return shifted - margin if self.pld.pessimistic else shifted + margin
+
+    def tilt_for(self, count: int, *, delta: float | None = None, epsilon: float | None = None) -> float:
+        """The composition's Chernoff order for ``delta`` or saddle point at ``epsilon``
+        (:func:`afa.engines.pld.composition_tilt`; 0 for one use)."""
         if count == 1:
-            window, outside, size = (first, first + single.size), 0.0, single.size
-            pmf, error = single.copy(), (0.0, 0.0)
-        else:
-            window, outside = _chernoff_window(single, first, count, grid, tail_tolerance)
-            size = window[1] - window[0]
-            budget.reserve(64 * size, "the FFT power of the certified bracket")
-            budget.check("the FFT power of the certified bracket")
-            pmf, error = _fft_power(single, count, size, (window[0] - count * first) % size)
-        indices = window[0] + np.arange(size)
-        losses = count * grid.origin + indices * grid.step
-        rounding = 4 * U * (count * abs(grid.origin) + float(np.max(np.abs(indices))) * grid.step)
-        return cls(losses, rounding, np.maximum(pmf, 0.0), error, outside, float(single.sum()), rounding_direction,
-                   single, first, count, grid, window[0], tail_tolerance)
-
-    @functools.cached_property
-    def _sums(self) -> _BlockSums:
-        return _BlockSums.of(self.pmf, self.losses + self.direction * self.loss_rounding)
-
-    def hockey_stick(self, epsilons):
-        """sum_x pmf(x) (1 - e^{eps - x})_+ for each eps, and a bound on its error against the
-        aliased convolution (FFT rounding, evaluation rounding)."""
-        losses = self.losses + self.direction * self.loss_rounding
-        sums = self._sums
-        largest_loss = float(np.max(np.abs(losses)))
-        sup, euclidean = self.error_bounds
-        values = np.empty(epsilons.size)
-        errors = np.empty(epsilons.size)
-        for i, eps in enumerate(epsilons):
-            budget.check("evaluating the certified bracket")
-            values[i], rounding, gain_sum, gain_square_sum = sums.at(eps)
-            errors[i] = (min(sup * gain_sum, euclidean * math.sqrt(max(gain_square_sum, 0.0))) + rounding
-                         + 4 * U * (2 + abs(eps) + largest_loss) * values[i])
-        return values, errors
-
-    def single_log_mgf(self, ts: np.ndarray) -> np.ndarray:
-        """log sum_x single(x) e^{t x} for each t (the one-step measure's log moment-generating function)."""
-        support = np.flatnonzero(self.single > 0)
-        log_mass = np.log(self.single[support])
-        losses = self.grid.values(self.first + support)
-        return np.array([log_sum_exp(log_mass + t * losses) for t in np.atleast_1d(ts)])
-
-    def tilt_for(self, *, delta: float | None = None, epsilon: float | None = None) -> float:
-        """See :meth:`CertifiedBracket.tilt_for`."""
-        if (delta is None) == (epsilon is None):
-            raise ValueError("give exactly one of delta and epsilon")
-        if self.count == 1:
             return 0.0
-        support = np.flatnonzero(self.single > 0)
-        losses = self.grid.values(self.first + support)
-        weights = self.single[support] / self.single[support].sum()
-        mean = float(weights @ losses)
-        spread = math.sqrt(max(self.count * float(weights @ (losses - mean) ** 2), 0.0)) or self.grid.step
-
-        def objective(ts):
-            log_mgf = self.count * self.single_log_mgf(ts)
-            return (log_mgf - math.log(delta)) / ts if delta is not None else log_mgf - epsilon * ts
-
-        ts = np.geomspace(1e-4, 1e4, 25) / spread
-        for _ in range(3):
-            values = objective(ts)
-            best = int(np.nanargmin(values))
-            if epsilon is not None and not values[best] < 0.0:  # K(0) - 0 = log of the mass, <= ~0
-                return 0.0
-            ts = np.geomspace(ts[max(best - 1, 0)], ts[min(best + 1, ts.size - 1)], 9)
-        return float(ts[int(np.nanargmin(objective(ts)))])
-
-    def tilted(self, tilt: float) -> _TiltedPower | None:
-        """The k-fold power of the tilted one-step measure single(x) e^{tilt x - m} on its own window (its mass
-        sits higher than the plain one's, and subsampled losses have heavy tilted tails), for relative accuracy
-        where delta is tiny (module docstring, refinement 7); None if that window would exceed LARGEST_FFT."""
-        support = np.flatnonzero(self.single > 0)
-        losses = self.grid.values(self.first + np.arange(self.single.size))
-        with np.errstate(divide="ignore"):
-            log_weights = np.where(self.single > 0, np.log(np.where(self.single > 0, self.single, 1.0))
-                                   + tilt * losses, -np.inf)
-        log_mgf = float(log_sum_exp(log_weights[support]))
-        exponents = log_weights - log_mgf
-        theta = 4 * U * (4 + float(np.max(np.abs(exponents[support]))) + abs(log_mgf))
-        # Rounded the safe way: a k-fold power of larger (upper) or smaller (lower) weights bounds the exact one.
-        weights = np.exp(exponents) * (1 + self.direction * theta)
-        window = _chernoff_window(weights, self.first, self.count, self.grid, TILTED_WINDOW_TOLERANCE,
-                                  or_none=True)
-        if window is None:
-            return None
-        (low, high), wrapped = window  # Chernoff bound on the tilted mass outside the window (it wraps in)
-        size = high - low
-        budget.reserve(64 * size, "the tilted FFT power of the certified bracket")
-        pmf, error = _fft_power(weights, self.count, size, (low - self.count * self.first) % size)
-        indices = low + np.arange(size)
-        window_losses = self.count * self.grid.origin + indices * self.grid.step
-        rounding = 4 * U * (self.count * abs(self.grid.origin) + float(np.max(np.abs(indices))) * self.grid.step)
-        return _TiltedPower(window_losses, rounding, np.maximum(pmf, 0.0), error, self.direction,
-                            tilt, self.count * log_mgf, wrapped)
-
-
-@dataclass(frozen=True)
-class _TiltedPower:
-    """The k-fold power of a tilted one-step measure on a window: ``pmf`` approximates the circular power with
-    error ``error_bounds`` (as :class:`_ComposedLoss`), ``wrapped`` bounds the tilted mass the circular
-    convolution wraps into the window, and untilted values are pmf(x) e^{normalizer - tilt x}."""
-
-    losses: np.ndarray
-    loss_rounding: float
-    pmf: np.ndarray
-    error_bounds: tuple[float, float]
-    direction: int
-    tilt: float
-    normalizer: float
-    wrapped: float
-
-    @functools.cached_property
-    def _suffix(self) -> tuple[np.ndarray, np.ndarray]:
-        """(B, D): B_c = sum_{i >= c} p_i e^{-(tilt + 1)(x_i - x_c)}, D_c = sum_{i > c} p_i e^{-tilt (x_i - x_c)}
-        (1 - e^{-(x_i - x_c)}), by the positive-term recurrences B_c = p_c + e^{-(tilt + 1) h} B_{c+1} and
-        D_c = e^{-tilt h} (D_{c+1} + (1 - e^{-h}) B_{c+1}) (h the grid step)."""
-        step = float(self.losses[1] - self.losses[0]) if self.losses.size > 1 else 1.0
-        b = suffix_recurrence(self.pmf, math.exp(-(self.tilt + 1) * step))
-        terms = np.zeros_like(b)
-        terms[:-1] = -math.expm1(-step) * b[1:]
-        d = suffix_recurrence(terms, 1.0, math.exp(-self.tilt * step))
-        return b, d
-
-    def hockey_stick(self, epsilons):
-        """(values, errors, wrapped contribution) of sum_x pmf(x) e^{normalizer - tilt x} (1 - e^{eps - x})_+.
-
-        For x_{c-1} <= eps < x_c the sum is e^{normalizer - tilt x_c} (D_c + (1 - e^{eps - x_c}) B_c) (positive
-        terms, ``_suffix``; relatively accurate to (M + 8) u plus the untilting's rounding).  The FFT error e of
-        the tilted power enters as sum_x e(x) g~(x) with g~(x) = e^{normalizer - tilt x} g(x) <= e^{normalizer -
-        tilt x} for x > eps, bounded by min(e1 sum |g~|, e2 ||g~||_2) with the geometric sums of those bounds;
-        wrapped-in tilted mass (positive: harmless for an upper bound) contributes at most wrapped
-        e^{normalizer - tilt eps}.  Where the untilting overflows the value and error are +inf (no information).
-        """
-        losses = self.losses + self.direction * self.loss_rounding
-        b, d = self._suffix
-        step = float(self.losses[1] - self.losses[0]) if self.losses.size > 1 else 1.0
-        sup, euclidean = self.error_bounds
-        index = np.searchsorted(losses, epsilons, side="right")
-        inside = index < losses.size
-        c = np.minimum(index, losses.size - 1)
-        at = losses[c]
-        exponent = self.normalizer - self.tilt * at
-        with np.errstate(over="ignore", invalid="ignore"):
-            scale = np.exp(exponent)
-            values = np.where(inside, scale * (d[c] + -np.expm1(np.minimum(epsilons - at, 0.0)) * b[c]), 0.0)
-            shortfall = -np.expm1(np.minimum(epsilons - at, 0.0))  # 1 - e^{eps - x_c}
-            gain_sum = scale * _gain_series(self.tilt, step, shortfall)
-            gain_norm = scale * np.sqrt(_gain_series(2 * self.tilt, step, shortfall))
-            magnitude = np.abs(exponent) + self.tilt * np.abs(at) + np.abs(epsilons) + 8
-            errors = np.where(inside, np.minimum(sup * gain_sum, euclidean * gain_norm) * (1 + 1e-9)
-                              + 8 * U * (losses.size + magnitude) * values, 0.0)
-            wrapped = self.wrapped * np.exp(np.minimum(self.normalizer - self.tilt * epsilons, 709.0)) * (1 + 1e-9)
-        bad = ~(np.isfinite(values) & np.isfinite(errors))
-        return np.where(bad, np.inf, values), np.where(bad, np.inf, errors), wrapped
-
-
-def _gain_series(tilt: float, step: float, shortfall: np.ndarray) -> np.ndarray:
-    """An upper bound on sum_{j >= 0} e^{-tilt h j} (1 - a e^{-h j}) with 1 - a = ``shortfall`` (a in (0, 1]):
-    sum_j e^{-tilt h j} (1 - e^{-h j}) + (1 - a) sum_j e^{-(tilt + 1) h j}, the first sum
-    e^{tilt h} (e^h - 1) / ((e^{tilt h} - 1)(e^{(tilt + 1) h} - 1)) in positive terms, raised by its rounding."""
-    first = math.exp(tilt * step) * math.expm1(step) / (math.expm1(tilt * step) * math.expm1((tilt + 1) * step))
-    second = 1.0 / -math.expm1(-(tilt + 1) * step)
-    return (first + shortfall * second) * (1 + 16 * U)
-
-
-def _fft_power(single: np.ndarray, count: int, size: int, shift: int) -> tuple[np.ndarray, tuple[float, float]]:
-    """(irfft(rfft(single)^count) rolled back by ``shift``, error bounds of :func:`_fft_power_error`)."""
-    padded = np.zeros(size)
-    padded[:single.size] = single
-    spectrum = rfft(padded)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        powered = np.where(spectrum == 0, 0.0, np.exp(count * np.log(spectrum)))
-    pmf = np.roll(irfft(powered, n=size), -shift)
-    return pmf, _fft_power_error(spectrum, powered, single, count, size)
-
-
-@dataclass(frozen=True)
-class _BlockSums:
-    """sum_x w(x) g(x), g(x) = (1 - e^{eps - x})_+, for weights w on increasing losses x, at any
-    eps: summed directly up to two blocks above eps, farther up from per-block sums of w(x)
-    and w(x) e^{s - x} (s the block's first loss), so each eps costs O(block + M / block).
-    Also sum g and sum g^2 over the window (for the FFT error bound)."""
-
-    weights: np.ndarray
-    losses: np.ndarray
-    starts: np.ndarray
-    mass: np.ndarray
-    tilted_mass: np.ndarray
-    tilted_count: np.ndarray
-    tilted_count_squared: np.ndarray
-
-    @classmethod
-    def of(cls, weights: np.ndarray, losses: np.ndarray) -> _BlockSums:
-        pad = -losses.size % EVALUATION_BLOCK
-        step = losses[1] - losses[0]
-        losses = np.concatenate((losses, losses[-1] + step * np.arange(1, pad + 1)))
-        weights = np.concatenate((weights, np.zeros(pad)))
-        blocked_losses = losses.reshape(-1, EVALUATION_BLOCK)
-        starts = blocked_losses[:, 0]
-        tilt = np.exp(starts[:, None] - blocked_losses)  # <= 1
-        blocked_weights = weights.reshape(-1, EVALUATION_BLOCK)
-        return cls(weights, losses, starts, blocked_weights.sum(axis=1), (blocked_weights * tilt).sum(axis=1),
-                   tilt.sum(axis=1), (tilt * tilt).sum(axis=1))
-
-    def at(self, eps: float) -> tuple[float, float, float, float]:
-        """(sum w g, a bound on its rounding error, sum g, sum g^2)."""
-        first = int(np.searchsorted(self.losses, eps, side="right"))
-        near_end = min((first // EVALUATION_BLOCK + 2) * EVALUATION_BLOCK, self.losses.size)
-        gain = -np.expm1(eps - self.losses[first:near_end])
-        value = float(self.weights[first:near_end] @ gain)
-        gain_sum, gain_square_sum = float(gain.sum()), float(gain @ gain)
-        far = slice(near_end // EVALUATION_BLOCK, None)
-        factor = np.exp(eps - self.starts[far])  # < 1: every far loss is above eps
-        value_far = float(np.sum(self.mass[far] - factor * self.tilted_mass[far]))
-        gain_sum += float(np.sum(EVALUATION_BLOCK - factor * self.tilted_count[far]))
-        gain_square_sum += float(np.sum(EVALUATION_BLOCK - 2 * factor * self.tilted_count[far]
-                                        + factor ** 2 * self.tilted_count_squared[far]))
-        scale = value + float(np.sum(self.mass[far] + factor * self.tilted_mass[far]))
-        rounding = 2 * (EVALUATION_BLOCK + self.starts.size + 4) * U * scale
-        return value + value_far, rounding, gain_sum * (1 + 1e-9), gain_square_sum * (1 + 1e-9)
-
-
-def _chernoff_window(single, first, count, grid: _LossGrid, tail_tolerance: float, or_none: bool = False):
-    """A window [lo, lo + M) of the k-fold sum's grid index (M a power of two) holding all but
-    tail_tolerance of its mass, and a certified bound on the mass outside it (``or_none``: None instead of
-    the ValueError when M would exceed LARGEST_FFT)."""
-    support = np.flatnonzero(single)
-    losses = grid.values(first + support)
-    log_mass = np.log(single[support])
-    weights = single[support] / single[support].sum()
-    mean = float(weights @ losses)
-    variance = float(weights @ (losses - mean) ** 2)
-    spread = math.sqrt(count * variance) if variance > 0 else grid.step
-    rates = math.sqrt(2 * math.log(1 / tail_tolerance)) / spread * CHERNOFF_FACTORS
-    log_mgf_up = np.array([log_sum_exp(log_mass + rate * losses) for rate in rates])
-    log_mgf_down = np.array([log_sum_exp(log_mass - rate * losses) for rate in rates])
-    log_tol = math.log(tail_tolerance)
-    to_index = lambda loss: (loss - count * grid.origin) / grid.step  # noqa: E731
-    lowest, highest = count * first, count * (first + single.size - 1)
-    low = max(math.floor(to_index(np.max((log_tol - count * log_mgf_down) / rates))), lowest)
-    high = min(math.ceil(to_index(np.min((count * log_mgf_up - log_tol) / rates))), highest) + 1
-    size = fft_size(max(high - low, single.size, 2))
-    if size > LARGEST_FFT:
-        if or_none:
-            return None
-        raise AccuracyError(f"the composed loss needs {size} grid points: use fewer cells")
-    low = max(low - (size - (high - low)) // 2, lowest)
-    outside = _outside_window(log_mass, losses, count, low, low + size, grid, first, single.size, rates)
-    return (low, low + size), outside
-
-
-def _outside_window(log_mass, losses, count, low, high, grid: _LossGrid, first, length, rates=None) -> float:
-    """Chernoff bound on the mass of the k-fold power of the measure (log masses at ``losses``) at grid indices
-    below ``low`` or at or above ``high`` (factor 2: the rounding of the tiny bounds themselves)."""
-    if rates is None:
-        weights = np.exp(log_mass - log_sum_exp(log_mass))
-        mean = float(weights @ losses)
-        spread = math.sqrt(max(count * float(weights @ (losses - mean) ** 2), 0.0)) or grid.step
-        rates = math.sqrt(2 * math.log(1 / TAIL_TOLERANCE)) / spread * CHERNOFF_FACTORS
-    lowest, highest = count * first, count * (first + length - 1)
-    below_loss = count * grid.origin + (low - 1) * grid.step
-    above_loss = count * grid.origin + high * grid.step
-    with np.errstate(over="ignore"):
-        below = 0.0 if low <= lowest else float(np.min(np.exp(
-            [count * log_sum_exp(log_mass - rate * losses) + rate * below_loss for rate in rates])))
-        above = 0.0 if high > highest else float(np.min(np.exp(
-            [count * log_sum_exp(log_mass + rate * losses) - rate * above_loss for rate in rates])))
-    return 2 * (below + above)
-
-
-def _fft_power_error(spectrum, powered, single, count, size) -> tuple[float, float]:
-    """Bounds (e1, e2) on the error e of irfft(fl(rfft(x))^k) against the exact circular k-fold
-    convolution of x: |sum_x e(x) g(x)| <= min(e1 sum|g|, e2 ||g||_2) for any g."""
-    gamma = fft_gamma(size)
-    forward = gamma * float(single.sum())  # componentwise, any frequency
-    forward_norm = gamma * math.sqrt(size) * float(np.linalg.norm(single))
-    magnitude = np.abs(spectrum) + forward
-    with np.errstate(divide="ignore"):
-        log_magnitude = np.log(magnitude)
-    amplification = count * np.exp((count - 1) * log_magnitude)  # |d z^k / dz| near the spectrum
-    propagated = amplification * forward
-    powering = power_rounding(count, np.log(np.maximum(np.abs(spectrum), 1e-300)), np.exp(count * log_magnitude))
-    weights = np.full(spectrum.size, 2.0)  # rfft keeps one of each conjugate pair
-    weights[0] = 1.0
-    if size % 2 == 0:
-        weights[-1] = 1.0
-    spectral_sum = float(np.sum(weights * (propagated + powering)))
-    inverse = gamma
-    sup = (spectral_sum + inverse * float(np.sum(weights * np.abs(powered))) + inverse * spectral_sum) / size
-    propagated_norm = min(math.sqrt(float(np.sum(weights * propagated ** 2))),
-                          float(amplification.max()) * forward_norm)
-    spectral_norm = propagated_norm + math.sqrt(float(np.sum(weights * powering ** 2)))
-    output_norm = math.sqrt(float(np.sum(weights * np.abs(powered) ** 2)) / size)  # Parseval
-    euclidean = (spectral_norm / math.sqrt(size)) * (1 + inverse) + inverse * output_norm
-    return sup, euclidean
+        if epsilon is not None:
+            epsilon = float(self.shifted(np.array([epsilon]), count)[0])
+        return composition_tilt([(self.pld, count)], delta=delta, epsilon=epsilon)
