@@ -622,9 +622,9 @@ class _GridMeasure:
            pessimistic: bool) -> _GridMeasure:
         first = int(index.min())
         offsets = index - first
-        single = np.bincount(offsets, weights=mass)
         # each grid point's mass is a sum of rounded terms: rounded the safe way
-        single *= 1 + (1 if pessimistic else -1) * 2 * (np.bincount(offsets) + 1) * U
+        factor = 1 + (1 if pessimistic else -1) * 2 * (np.bincount(offsets) + 1) * U
+        single = np.bincount(offsets, weights=mass) * factor
         pld = DiscretePLD(grid.step, first, np.maximum(single, 0.0), min(inf_mass * (1 + 4 * U), 1.0), pessimistic)
         return cls(pld, grid.origin)
 
