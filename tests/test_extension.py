@@ -175,3 +175,29 @@ def test_a_two_scale_pair_is_validated_and_not_subsampled():
         QuadraticGaussianPair(1.0, 1.0, -1.0)
     with pytest.raises(ValueError, match="subsampling is implemented for"):
         afa.Accountant().compose(TwoScales().poisson_subsampled(0.1)).delta(1.0)
+
+
+@dataclass(frozen=True)
+class Indistinguishable(afa.Mechanism):
+    """A user's mechanism whose two noise distributions coincide: a zero shift, or two equal scales."""
+
+    quadratic: bool
+
+    def dominating_pair(self, neighboring):
+        if self.quadratic:
+            return QuadraticGaussianPair(1.3, 1.3, 0.0)
+        return NoiseMixturePair("gaussian", 1.3, (0.0,), (0.0,), (0.0,), (0.0,))
+
+
+@pytest.mark.parametrize("quadratic", [False, True])
+def test_a_pair_with_p_equal_to_q_is_perfectly_private(quadratic):
+    """P = Q: the hockey-stick divergence H_{e^eps}(P || P) = sum (1 - e^eps)_+ P = 0 for every eps >= 0, so
+    delta(eps) = 0 and eps(delta) = 0 at any delta, composed any number of times (at eps = 0 the bound may
+    carry the rounding of the loss's position, a few ulps per use)."""
+    accountant = afa.Accountant().compose(Indistinguishable(quadratic), 1000)
+    for epsilon in (0.0, 1.0):
+        result = accountant.delta_result(epsilon)
+        assert result.value == result.lower == 0.0
+        assert result.upper <= 1000 * 16 * np.finfo(float).eps
+    assert accountant.delta_result(1.0).upper == 0.0
+    assert accountant.epsilon_result(1e-10).upper == 0.0
