@@ -84,6 +84,29 @@ def test_terms_left_out_in_the_far_tail_stay_within_the_error():
     assert abs(values[2] - truth) <= errors[2], (values[2], errors[2], mp.nstr(truth, 20))
 
 
+def test_masses_spanning_more_than_the_double_range_sum_within_the_error():
+    """The weighted tails are summed in linear scale, each row scaled by its largest term: with masses from 1
+    down to e^-1400 (terms more than e^745 apart, so the lightest underflow after scaling) and values from
+    about 0.6 down to about 1e-300, every value stays within its stated error of the mpmath double sum,
+    and that error within 1e-9 of it; below the double range (a truth of 1e-357) the value 0 is within its
+    error, the smallest subnormal."""
+    losses_a = np.linspace(-2.0, 6.0, 9)
+    losses_b = np.linspace(-3.0, 9.0, 700)
+    log_a = -np.linspace(0.0, 700.0, 9)
+    log_b = -np.linspace(0.0, 700.0, 700)
+    first = LossAtoms.from_atoms(losses_a, log_a - np.logaddexp.reduce(log_a))
+    second = LossAtoms.from_atoms(losses_b, log_b - np.logaddexp.reduce(log_b))
+    split = TwoFactorSum(first, second)
+    epsilons = np.array([-6.0, -5.0, -3.0, 2.0, 6.0, 8.0])
+    values, errors, _ = split.evaluate(epsilons)
+    for eps, value, error in zip(epsilons, values, errors):
+        truth = mp_delta(first, second, float(eps))
+        assert abs(value - truth) <= error, (eps, value, error, mp.nstr(truth, 20))
+        if truth > 1e-300:
+            assert 0 < error <= 1e-9 * truth, (eps, error, mp.nstr(truth, 20))
+    assert 1e-300 < values[-2] < 1e-250 and values[-1] == 0.0 and errors[-1] == 5e-324
+
+
 def test_root_and_verified_bounds_bracket_the_mpmath_crossing():
     rng = np.random.default_rng(3)
     first, second = random_atoms(rng, 8, 4.0), random_atoms(rng, 700, 6.0)

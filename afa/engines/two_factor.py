@@ -334,7 +334,9 @@ class TwoFactorSum:
         upper = (high + omitted[n:2 * n]) * (1 + relative) + self._dropped
         lower = low * (1 - relative)
         error = np.maximum(upper - value, value - lower) * PAD
-        error = np.where((error == 0) & (upper > 0), 5e-324, error)
+        # A positive truth below the double range (some pair above eps, every term underflowing) is within
+        # the smallest subnormal of a value of 0.
+        error = np.where((error == 0) & ((upper > 0) | (epsilons < self.top)), 5e-324, error)
         return value, error, slope
 
     def root(self, target: float, floor: float, hint: float = math.inf) -> float:
