@@ -494,7 +494,8 @@ def _search(accountant, target_epsilon, delta, start, rtol, method, increasing, 
     unsafe = safe - 4 * toward_safety
     if not gap(unsafe, method, "lower") > 0:
         raise AccuracyError(f"calibration did not isolate the target to rtol={rtol:g}: method={method!r} "
-                            "brackets delta too loosely here (a coarse discretization?); use a larger rtol")
+                            "brackets delta too loosely here (a coarse discretization, or a delta below the normal "
+                            "range, known only to within a subnormal); use a larger rtol")
     value = math.exp(safe)
     epsilon_upper = float(accountant(value).epsilon_result(delta, method=method).upper)
     return Calibration(value, epsilon_upper, math.exp(unsafe), rtol, method, certified[0])

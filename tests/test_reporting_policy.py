@@ -366,3 +366,16 @@ def test_a_large_pld_first_answers_on_a_coarse_grid(monkeypatch):
 def test_a_user_grid_step_gets_no_coarse_attempt():
     accountant = _wide_and_narrow(value_discretization_interval=1e-3)
     assert not accountant.planner.large_pld()
+
+
+@pytest.mark.parametrize("mechanism, epsilon", [(afa.Gaussian(1.0), 100.0),
+                                                (afa.Gaussian(1.0).poisson_subsampled(0.1), 60.0)])
+def test_a_positive_delta_below_the_double_range_is_bounded_by_a_subnormal(mechanism, epsilon):
+    """These losses are unbounded above, so delta(eps) > 0 at every eps: at eps = 100 (Gaussian, closed form
+    log delta = -5000.5 + ...) or 60 (subsampled, contour) it lies below the double range.  The upper bound is
+    then the smallest subnormal, never 0; a finite loss's delta beyond its largest atom stays exactly 0."""
+    accountant = afa.Accountant().compose(mechanism, 2)
+    result = accountant.delta_result(epsilon)
+    assert result.lower == 0.0 and result.upper == 5e-324 and accountant.delta(epsilon) > 0
+    assert exact.gaussian_log_delta(100.0, math.sqrt(2.0)) < math.log(5e-324)  # the truth is below it
+    assert afa.Accountant().compose(afa.RandomizedResponse(0.9), 2).delta_result(10.0).upper == 0.0

@@ -324,7 +324,10 @@ def gaussian_delta_with_error(epsilons: np.ndarray, mu: float) -> tuple[np.ndarr
     log_value = np.asarray(exact.gaussian_log_delta(np.asarray(epsilons, dtype=float), mu))
     value = np.exp(log_value)
     finite = np.isfinite(log_value)
-    return value, np.where(finite, value * _closed_form_rtol(np.where(finite, log_value, 0.0)), 0.0)
+    # below the normal range exp rounds by up to half the smallest subnormal (a positive truth that underflows
+    # to 0 included)
+    below_normal = np.where(value < np.finfo(float).tiny, 5e-324, 0.0)
+    return value, np.where(finite, value * _closed_form_rtol(np.where(finite, log_value, 0.0)) + below_normal, 0.0)
 
 
 def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, float]:

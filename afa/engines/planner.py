@@ -161,6 +161,11 @@ class Planner:
         same = all(first is second for first, second in self.losses.values())
         return [0] if same else [0, 1]
 
+    def loss_reach(self) -> float:
+        """An upper bound on every direction's composed finite loss (+inf when one is unbounded above): beyond
+        it delta(eps) is the mass at +infinity alone."""
+        return max(self.composed(index).loss_max for index in self.distinct_directions)
+
     @property
     def truncated_mass(self) -> float:
         """An upper bound on the mass the composition's truncated mechanisms (DiscreteGaussian) send to
