@@ -311,8 +311,10 @@ class TwoFactorSum:
     def evaluate(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(value, error, slope) of sum_{i,j} w_i v_j (1 - e^{eps - a_i - b_j})_+ at each eps (1-d).
 
-        ``error`` bounds |value - truth| (see the module docstring); ``slope`` is the computed
-        -d value / d eps.
+        The sum is computed at eps -+ the atoms' position error (see the module docstring): the upper bound
+        from the first, the lower bound from the second.  ``value`` is the sum computed at the first point (it
+        moves from the sum at eps by less than the error), and ``error`` bounds |value - truth|; ``slope`` is
+        the computed -d value / d eps there.
         """
         epsilons = np.asarray(epsilons, dtype=float).ravel()
         if self.small.size == 0 or self.large.size == 0:
@@ -321,18 +323,19 @@ class TwoFactorSum:
         reach = float(np.max(np.abs(epsilons))) if epsilons.size else 0.0
         shift = (self._position + 4 * U * (reach + self._small_magnitude + self._large_losses_magnitude)
                  + 1e-300) * PAD
-        points = np.concatenate((epsilons, epsilons - shift, epsilons + shift))
+        points = np.concatenate((epsilons - shift, epsilons + shift))
         values, slopes, omitted = self._values_omitting(points)
         n = epsilons.size
-        value, high, low, slope = values[:n], values[n:2 * n], values[2 * n:], slopes[:n]
+        high, low, slope = values[:n], values[n:], slopes[:n]
         finite = values[values > 0]
         magnitude = max(self._large_magnitude, self._small_magnitude, reach,
                         self._small_log_mass_magnitude,
                         float(np.max(np.abs(np.log(finite)))) if finite.size else 0.0) + 8
         rounding = math.expm1(U * magnitude * (2 * self._chain + 64) * PAD) + U * (self.small.size + 8)
         relative = (1 + rounding) * (1 + self._mass_error) - 1
-        upper = (high + omitted[n:2 * n]) * (1 + relative) + self._dropped
+        upper = (high + omitted[:n]) * (1 + relative) + self._dropped
         lower = low * (1 - relative)
+        value = high
         error = np.maximum(upper - value, value - lower) * PAD
         # A positive truth below the double range (some pair above eps, every term underflowing) is within
         # the smallest subnormal of a value of 0.
