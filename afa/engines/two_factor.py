@@ -312,9 +312,9 @@ class TwoFactorSum:
         """(value, error, slope) of sum_{i,j} w_i v_j (1 - e^{eps - a_i - b_j})_+ at each eps (1-d).
 
         The sum is computed at eps -+ the atoms' position error (see the module docstring): the upper bound
-        from the first, the lower bound from the second.  ``value`` is the sum computed at the first point (it
-        moves from the sum at eps by less than the error), and ``error`` bounds |value - truth|; ``slope`` is
-        the computed -d value / d eps there.
+        from the first, the lower bound from the second.  ``value`` is the mean of the two sums (the sum at eps
+        up to their curvature), ``error`` bounds |value - truth|, and ``slope`` is the computed -d value / d eps
+        at the first point.
         """
         epsilons = np.asarray(epsilons, dtype=float).ravel()
         if self.small.size == 0 or self.large.size == 0:
@@ -335,7 +335,7 @@ class TwoFactorSum:
         relative = (1 + rounding) * (1 + self._mass_error) - 1
         upper = (high + omitted[:n]) * (1 + relative) + self._dropped
         lower = low * (1 - relative)
-        value = high
+        value = 0.5 * (high + low)
         error = np.maximum(upper - value, value - lower) * PAD
         # A positive truth below the double range (some pair above eps, every term underflowing) is within
         # the smallest subnormal of a value of 0.
