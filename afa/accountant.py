@@ -687,8 +687,8 @@ class Accountant:
         error = errors.max(axis=0) + truncated
         # A loss that can exceed eps gives a positive delta, which may lie below the double range: its upper
         # bound is then the smallest subnormal, not 0.
-        underflow = (upper == 0) & (epsilons < self.planner.loss_reach())
-        if np.any(underflow):
+        if np.any(upper == 0):
+            underflow = (upper == 0) & (epsilons < self.planner.loss_reach())
             upper, error = np.where(underflow, 5e-324, upper), np.where(underflow, np.maximum(error, 5e-324), error)
         return value, lower, upper, error, run
 
