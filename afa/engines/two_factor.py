@@ -125,20 +125,20 @@ class TwoFactorSum:
         b, log_v = large.losses, large.log_masses
         # log sum_{j >= k} v_j e^{-b_j}, then G_k = that + b_k.
         log_w, chain_w = blocked_suffix_logsumexp(log_v - b)
-        self._gain = log_w + b
+        gain = log_w + b
         if large.size > 1:
             with np.errstate(divide="ignore"):
-                log_d = np.log(-np.expm1(b[:-1] - b[1:])) + self._gain[1:]
+                log_d = np.log(-np.expm1(b[:-1] - b[1:])) + gain[1:]
             log_c, chain_c = blocked_suffix_logsumexp(log_d)
-            self._log_c = np.append(log_c, -np.inf)
+            log_c = np.append(log_c, -np.inf)
         else:
-            self._log_c, chain_c = np.full(large.size, -np.inf), 0
-        # The same, with one entry past the top (an index k = |B| looks up S = 0).
-        self._gain_ext = np.append(self._gain, -np.inf)
-        self._log_c_ext = np.append(self._log_c, -np.inf)
-        self._losses_ext = np.append(b, np.inf)
-        magnitudes = [np.abs(log_v - b), np.abs(b), np.abs(self._gain), np.abs(log_v)]
-        finite_c = self._log_c[np.isfinite(self._log_c)]
+            log_c, chain_c = np.full(large.size, -np.inf), 0
+        # G_k, log C_k and b_k for k = 0..|B|: the entry past the top (k = |B|) looks up S = 0.
+        self._gain = np.append(gain, -np.inf)
+        self._log_c = np.append(log_c, -np.inf)
+        self._losses = np.append(b, np.inf)
+        magnitudes = [np.abs(log_v - b), np.abs(b), np.abs(gain), np.abs(log_v)]
+        finite_c = log_c[np.isfinite(log_c)]
         if finite_c.size:
             magnitudes.append(np.abs(finite_c))
         self._large_magnitude = max(float(np.max(m)) for m in magnitudes) if large.size else 0.0
@@ -172,19 +172,12 @@ class TwoFactorSum:
         """log of the bound on the mass the factors dropped, as it enters every value's error."""
         return math.log(self._dropped) if self._dropped > 0 else -math.inf
 
-    def _log_tail(self, x: np.ndarray, k: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(log S(x), log of -dS/dx) at each x: one look-up in the larger factor's suffix sums (-inf beyond its
-        top); ``k``, if given, is the look-up's index of each x (:meth:`_search`)."""
-        b = self.large.losses
-        k = np.searchsorted(b, x, side="right") if k is None else k
-        inside = k < b.size
-        kk = np.minimum(k, b.size - 1)
+    def _log_tail(self, x: np.ndarray) -> np.ndarray:
+        """log S(x) at each x: one look-up in the larger factor's suffix sums (-inf beyond its top)."""
+        k = np.searchsorted(self.large.losses, x, side="right")
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            gap = np.minimum(x - b[kk], 0.0)
-            gain = self._gain[kk]
-            log_s = np.where(inside, np.logaddexp(self._log_c[kk], gain + np.log(-np.expm1(gap))), -np.inf)
-            log_slope = np.where(inside, gain + gap, -np.inf)
-        return log_s, log_slope
+            gap = np.minimum(x - self._losses[k], 0.0)
+            return np.logaddexp(self._log_c[k], self._gain[k] + np.log(-np.expm1(gap)))
 
     def _search(self, x: np.ndarray, near: np.ndarray | None) -> np.ndarray:
         """``np.searchsorted(b, x, side="right")`` for the larger factor's losses b: where ``near`` is given, each
@@ -218,9 +211,9 @@ class TwoFactorSum:
         inner = grid[grid > 0]
         log_w = self.small.log_masses[first:]
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            log_s = self._log_tail(epsilons[:, None] - a[None, inner - 1])[0]
+            log_s = self._log_tail(epsilons[:, None] - a[None, inner - 1])
             log_least = np.max(log_w[inner - 1][None, :] + log_s, axis=1) - math.log(2.0)
-            highest = self._log_tail(epsilons - a[-1])[0]  # the largest S(eps - a_i)
+            highest = self._log_tail(epsilons - a[-1])  # the largest S(eps - a_i)
             below = self._log_prefix[first + inner][None, :] + log_s        # atoms before each inner index
             above = self._log_suffix[first + grid][None, :] + highest[:, None]  # atoms from each index on
         if not np.all(np.isfinite(log_least)):
@@ -284,7 +277,7 @@ class TwoFactorSum:
         non-negative, so the sum rounds by at most n u relative, and a term scaled below e^-745 of the largest
         (underflowing to 0) is below u of the sum.
         """
-        gain, log_c, b = self._gain_ext, self._log_c_ext, self._losses_ext
+        gain, log_c, b = self._gain, self._log_c, self._losses
         with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
             gap = b[k]
             np.subtract(x, gap, out=gap)
