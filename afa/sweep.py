@@ -55,6 +55,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from . import _heap
 from . import _validation as check
 from .accountant import Accountant
 from .budget import Budget
@@ -487,8 +488,9 @@ def _evaluate(task: Mapping) -> dict:
 
 def _evaluate_batch(batch: Sequence[tuple[str, Mapping]]) -> list[tuple[str, dict]]:
     """The outcomes of a batch of (key, task): the unit of work sent to a process or a Dask worker, run with one
-    BLAS thread (:func:`_one_blas_thread`)."""
-    with _one_blas_thread():
+    BLAS thread (:func:`_one_blas_thread`) and, in a process whose malloc was tuned at start-up (a Dask
+    worker), a heap that reuses large blocks (:func:`afa._heap.reusable_heap`)."""
+    with _one_blas_thread(), _heap.reusable_heap():
         return [(key, _evaluate(task)) for key, task in batch]
 
 
