@@ -146,3 +146,19 @@ def test_lattice_contour_and_real_line_agree_on_mixed_compositions():
     epsilons = np.array([0.0, 1.0, 3.3, 6.0])
     real_line = acc.privacy_profile(epsilons, method="quadrature", estimate=True)  # stated error about 1e-10 here
     assert np.max(np.abs(acc.privacy_profile(epsilons, method="contour", estimate=True) - real_line)) <= 1e-10
+
+
+def test_node_chunks_follow_the_envelopes_decay():
+    """A node sum's next chunk: where the envelope decays exponentially, about as many nodes as reach the
+    tail tolerance (not the doubling); never more than the doubling; the doubling where it does not decay."""
+    from afa.engines.contour import MIN_CHUNK, _next_chunk
+
+    u = 0.5 * np.arange(1, 65)
+    rate = 0.4
+    # log E falls 0.4 per unit of u; 20 nats still to go at spacing 0.5: 100 nodes, 25 % margin, 8 spare.
+    chunk = _next_chunk(64, u, -rate * u, 20.0, 0.5)
+    assert 100 <= chunk <= 1.25 * 100 + 8
+    assert _next_chunk(64, u, -rate * u, 1e3, 0.5) == 128  # far to go: at most twice the last chunk
+    assert _next_chunk(64, u, -rate * u, 0.01, 0.5) == MIN_CHUNK  # almost there
+    assert _next_chunk(64, u, np.zeros(64), 20.0, 0.5) == 128  # no decay: doubling
+    assert _next_chunk(64, u, -u ** 2, 20.0, 0.5) <= 128

@@ -133,6 +133,8 @@ LOG_HUGE = 709.0
 
 #: The node sums end once the envelope's bound on the nodes left is below this fraction of their sum.
 TAIL_RTOL = 1e-15
+#: The fewest nodes a node sum's later chunk takes (each chunk of numeric MGF terms costs a call).
+MIN_CHUNK = 16
 
 #: Nodes whose integrand is bounded below this fraction of the saddle's are left out (their bound counted
 #: in the error): finite terms with large counts make |M| negligible between the replicas of the bump.
@@ -154,6 +156,20 @@ def _halvings_cost(change: float, tolerance: float, level_nodes: int) -> float:
     target = math.log(min(PREDICTION_SLACK * tolerance, 0.5))
     halvings = max(1, math.ceil(math.log2(target / math.log(change)))) if change < 1 else MAX_HALVINGS
     return level_nodes * (2.0 ** (halvings + 1) - 2)
+
+
+def _next_chunk(chunk: int, u: np.ndarray, log_envelope: np.ndarray, excess: float, spacing: float) -> int:
+    """How many nodes the next chunk of a node sum takes: twice the last chunk, or fewer where the envelope's
+    decay over the last chunk's second half, continued, reaches the tail tolerance sooner (``excess``: how
+    far the log of the tail bound is above it).  A Gaussian-like envelope decays faster than that line, so the
+    estimate errs long; a chunk too short only costs one more chunk (the tail test decides, not this)."""
+    half = u.size // 2
+    if u.size < 4 or not u[-1] > u[half]:
+        return 2 * chunk
+    rate = (log_envelope[-1] - log_envelope[half]) / (u[-1] - u[half])
+    if not (rate < 0 and math.isfinite(rate) and math.isfinite(excess)):
+        return 2 * chunk
+    return min(2 * chunk, max(MIN_CHUNK, int(1.25 * excess / (-rate * spacing)) + 8))
 
 
 def _alias_limit(c: float, log_delta: float) -> float:
@@ -527,7 +543,9 @@ class _SaddlePointContour:
                 return log_f - psi, log_envelope - psi, None if log_skipped is None else log_skipped - psi
             key = (float(s.imag[0]), float(s.imag[-1]), s.size)
             if key not in chunks:  # at eps = 0 the integrand is M(s) / (s (s + 1)); the floor is the same
-                density = 2 ** min(halvings, 2)  # the first level: its usual halvings' nodes too, in one batch
+                # The first level: its usual halvings' nodes too, in one batch -- not for a sum allowed one
+                # halving (the check's line, :meth:`verify`, which halves only if the two lines disagree).
+                density = 2 ** min(halvings, 2) if halvings > 1 else 1
                 while density > 1 and (s.size + PREFETCH_BEYOND) * density > NUMERIC_CHUNK:
                     density //= 2
                 if density > 1 and s.size > 1 and s.imag[1] - s.imag[0] == step:
@@ -589,12 +607,17 @@ class _SaddlePointContour:
                 start += stride * chunk
                 # Beyond the last node u_n the envelope E(u) >= |f(u)| is taken non-increasing and |s (s + 1)|
                 # grows like u^2, so the nodes left (spacing H = h stride) sum to at most E(u_n) u_n / H.
-                tail = float(np.max(np.exp(log_envelope[-8:]) * np.abs(s[-8:]))) / (h * stride)
-                if tail < TAIL_RTOL * max(abs(total[0]), 1e-300):
-                    tails[0] += tail
-                    tails[1] = max(tails[1], float(u[-1]))
+                log_bounds = log_envelope + np.log(np.abs(s)) - math.log(h * stride)
+                log_tail = float(np.max(log_bounds[-8:]))
+                log_allowed = math.log(TAIL_RTOL * max(abs(total[0]), 1e-300))
+                if log_tail < log_allowed:
+                    tails[0] += math.exp(log_tail)
+                    # The reach later sums are sized by (a halving's first chunk, the check's line): the
+                    # eighth node after the last one whose bound was not yet negligible.
+                    late = np.flatnonzero(~(log_bounds < log_allowed))
+                    tails[1] = max(tails[1], float(u[min(int(late[-1]) + 8 if late.size else 7, u.size - 1)]))
                     return total
-                chunk = min(2 * chunk, NODE_CHUNK)  # bounded: the time budget is checked between chunks
+                chunk = min(_next_chunk(chunk, u, log_envelope, log_tail - log_allowed, h * stride), NODE_CHUNK)
 
         # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
         total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5]
