@@ -183,3 +183,17 @@ def test_scalar_log_delta_matches_mpmath():
                 log_truth = float(mp.log(truth))
             value = exact.gaussian_log_delta(float(eps), mu)
             assert value == pytest.approx(log_truth, rel=1e-14, abs=1e-13), (mu, eps)
+
+
+def test_gaussian_epsilon_newton_ends_where_it_converges(monkeypatch):
+    """Newton's method ends once its step is below resolution, also when the step lands on the bracket's end
+    it came from (mu = sqrt(10), delta = 1e-5 bisected 48 more times before), with the root to mpmath's."""
+    calls = []
+    scalar = exact._gaussian_log_delta_scalar
+    monkeypatch.setattr(exact, "_gaussian_log_delta_scalar", lambda eps, mu: calls.append(eps) or scalar(eps, mu))
+    for mu in (0.01, 0.5, 1.0, math.sqrt(10.0), 10.0, 30.0):
+        for delta in (1e-3, 1e-5, 1e-10, 1e-30, 1e-100):
+            calls.clear()
+            value = exact.gaussian_epsilon(delta, mu)
+            assert len(calls) <= 12, (mu, delta, len(calls))
+            assert value == pytest.approx(float(mp_epsilon(delta, mu)), rel=1e-14), (mu, delta)

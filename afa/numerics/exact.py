@@ -439,6 +439,8 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
         log_slope = x + float(special.log_ndtr(-0.5 * mu - x / mu)) - log_delta  # log(−d log δ / dε)
         step = excess / math.exp(max(min(log_slope, 700.0), -700.0))
         after = x + step
+        if abs(after - x) <= _NEWTON_RTOL * abs(after) and lower <= after <= upper:
+            return after  # converged (at the root's ulps a step can land on the bracket's end it came from)
         if not lower < after < upper:  # off the bracket (or not a number): bisect
             after = lower + 0.5 * (upper - lower)
         if abs(after - x) <= _NEWTON_RTOL * abs(after) or not lower < after < upper:
