@@ -2,7 +2,8 @@
 
 Each checkout given (default: the afa this script imports) runs in its own subprocess, in rounds that
 alternate between checkouts; every call builds a fresh Accountant, composes Gaussian(10) x 100 and
-Gaussian(3, sensitivity=2) x 7, and asks eps(1e-5) or delta(1.0).  The table gives the median and the
+Gaussian(3, sensitivity=2) x 7 ("mixed", mu = 2.03) or Gaussian(1) x 10 ("ten", mu = sqrt(10)), and asks
+eps(1e-5) or delta(1.0).  The table gives the median and the
 quartiles over all calls.  autodp's analytic Gaussian (Balle & Wang 2018, via its ComposeGaussian of the
 same mu) is timed beside it when autodp is importable.  The machine is shared: compare ratios within a run.
 
@@ -30,8 +31,11 @@ calls, query = {calls}, {query!r}
 
 def one():
     acc = afa.Accountant()
-    acc.compose(afa.Gaussian(10.0), 100)
-    acc.compose(afa.Gaussian(3.0, 2.0), 7)
+    if {case!r} == "mixed":
+        acc.compose(afa.Gaussian(10.0), 100)
+        acc.compose(afa.Gaussian(3.0, 2.0), 7)
+    else:
+        acc.compose(afa.Gaussian(1.0), 10)
     return acc.epsilon(1e-5) if query == "epsilon" else acc.delta(1.0)
 
 one()
@@ -90,25 +94,27 @@ def main() -> None:
     checkouts = args.checkouts or [""]
     per_round = max(1, args.calls // args.rounds)
     peers = autodp_available()
-    print("| afa checkout | query | median ms (quartiles) | value |")
-    print("|---|---|---|---|")
-    for query in ("epsilon", "delta"):
-        times: dict[str, list[float]] = {root: [] for root in checkouts}
-        values: dict[str, float] = {}
-        for _ in range(args.rounds):
+    print("| afa checkout | composition | query | median ms (quartiles) | value |")
+    print("|---|---|---|---|---|")
+    for case in ("mixed", "ten"):
+        for query in ("epsilon", "delta"):
+            times: dict[str, list[float]] = {root: [] for root in checkouts}
+            values: dict[str, float] = {}
+            for _ in range(args.rounds):
+                for root in checkouts:
+                    new, values[root] = run(CHILD.format(root=os.path.abspath(root) if root else "",
+                                                         calls=per_round, query=query, case=case))
+                    times[root] += new
             for root in checkouts:
-                new, values[root] = run(CHILD.format(root=os.path.abspath(root) if root else "", calls=per_round,
-                                                     query=query))
-                times[root] += new
-        for root in checkouts:
-            label = root or "importable afa"
-            print(f"| {label} | {query} | {summary(times[root])} | {values[root]:.12g} |", flush=True)
+                label = root or "importable afa"
+                print(f"| {label} | {case} | {query} | {summary(times[root])} | {values[root]:.12g} |", flush=True)
     if peers:
         peer_times: list[float] = []
         for _ in range(args.rounds):
             new, value = run(AUTODP_CHILD.format(calls=per_round))
             peer_times += new
-        print(f"| autodp analytic Gaussian (ComposeGaussian) | epsilon | {summary(peer_times)} | {value:.12g} |")
+        print(f"| autodp analytic Gaussian (ComposeGaussian) | mixed | epsilon | {summary(peer_times)} | "
+              f"{value:.12g} |")
     else:
         print("\n(autodp is not importable: the peer is skipped)")
 

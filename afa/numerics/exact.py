@@ -63,6 +63,9 @@ _NEWTON_RTOL = 1e-15
 # the array steps cost some hundreds of microseconds whatever the size).
 _SCALAR_LOOP = 16
 _NEWTON_STEPS = 2_200
+# |log δ − log target| below which a step smaller than _NEWTON_RTOL ends the search; a larger excess with so
+# small a step means a slope lost to cancellation (μ = 1e150: log δ ~ −1e298), and bisection goes on.
+_CONVERGED_LOG_EXCESS = 1e-9
 
 
 
@@ -439,7 +442,8 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
         log_slope = x + float(special.log_ndtr(-0.5 * mu - x / mu)) - log_delta  # log(−d log δ / dε)
         step = excess / math.exp(max(min(log_slope, 700.0), -700.0))
         after = x + step
-        if abs(after - x) <= _NEWTON_RTOL * abs(after) and lower <= after <= upper:
+        if abs(after - x) <= _NEWTON_RTOL * abs(after) and abs(excess) <= _CONVERGED_LOG_EXCESS \
+                and lower <= after <= upper:
             return after  # converged (at the root's ulps a step can land on the bracket's end it came from)
         if not lower < after < upper:  # off the bracket (or not a number): bisect
             after = lower + 0.5 * (upper - lower)
