@@ -157,3 +157,22 @@ def test_every_few_step_row_inside_the_reference_brackets(sigma, q, count):
     delta = accountant(sigma, q, count).delta_result(result.value)
     pld = accountant(sigma, q, count).delta_result(result.value, method="pld")
     assert pld.lower <= delta.value <= pld.upper and overlaps(delta, pld)
+
+
+def test_newton_iterates_on_a_kept_line_reuse_its_nodes(monkeypatch):
+    """Newton's eps iterates on the first sum's (snapped) contour line replay that sum's chunks of nodes: no
+    further evaluation of the subsampled MGF, and the same delta as a fresh inversion's (whose sum is laid out
+    on its own), within the two sums' stated errors."""
+    import afa.engines.contour as contour
+
+    calls = []
+    evaluate = contour.batched_log_phi
+    monkeypatch.setattr(contour, "batched_log_phi", lambda s, terms: calls.append(s.size) or evaluate(s, terms))
+    loss = accountant(1.0, 0.01, 100).planner.composed(0)
+    inversion = contour.contour_inversion(loss)
+    inversion.delta_and_slope(0.70)  # Newton's first iterates for eps(1e-5) are about here
+    calls.clear()
+    value, error, _ = inversion.delta_and_slope(0.718)
+    assert calls == []
+    fresh, fresh_error, _ = contour.contour_inversion(loss).delta_and_slope(0.718)
+    assert abs(value - fresh) <= error + fresh_error

@@ -135,6 +135,12 @@ LOG_HUGE = 709.0
 TAIL_RTOL = 1e-15
 #: The fewest nodes a node sum's later chunk takes (each chunk of numeric MGF terms costs a call).
 MIN_CHUNK = 16
+#: How far (in log units) below the tail tolerance a first level's later chunk is sized to reach: the next eps
+#: on a kept line (_SaddlePointContour._kept_line) has a smaller sum, so a lower tail tolerance (q = 0.01,
+#: sigma = 1, k = 100: by e^1.1 between Newton's first two eps), and it replays the line's chunks (node_sum):
+#: a last chunk ending right at the first eps's tolerance costs the next one another call of the numeric MGFs.
+#: q = 0.01, sigma = 1, k = 100: 2074 nodes in 7 calls at 0, 2050 in 6 at 1.5 (k = 50: 7667 and 7839).
+CHUNK_MARGIN = 1.5
 
 #: Nodes whose integrand is bounded below this fraction of the saddle's are left out (their bound counted
 #: in the error): finite terms with large counts make |M| negligible between the replicas of the bump.
@@ -582,9 +588,19 @@ class _SaddlePointContour:
             if tails[1] > 0:  # a halving: its first chunk reaches as far as the levels before (PREFETCH_BEYOND)
                 chunk = min(NODE_CHUNK, max(chunk, int((tails[1] + PREFETCH_BEYOND * step - h * first)
                                                        // (h * stride)) + 1))
+            # On a kept line, a level's chunks are those of the line's first sum at that level (the same keys and
+            # nodes: no call of the numeric MGFs for the nodes it reached), then sized as they come.
+            layout = None if chunks is None else chunks.setdefault(("layout", h, first, stride), [])
+            taken = 0
             while True:
+                if layout is not None and taken < len(layout):
+                    chunk = layout[taken]
                 budget.check(f"summing the contour integral for eps = {epsilon:.6g}")
                 chunk = min(chunk, all_left[0], MAX_NODES if self._prunes else nodes_left[0])
+                if layout is not None:
+                    if taken == len(layout):
+                        layout.append(chunk)
+                    taken += 1
                 if chunk <= 0:
                     raise self._no_decay(epsilon)
                 all_left[0] -= chunk
@@ -617,7 +633,8 @@ class _SaddlePointContour:
                     late = np.flatnonzero(~(log_bounds < log_allowed))
                     tails[1] = max(tails[1], float(u[min(int(late[-1]) + 8 if late.size else 7, u.size - 1)]))
                     return total
-                chunk = min(_next_chunk(chunk, u, log_envelope, log_tail - log_allowed, h * stride), NODE_CHUNK)
+                chunk = min(_next_chunk(chunk, u, log_envelope, log_tail - log_allowed + CHUNK_MARGIN, h * stride),
+                            NODE_CHUNK)
 
         # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
         total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5]
