@@ -73,9 +73,11 @@ def _threshold(environment: dict[str, str], variable: str, tunable: str) -> int:
     default; clipped to mallopt's int."""
     tunables = dict(entry.partition("=")[::2] for entry in environment.get("GLIBC_TUNABLES", "").split(":"))
     for text in (environment.get(variable), tunables.get(tunable)):
+        if text is None:
+            continue
         try:
             return min(int(text, 0), 2**31 - 1)
-        except (TypeError, ValueError):
+        except ValueError:
             continue
     return _DEFAULT_THRESHOLD
 
