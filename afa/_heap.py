@@ -21,7 +21,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-from collections.abc import Iterator
+import functools
+from collections.abc import Iterator, Mapping
 
 __all__ = ["reusable_heap", "tuned_at_start"]
 
@@ -37,10 +38,11 @@ _BATCH_TRIM_THRESHOLD = 64 * 1024 * 1024
 _MALLOC_VARIABLES = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
 
-def _start_up_environment() -> dict[str, str]:
+@functools.cache
+def _start_up_environment() -> Mapping[str, str]:
     """The environment the process was started with (``/proc/self/environ``), which is what malloc read; the
     process's ``os.environ`` may have been changed since (a Dask LocalCluster's nannies write their variables
-    into the driver's).  Empty where it cannot be read."""
+    into the driver's).  Empty where it cannot be read.  Read once per process."""
     try:
         with open("/proc/self/environ", "rb") as stream:
             raw = stream.read()
@@ -54,7 +56,7 @@ def _start_up_environment() -> dict[str, str]:
     return environment
 
 
-def tuned_at_start(environment: dict[str, str] | None = None) -> bool:
+def tuned_at_start(environment: Mapping[str, str] | None = None) -> bool:
     """Whether malloc's adaptive mmap threshold was switched off at start-up by a malloc variable or tunable.
 
     Parameters
@@ -68,7 +70,7 @@ def tuned_at_start(environment: dict[str, str] | None = None) -> bool:
     return "glibc.malloc." in environment.get("GLIBC_TUNABLES", "")
 
 
-def _threshold(environment: dict[str, str], variable: str, tunable: str) -> int:
+def _threshold(environment: Mapping[str, str], variable: str, tunable: str) -> int:
     """The start-up value of one threshold: its variable, else its ``GLIBC_TUNABLES`` entry, else glibc's
     default; clipped to mallopt's int."""
     tunables = dict(entry.partition("=")[::2] for entry in environment.get("GLIBC_TUNABLES", "").split(":"))
@@ -82,7 +84,9 @@ def _threshold(environment: dict[str, str], variable: str, tunable: str) -> int:
     return _DEFAULT_THRESHOLD
 
 
+@functools.cache
 def _libc():
+    """glibc through ctypes (loaded once per process), or None where it is not glibc."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
