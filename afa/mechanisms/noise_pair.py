@@ -27,6 +27,7 @@ import numpy as np
 from .. import budget
 from .._accurate import weighted_cumulants
 from ..results import AccuracyError
+from . import shifted_output
 
 NOISES = ("gaussian", "laplace")
 
@@ -183,6 +184,8 @@ class PairMGF:
     PHASE = 12.0
     #: Widest output range, in noise scales, the quadrature will cover.
     MAX_REACH = 20_000
+    #: |Im s| from which a shifted output line is considered (:meth:`_shifted`), and the fewest nodes one has.
+    SHIFT_FROM, SHIFT_MIN_NODES = 8.0, 200
 
     def __init__(self, pair: NoiseMixturePair, order: int | None = None):
         self.pair = pair
@@ -191,6 +194,9 @@ class PairMGF:
         self._rules: dict = {}
         #: Re s -> :meth:`_window` of the latest CACHED_LINES lines (rules and cost estimates share them)
         self._windows: dict[float, list | None] = {}
+        #: The shifted-line rules (:meth:`_shifted`) of the latest real part, by octave.
+        self._shifted_for: float | None = None
+        self._shifted_rules: dict[float, shifted_output.ShiftedRule | None] = {}
 
     def _loss_and_log_integrand(self, o: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
         """L(o) and the real log-integrand log mu + log(A/mu) + c L = log(A^{1+c} B^{-c}) at the outputs ``o``."""
@@ -256,16 +262,19 @@ class PairMGF:
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) at complex ``s`` (any shape); NaN where Re s is beyond what MAX_REACH covers.
 
-        Nodes are grouped by real part (a vertical contour has one); a group on a lattice of imaginary
-        parts wide enough for the non-uniform FFT is summed at once (one rule, for its largest |Im s|),
-        others in blocks of similar |Im s|, each with the rule its largest needs.
+        Nodes are grouped by real part (a vertical contour has one).  Nodes of an octave of |Im s| served by
+        a shifted output line (:meth:`_shifted`) are summed there; of the rest, a group on a lattice of
+        imaginary parts wide enough for the non-uniform FFT is summed at once (one rule, for its largest
+        |Im s|), others in blocks of similar |Im s|, each with the rule its largest needs.
         """
         s = np.asarray(s, dtype=complex)
         flat = s.ravel()
         out = np.full(flat.shape, np.nan, dtype=complex)
         real_parts, group_of = np.unique(flat.real, return_inverse=True)
         for group, c in enumerate(real_parts):
-            members = np.flatnonzero(group_of == group)
+            members = self._shifted_sums(float(c), flat, np.flatnonzero(group_of == group), out)
+            if members.size == 0:
+                continue
             if summed_at_once(flat[members].imag):
                 out[members] = self._log_sum(float(c), flat[members].imag)
                 continue
@@ -275,6 +284,51 @@ class PairMGF:
                 block = members[start:start + self.BLOCK]
                 out[block] = self._log_sum(float(c), flat[block].imag)
         return out.reshape(s.shape)
+
+    def _shifted_sums(self, c: float, flat: np.ndarray, members: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """out[m] = log M(flat[m]) for the ``members`` (all of real part ``c``) whose octave of |Im s| has a
+        shifted-line rule (:meth:`_shifted`; M(c - iu) is the conjugate of M(c + iu)); returns the others."""
+        if self.pair.noise != "gaussian":
+            return members
+        heights = np.abs(flat[members].imag)
+        octaves = np.vectorize(_power_of_two, otypes=[float])(heights)
+        left = np.ones(members.size, dtype=bool)
+        for octave in np.unique(octaves).tolist():
+            shifted = self._shifted(c, octave)
+            if shifted is None:
+                continue
+            picked = np.flatnonzero(octaves == octave)
+            order = picked[np.argsort(heights[picked], kind="stable")]
+            lattice = _lattice(heights[order]) if order.size >= GRIDDED_SPAN // 16 else None
+            values = shifted_output.log_sums(shifted, heights[order], lattice)
+            below = flat[members[order]].imag < 0
+            values[below] = np.conj(values[below])
+            out[members[order]] = values
+            left[picked] = False
+        return members[left]
+
+    def _shifted(self, c: float, octave: float) -> shifted_output.ShiftedRule | None:
+        """The shifted-line rule (:mod:`afa.mechanisms.shifted_output`) for real part ``c`` and |Im s| in
+        (``octave`` / 2, ``octave``], where it is the better rule: at most half the real-line rule's nodes there,
+        and a sum of |terms| (the scale of its rounding) at most shifted_output.MAGNITUDE_FACTOR times the real
+        line's, M(c); else None.  The rules of the latest c are kept."""
+        if self.pair.noise != "gaussian" or octave < self.SHIFT_FROM:
+            return None
+        if c != self._shifted_for:
+            self._shifted_for, self._shifted_rules = c, {}
+        if octave not in self._shifted_rules:
+            chosen = None
+            window = self._window(c)
+            real_nodes = 0 if window is None else self._panels(window, octave)[0].size
+            if real_nodes >= 2 * self.SHIFT_MIN_NODES:
+                candidate = shifted_output.rule(self.pair, c, octave, self.nodes, self.weights)
+                if candidate is not None and 2 * candidate.size <= real_nodes:
+                    _, scaled, top = self._rule(c, 1.0)
+                    real = top + math.log(float(np.sum(scaled)))
+                    if candidate.log_magnitude <= real + math.log(shifted_output.MAGNITUDE_FACTOR):
+                        chosen = candidate
+            self._shifted_rules[octave] = chosen
+        return self._shifted_rules[octave]
 
     def _log_sum(self, c: float, frequencies: np.ndarray) -> complex | np.ndarray:
         """log sum_j w_j A_j e^{(c + iu) L_j} at u = ``frequencies`` (NaN beyond MAX_REACH)."""
@@ -309,12 +363,18 @@ class PairMGF:
         return self._rules[frequency]
 
     def evaluation_cost(self, c: float, frequencies: np.ndarray) -> np.ndarray:
-        """Output nodes summed by one evaluation of log M(c + iu) at each |u| in ``frequencies``
-        (as :meth:`_rule` would lay them out; 0 where Re s is beyond MAX_REACH)."""
+        """Output nodes summed by one evaluation of log M(c + iu) at each |u| in ``frequencies`` (as the
+        shifted-line rule of :meth:`_shifted` or else :meth:`_rule` would lay them out; 0 where Re s is beyond
+        MAX_REACH)."""
         window = self._window(c)
         if window is None:
             return np.zeros(np.shape(frequencies))
-        return _per_power(frequencies, lambda frequency: self._panels(window, frequency)[0].size)
+
+        def count(frequency: float) -> float:
+            shifted = self._shifted(c, frequency)
+            return shifted.size if shifted is not None else self._panels(window, frequency)[0].size
+
+        return _per_power(frequencies, count)
 
     def mgf_cost(self, s: np.ndarray) -> np.ndarray:
         """Output nodes summed by one evaluation of log M at each complex ``s`` (:meth:`evaluation_cost` on each
