@@ -133,7 +133,7 @@ class ContourOptions(_Validated):
         (subsampled mechanisms); default 4096, at least 16.  A sum needing more is refused
         (:class:`afa.engines.contour.NodeBudgetError`).
     wide_numeric_nodes : int
-        The budget of the retry ``method="auto"`` makes after such a refusal (default 64 * 4096), at least
+        The budget of the retry ``method="auto"`` makes after such a refusal (default 192 * 4096), at least
         ``numeric_nodes``.
     work_per_node : int
         The work allowance of one contour sum, in terms of its finite and numeric MGFs per node of its node
@@ -152,11 +152,11 @@ class ContourOptions(_Validated):
     --------
     >>> import afa
     >>> afa.ContourOptions()
-    ContourOptions(numeric_nodes=4096, wide_numeric_nodes=262144, work_per_node=4096)
+    ContourOptions(numeric_nodes=4096, wide_numeric_nodes=786432, work_per_node=4096)
     """
 
     numeric_nodes: int = 4_096
-    wide_numeric_nodes: int = 64 * 4_096
+    wide_numeric_nodes: int = 192 * 4_096
     work_per_node: int = 4_096
 
     _CHECKS = {"numeric_nodes": lambda o, n, v: _check_int(o, n, v, 16),

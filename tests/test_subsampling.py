@@ -419,6 +419,45 @@ def test_auto_retries_a_wide_certified_bracket_with_a_larger_contour_budget(monk
     assert bracket.lower <= result.value <= bracket.upper
 
 
+@pytest.mark.parametrize("sigma, q, steps", [(1.0, 0.001, 10), (2.0, 0.01, 2)])
+def test_few_step_near_atom_compositions_answer_with_the_wide_contour(sigma, q, steps):
+    """Few steps of a small q (issue 22, point 3): the ordinary node budget refuses, and 'auto' answers with the
+    contour's wide retry -- its far nodes on shifted output lines -- to 1e-12 of eps, inside the PLD's certified
+    bracket (which is 1e-4 wide or more here)."""
+    acc = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), steps)
+    with pytest.raises(contour_module.NodeBudgetError):
+        acc.epsilon_result(1e-5, method="contour")
+    result = acc.epsilon_result(1e-5)
+    bracket = acc.epsilon_result(1e-5, method="pld")
+    assert result.method == "contour" and result.error < 1e-12 * result.value
+    assert bracket.lower <= result.value <= bracket.upper
+
+
+def test_a_sum_cancelling_beyond_its_rounding_is_refused_at_once():
+    """sigma = 2, q = 0.001, 10 steps at delta = 1e-14: on the saddle's line the terms cancel by 10^5 to 10^9,
+    so the nodes' rounding alone allows no error below 1e-6 -- the contour refuses as soon as it sees that
+    (not after its halvings run out), and 'auto' answers with the PLD's certified bracket."""
+    acc = afa.Accountant(options=afa.Options(contour=afa.ContourOptions(numeric_nodes=786_432))).compose(
+        afa.Gaussian(2.0).poisson_subsampled(0.001), 10)
+    with pytest.raises(afa.AccuracyError, match="cancels by a factor"):
+        acc.epsilon_result(1e-14, method="contour")
+    result = acc.epsilon_result(1e-14)
+    assert result.method == "pld" and result.certified and result.lower <= result.value <= result.upper
+
+
+@pytest.mark.slow
+def test_a_coarse_first_level_does_not_predict_a_refusal():
+    """sigma = 0.8, q = 0.001, 10 steps: the first halving changes the sum by 5e-3 (its first step is far too
+    coarse for the aliases), from which squared changes would predict more nodes than the wide budget; the
+    next halving changes it by 1e-9 and the sum converges.  Predictions start below PREDICT_BELOW, and 'auto'
+    answers with the contour, inside the PLD's certified bracket (2e-4 wide)."""
+    acc = afa.Accountant().compose(afa.Gaussian(0.8).poisson_subsampled(0.001), 10)
+    result = acc.epsilon_result(1e-5)
+    bracket = acc.epsilon_result(1e-5, method="pld")
+    assert result.method == "contour" and result.error < 1e-12 * result.value
+    assert bracket.lower <= result.value <= bracket.upper
+
+
 def test_near_atom_quadrature_stays_within_its_work_budget(monkeypatch):
     """q = 0.002, sigma = 0.9, k = 3 (benchmark case): the CF decays only slowly, and on the real output line
     each numeric-CF evaluation costs ~8 t output nodes, so the real-line grid would need ~1e5 nodes at

@@ -152,6 +152,11 @@ KEEP_LINE = 0.05
 
 #: A predicted change within this factor of the tolerance counts as converged (_halvings_cost).
 PREDICTION_SLACK = 100.0
+#: Halvings are predicted (_halvings_cost) only from a change below this: a larger one comes from a step still
+#: too coarse for the sum's asymptotic rate (e.g. the alias delta(eps + 2 pi / h) e^{2 pi c / h} of a near-atom
+#: loss at a large c, whose change falls from 0.8 to rounding in one halving: sigma = 2, q = 0.001, 10 steps,
+#: delta = 1e-14).
+PREDICT_BELOW = 1e-3
 
 
 def _halvings_cost(change: float, tolerance: float, level_nodes: int) -> float:
@@ -426,6 +431,12 @@ class _SaddlePointContour:
         history: list[float] = []
 
         def converged(estimate: float, change: float, condition: float) -> bool:
+            # The nodes' rounding, scaled by the sum's cancellation, is a floor no halving goes below: above
+            # STALL_LIMIT the sum could only stall beyond what is accepted, so it is refused now.
+            if condition * rounding > STALL_LIMIT:
+                raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} cancels by a factor {condition:.2g}: "
+                                    f"its nodes' rounding ({rounding:.1g}) allows no error below "
+                                    f"{condition * rounding:.1g}; use method='pld'")
             previous = history[-1] if history else math.inf
             history.append(change)
             return change <= tolerance or change < previous <= STALL_LIMIT
@@ -653,7 +664,8 @@ class _SaddlePointContour:
                 change, estimate = abs(refined - estimate) / refined, refined
                 if done(estimate, change, total[2] / total[0]):
                     break
-                if predict is not None and _halvings_cost(change, predict, before - nodes_left[0]) > nodes_left[0]:
+                if (predict is not None and change < PREDICT_BELOW
+                        and _halvings_cost(change, predict, before - nodes_left[0]) > nodes_left[0]):
                     raise self._no_decay(epsilon)  # now, rather than after spending the rest of the budget
         if not estimate > 0:
             raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({estimate:.3g}): "
