@@ -811,7 +811,7 @@ class ContourInversion(_SaddlePointContour):
             raise UnsupportedCompositionError(
                 "the composition has atoms of non-negligible mass: use LatticeContourInversion")
         super().__init__(loss, numeric_nodes)
-        self._lines: dict[float, dict[tuple[int, float], complex]] = {}  # Re s -> {(term, Im s): log M_term}
+        self._lines: dict[float, dict[int, _HeightCache]] = {}  # Re s -> {term: its log M by Im s}
         #: eps -> (chernoff_bound(eps), whether from the saddle), the latest CACHED_LINES
         self._chernoff: dict[float, tuple[float, bool]] = {}
         self._parts = _mgf_parts(loss)
@@ -933,16 +933,18 @@ class ContourInversion(_SaddlePointContour):
         self._lines[float(s.real[0])] = line  # (re)inserted last: the most recent line
         while len(self._lines) > CACHED_LINES:
             del self._lines[next(iter(self._lines))]
-        heights = s.imag.tolist()
-        missing = [u for u in dict.fromkeys(heights) if (index, u) not in line]
-        for start in range(0, len(missing), NUMERIC_CHUNK):  # numeric MGFs are costly: the budget is checked
-            budget.check("evaluating a numeric MGF along the contour")
-            chunk = missing[start:start + NUMERIC_CHUNK]
-            nodes = s.real[0] + 1j * np.array(chunk)
-            self._spend_numeric(term, nodes)
-            values = batched_log_phi(-1j * nodes, [term])[:, 0]
-            line.update(zip(((index, u) for u in chunk), values.tolist()))
-        return np.array([line[index, u] for u in heights], dtype=complex)
+        cache = line.setdefault(index, _HeightCache())
+        heights = s.imag.ravel()
+        values, found = cache.lookup(heights)
+        if not np.all(found):
+            missing = np.unique(heights[~found])
+            for start in range(0, missing.size, NUMERIC_CHUNK):  # numeric MGFs are costly: the budget is checked
+                budget.check("evaluating a numeric MGF along the contour")
+                nodes = s.real[0] + 1j * missing[start:start + NUMERIC_CHUNK]
+                self._spend_numeric(term, nodes)
+                cache.add(nodes.imag, batched_log_phi(-1j * nodes, [term])[:, 0])
+            values[~found] = cache.lookup(heights[~found])[0]
+        return values.reshape(s.shape)
 
     def _spend_numeric(self, term, s: np.ndarray) -> None:
         """Count the work of one numeric term at the nodes ``s`` of one line (:meth:`_spend`): its output nodes
@@ -971,6 +973,35 @@ class ContourInversion(_SaddlePointContour):
         with np.errstate(invalid="ignore"):  # -inf - s eps at the nodes left out
             log_f = np.where(np.isneginf(log_m.real), -np.inf, self._integrand_from(log_m, s, epsilon))
         return log_f, log_bound - scale, None if log_skipped is None else log_skipped - scale
+
+
+class _HeightCache:
+    """log M of one numeric term at the heights (Im s) of one vertical line evaluated so far: sorted arrays, and
+    the pieces added since they were last merged."""
+
+    def __init__(self) -> None:
+        self.heights = np.empty(0)
+        self.values = np.empty(0, dtype=complex)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def lookup(self, heights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, found): the kept log M at ``heights`` where found (elsewhere undefined)."""
+        if self._pending:
+            merged_heights = np.concatenate([self.heights] + [piece[0] for piece in self._pending])
+            merged_values = np.concatenate([self.values] + [piece[1] for piece in self._pending])
+            order = np.argsort(merged_heights, kind="stable")
+            self.heights, self.values, self._pending = merged_heights[order], merged_values[order], []
+        values = np.empty(heights.shape, dtype=complex)
+        if self.heights.size == 0:
+            return values, np.zeros(heights.shape, dtype=bool)
+        where = np.minimum(np.searchsorted(self.heights, heights), self.heights.size - 1)
+        found = self.heights[where] == heights
+        values[found] = self.values[where[found]]
+        return values, found
+
+    def add(self, heights: np.ndarray, values: np.ndarray) -> None:
+        """Keep ``values`` at ``heights`` (heights not kept yet)."""
+        self._pending.append((np.asarray(heights, dtype=float), np.asarray(values, dtype=complex)))
 
 
 class NodeBudgetError(AccuracyError):

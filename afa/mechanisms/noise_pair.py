@@ -291,7 +291,7 @@ class PairMGF:
         if self.pair.noise != "gaussian":
             return members
         heights = np.abs(flat[members].imag)
-        octaves = np.vectorize(_power_of_two, otypes=[float])(heights)
+        octaves = _powers_of_two(heights)
         left = np.ones(members.size, dtype=bool)
         for octave in np.unique(octaves).tolist():
             shifted = self._shifted(c, octave)
@@ -410,14 +410,22 @@ def _log_total(log_weights: tuple[float, ...]) -> float:
 
 
 def _power_of_two(frequency: float) -> float:
-    """The frequency rounded up to a power of two (rules are shared between frequencies up to it)."""
-    return float(2.0 ** math.ceil(math.log2(max(frequency, 1e-300))))
+    """The frequency rounded up to a power of two (rules are shared between frequencies up to it); frexp's
+    exponent is exact, so a power of two maps to itself and anything above it to the next."""
+    mantissa, exponent = math.frexp(max(frequency, 1e-300))
+    return math.ldexp(1.0, exponent - (mantissa == 0.5))
+
+
+def _powers_of_two(frequencies: np.ndarray) -> np.ndarray:
+    """:func:`_power_of_two` of each of ``frequencies`` (>= 0), in array operations."""
+    mantissas, exponents = np.frexp(np.maximum(frequencies, 1e-300))
+    return np.ldexp(1.0, exponents - (mantissas == 0.5))
 
 
 def _per_power(frequencies: np.ndarray, count: Callable[[float], float]) -> np.ndarray:
     """``count(f)`` at each |frequency| rounded up to a power of two f (rules are shared up to it), computed
     once per power."""
-    powers = np.vectorize(_power_of_two, otypes=[float])(np.abs(np.asarray(frequencies, dtype=float)))
+    powers = _powers_of_two(np.abs(np.asarray(frequencies, dtype=float)))
     unique, index = np.unique(powers, return_inverse=True)
     return np.array([count(frequency) for frequency in unique.tolist()], dtype=float)[index].reshape(powers.shape)
 
