@@ -236,8 +236,19 @@ class PairMGF:
         return self._windows[c]
 
     def _panels(self, window: list, frequency: float) -> tuple[np.ndarray, np.ndarray]:
-        """GL nodes and log-weights on the ``window`` of :meth:`_window`: panel edges at the kinks, at most 2
-        noise scales wide, and with the phase frequency * L changing by at most PHASE radians across each panel.
+        """GL nodes and log-weights on the ``window`` of :meth:`_window`, on the panels of :meth:`_edges`."""
+        edges = self._edges(window, frequency)
+        half = np.diff(edges)[:, None] / 2
+        o = (edges[:-1, None] + half * (self.nodes + 1)).ravel()
+        return o, np.log((half * self.weights).ravel())
+
+    def _rule_size(self, window: list, frequency: float) -> int:
+        """The number of nodes of :meth:`_panels` (without laying them out)."""
+        return (self._edges(window, frequency).size - 1) * self.nodes.size
+
+    def _edges(self, window: list, frequency: float) -> np.ndarray:
+        """Panel edges on the ``window`` of :meth:`_window`: at the kinks, at most 2 noise scales apart, and with
+        the phase frequency * L changing by at most PHASE radians across each panel.
 
         The phase limit follows the loss's own variation (from L on the window's grid of scale/8), not its
         worst-case slope: a subsampled loss with small q is nearly flat where most mass lies.
@@ -254,10 +265,7 @@ class PairMGF:
             pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
             if pieces > 1:
                 pieces_of_edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
-        edges = np.unique(np.concatenate(pieces_of_edges))
-        half = np.diff(edges)[:, None] / 2
-        o = (edges[:-1, None] + half * (self.nodes + 1)).ravel()
-        return o, np.log((half * self.weights).ravel())
+        return np.unique(np.concatenate(pieces_of_edges))
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) at complex ``s`` (any shape); NaN where Re s is beyond what MAX_REACH covers.
@@ -319,7 +327,7 @@ class PairMGF:
         if octave not in self._shifted_rules:
             chosen = None
             window = self._window(c)
-            real_nodes = 0 if window is None else self._panels(window, octave)[0].size
+            real_nodes = 0 if window is None else self._rule_size(window, octave)
             if real_nodes >= 2 * self.SHIFT_MIN_NODES:
                 candidate = shifted_output.rule(self.pair, c, octave, self.nodes, self.weights)
                 if candidate is not None and 2 * candidate.size <= real_nodes:
@@ -372,7 +380,7 @@ class PairMGF:
 
         def count(frequency: float) -> float:
             shifted = self._shifted(c, frequency)
-            return shifted.size if shifted is not None else self._panels(window, frequency)[0].size
+            return shifted.size if shifted is not None else self._rule_size(window, frequency)
 
         return _per_power(frequencies, count)
 
