@@ -57,8 +57,8 @@ class ShiftedRule:
 
     ``log_terms`` are log(w_j mu (A/mu)^{1+c} (B/mu)^{-c}) at the rule's nodes (complex), ``loss`` the
     continued loss L = log(A/mu) - log(B/mu) there (complex), so that M(c + iu) = sum_j e^{log_terms_j + iu
-    loss_j}; ``log_magnitude`` is log sum_j |e^{log_terms_j + iu loss_j}|,
-    a bound on its largest value over the octave (the scale of the sums' rounding).
+    loss_j}; ``log_magnitude`` bounds log sum_j |e^{log_terms_j + iu loss_j}| over the octave (the scale of the
+    sums' rounding).
     """
 
     height: float
