@@ -74,7 +74,7 @@ def test_shifted_line_matches_the_closed_form_of_the_gaussian_pair(sigma):
 def test_pair_mgf_far_up_a_near_atom_line_agrees_with_the_real_line_rule(monkeypatch):
     """sigma = 1, q = 0.001 at Re s = 12.94 (the saddle of 10 steps at delta = 1e-5): from |Im s| = 256 on the
     shifted rule is taken; it agrees with the real-line rule (forced by disabling the shift) to 1e-12 of
-    M(c), at 100 to 2000 times fewer output nodes."""
+    M(c), with 36 to 1063 times fewer output nodes (asserted: more than 15 times)."""
     pair = _pair(1.0, 0.001, "remove")
     c, u = 12.94, np.array([300.0, 1000.0, 5000.0, 16000.0])
     shifted = PairMGF(pair)
