@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 INFLATION = 0.5
 #: A shifted rule serves where its sum of |terms| is at most this factor times the real line's (M(c)).
 MAGNITUDE_FACTOR = 2.0
-#: Terms below e^-DROP of the largest, at every frequency of a rule's octave, are left out of the window.
+#: Terms below e^-DROP of the largest at every frequency of a rule's octave are left out of the window.
 DROP = 45.0
 #: Largest change of the complex log-integrand across one Gauss-Legendre panel (as PairMGF.PHASE).
 PHASE = 12.0
@@ -114,8 +114,10 @@ def rule(pair: NoiseMixturePair, c: float, frequency: float, nodes: np.ndarray,
     :func:`height`, an integrand that does not decay within the grid, or one that changes too fast between
     the grid's points even after REFINEMENTS halvings of its spacing).
 
-    The window is where the terms are within e^-DROP of the largest at the octave's ends or middle; panels
-    are at most PANEL noise scales wide and the log-integrand changes by at most PHASE across each."""
+    The window holds every point whose term can come within e^-DROP of the largest at some u of the octave;
+    panels are at most PANEL noise scales wide and the log-integrand changes by at most PHASE across each."""
+    if not frequency > 0:
+        raise ValueError(f"frequency must be positive (the MGF at c - iu is the conjugate), got {frequency!r}")
     y = height(pair)
     if y is None:
         return None
@@ -124,10 +126,11 @@ def rule(pair: NoiseMixturePair, c: float, frequency: float, nodes: np.ndarray,
     reach = (2 + 2 * abs(c)) * float(np.max(np.abs(pair.shifts))) + 60 * pair.scale
     grid = np.linspace(-reach, reach, int(2 * GRID_PER_SCALE * reach / pair.scale) + 2)
     log_f, loss = continued_log_integrand(pair, grid + 1j * y, c)
-    alive = np.zeros(grid.size, dtype=bool)
-    for u in (low_u, math.sqrt(low_u * top_u), top_u):
-        magnitude = (log_f + 1j * u * loss).real
-        alive |= magnitude > np.max(magnitude) - DROP
+    # A term's log-magnitude is linear in u, so over the octave it is at most its larger end; the largest term
+    # at any u of the octave is at least every term's smaller end.  Kept: every point that can come within
+    # e^-DROP of the largest term at some u.
+    ends = np.stack([(log_f + 1j * low_u * loss).real, (log_f + 1j * top_u * loss).real])
+    alive = np.max(ends, axis=0) > np.max(np.min(ends, axis=0)) - DROP
     kept = np.flatnonzero(alive)
     if kept[0] == 0 or kept[-1] == grid.size - 1 or not np.all(np.isfinite(log_f[alive])):
         return None
