@@ -6,7 +6,7 @@
 * :mod:`afa.mechanisms.pairs` and :mod:`afa.mechanisms.noise_pair` -- the kinds of dominating pair (finite
   pairs of log-pmfs, mixtures of shifted Gaussian or Laplace noise, two-scale Gaussians) and their log-MGFs;
 * :mod:`afa.mechanisms.shifted_output` -- a Gaussian noise pair's MGF far up a contour, along a shifted output
-  line;
+  line; :mod:`afa.mechanisms.output_rules` -- the composite Gauss-Legendre rules both lay over the output;
 * :mod:`afa.mechanisms.closed_forms` -- the closed-form losses of the pair shapes that have one;
 * :mod:`afa.mechanisms.privacy_loss` -- one direction's privacy loss and its symbolic log-CF;
 * :mod:`afa.mechanisms.loss_tails` -- the loss tails the discretized PLD needs.
@@ -23,8 +23,8 @@ _SUBSAMPLED = ("Subsampled", "TruncatedPoissonGaussian")
 _CATALOG = ("ApproxDP", "DataDependentGaussian", "DiscreteGaussian", "DiscreteLaplace", "DiscreteMechanism",
             "ExponentialMechanism", "Gaussian", "KaryRandomizedResponse", "Laplace", "Mechanism",
             "MixtureOfGaussians", "PermuteAndFlip", "ProposeTestRelease", "RandomizedResponse")
-_MODULES = ("catalog", "closed_forms", "loss_tails", "noise_pair", "pairs", "privacy_loss", "shifted_output",
-            "subsampling")
+_MODULES = ("catalog", "closed_forms", "loss_tails", "noise_pair", "output_rules", "pairs", "privacy_loss",
+            "shifted_output", "subsampling")
 __all__ = [*_CATALOG, *_SUBSAMPLED]
 _submodule, _names = lazy_submodules(__name__, _MODULES)
 

@@ -28,6 +28,7 @@ from .. import budget
 from .._accurate import weighted_cumulants
 from ..results import AccuracyError
 from . import shifted_output
+from .output_rules import composite_rule, panel_edges
 
 NOISES = ("gaussian", "laplace")
 
@@ -237,10 +238,7 @@ class PairMGF:
 
     def _panels(self, window: list, frequency: float) -> tuple[np.ndarray, np.ndarray]:
         """GL nodes and log-weights on the ``window`` of :meth:`_window`, on the panels of :meth:`_edges`."""
-        edges = self._edges(window, frequency)
-        half = np.diff(edges)[:, None] / 2
-        o = (edges[:-1, None] + half * (self.nodes + 1)).ravel()
-        return o, np.log((half * self.weights).ravel())
+        return composite_rule(self._edges(window, frequency), self.nodes, self.weights)
 
     def _rule_size(self, window: list, frequency: float) -> int:
         """The number of nodes of :meth:`_panels` (without laying them out)."""
@@ -254,18 +252,15 @@ class PairMGF:
         worst-case slope: a subsampled loss with small q is nearly flat where most mass lies.
         """
         low, high, grid, variation = window
-        scale = self.pair.scale
-        pieces_of_edges = [np.linspace(low, high, int(math.ceil((high - low) / (2 * scale))) + 1)]
-        if self.pair.noise == "laplace":
-            pieces_of_edges.append(np.array([c for c in self.pair.shifts if low < c < high]))
+        kinks = (np.array([c for c in self.pair.shifts if low < c < high]) if self.pair.noise == "laplace"
+                 else None)
+        pieces = 1
         if frequency * self.pair.loss_slope * (high - low) > self.PHASE:  # else one panel's phase suffices
             if variation is None:
                 variation = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(self.pair.privacy_loss(grid))))))
                 window[3] = variation
             pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
-            if pieces > 1:
-                pieces_of_edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
-        return np.unique(np.concatenate(pieces_of_edges))
+        return panel_edges(low, high, 2 * self.pair.scale, kinks, grid, variation, pieces)
 
     def log_mgf(self, s: np.ndarray) -> np.ndarray:
         """log M(s) at complex ``s`` (any shape); NaN where Re s is beyond what MAX_REACH covers.
@@ -680,22 +675,18 @@ class PairMGFBatch:
         (:meth:`PairMGF._panels`): the phase limit follows, in each cell of a grid of 1/8 scale, the largest
         change of the members' losses, so that no member's phase changes by more than PHASE across a panel."""
         low, high, grid, variation = window
-        pieces_of_edges = [np.linspace(low, high, int(math.ceil((high - low) / 2)) + 1)]
+        kinks = None
         if self.noise == "laplace":
             kinks = np.concatenate((self.a_shifts[rows].ravel(), self.b_shifts[rows].ravel()))
-            pieces_of_edges.append(kinks[(kinks > low) & (kinks < high)])
+            kinks = kinks[(kinks > low) & (kinks < high)]
+        pieces = 1
         if frequency * float(np.max(self.loss_slopes[rows])) * (high - low) > self.PHASE:
             if variation is None:
                 loss = self._loss_and_log_integrand(grid, 0.0, rows)[0]
                 variation = np.concatenate(([0.0], np.cumsum(np.max(np.abs(np.diff(loss, axis=1)), axis=0))))
                 window[3] = variation
             pieces = int(math.ceil(frequency * variation[-1] / self.PHASE))
-            if pieces > 1:
-                pieces_of_edges.append(np.interp(np.linspace(0, variation[-1], pieces + 1)[1:-1], variation, grid))
-        edges = np.unique(np.concatenate(pieces_of_edges))
-        half = np.diff(edges)[:, None] / 2
-        x = (edges[:-1, None] + half * (self.nodes + 1)).ravel()
-        return x, np.log((half * self.weights).ravel())
+        return composite_rule(panel_edges(low, high, 2.0, kinks, grid, variation, pieces), self.nodes, self.weights)
 
     def _window(self, c: float, rows: np.ndarray) -> list:
         """[low, high, grid, variation]: :meth:`output_range` at ``c``, a grid of 1/8 scale on it and (filled in

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import budget
+from .output_rules import composite_rule, panel_edges
 
 if TYPE_CHECKING:
     from .noise_pair import NoiseMixturePair
@@ -148,15 +149,10 @@ def rule(pair: NoiseMixturePair, c: float, frequency: float, nodes: np.ndarray,
     else:
         return None
     variation = np.concatenate(([0.0], np.cumsum(steps)))
-    pieces = [np.linspace(low, high, int(math.ceil((high - low) / (PANEL * pair.scale))) + 1)]
-    count = int(math.ceil(variation[-1] / PHASE))
-    if count > 1:
-        pieces.append(np.interp(np.linspace(0, variation[-1], count + 1)[1:-1], variation, fine))
-    edges = np.unique(np.concatenate(pieces))
-    half = np.diff(edges)[:, None] / 2
-    o = (edges[:-1, None] + half * (nodes + 1)).ravel()
+    edges = panel_edges(low, high, PANEL * pair.scale, None, fine, variation, int(math.ceil(variation[-1] / PHASE)))
+    o, log_weights = composite_rule(edges, nodes, weights)
     log_f, loss = continued_log_integrand(pair, o + 1j * y, c)
-    log_terms = log_f + np.log((half * weights).ravel())
+    log_terms = log_f + log_weights
     # Each |term| is monotone in u: the octave's largest sum of |terms| is at most the sum of each term's
     # larger end.
     exponents = np.maximum((log_terms + 1j * low_u * loss).real, (log_terms + 1j * top_u * loss).real)
