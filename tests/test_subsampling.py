@@ -25,6 +25,7 @@ from _subsampling_reference import (
 
 import afa
 from afa.engines import contour as contour_module
+from afa.engines import planner as planner_module
 from afa.engines.certified import certified_delta
 from afa.engines.composition import ComposedLoss
 from afa.engines.contour import ContourInversion
@@ -420,29 +421,35 @@ def test_auto_retries_a_wide_certified_bracket_with_a_larger_contour_budget(monk
 
 
 @pytest.mark.parametrize("sigma, q, steps", [(1.0, 0.001, 10), (2.0, 0.01, 2)])
-def test_few_step_near_atom_compositions_answer_with_the_wide_contour(sigma, q, steps):
+def test_few_step_near_atom_compositions_answer_with_the_step_recursion(sigma, q, steps):
     """Few steps of a small q (issue 22, point 3): the ordinary node budget refuses, and 'auto' answers with the
-    contour's wide retry -- its far nodes on shifted output lines -- to 1e-12 of eps, inside the PLD's certified
-    bracket (which is 1e-4 wide or more here)."""
+    step recursion (afa.engines.step_recursion) to 1e-10 of eps, inside the PLD's certified bracket (1e-4 wide or
+    more here) and within 1e-10 of the contour's wide retry -- its far nodes on shifted output lines -- a second
+    algorithm."""
     acc = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), steps)
     with pytest.raises(contour_module.NodeBudgetError):
         acc.epsilon_result(1e-5, method="contour")
     result = acc.epsilon_result(1e-5)
     bracket = acc.epsilon_result(1e-5, method="pld")
-    assert result.method == "contour" and result.error < 1e-12 * result.value
+    assert result.method == "exact" and result.error < 1e-10 * result.value
     assert bracket.lower <= result.value <= bracket.upper
+    wide = acc.planner.engines(planner_module.WIDE_CONTOUR)[0].epsilon_bracket(1e-5)  # the remove direction's
+    assert wide[0] == pytest.approx(result.value, rel=1e-10)
 
 
 def test_a_sum_cancelling_beyond_its_rounding_is_refused_at_once():
     """sigma = 2, q = 0.001, 10 steps at delta = 1e-14: on the saddle's line the terms cancel by 10^5 to 10^9,
     so the nodes' rounding alone allows no error below 1e-6 -- the contour refuses as soon as it sees that
-    (not after its halvings run out), and 'auto' answers with the PLD's certified bracket."""
+    (not after its halvings run out), and 'auto' answers with the step recursion, inside the PLD's certified
+    bracket."""
     acc = afa.Accountant(options=afa.Options(contour=afa.ContourOptions(numeric_nodes=786_432))).compose(
         afa.Gaussian(2.0).poisson_subsampled(0.001), 10)
     with pytest.raises(afa.AccuracyError, match="cancels by a factor"):
         acc.epsilon_result(1e-14, method="contour")
     result = acc.epsilon_result(1e-14)
-    assert result.method == "pld" and result.certified and result.lower <= result.value <= result.upper
+    assert result.method == "exact" and result.error < 1e-10 * result.value
+    bracket = acc.epsilon_result(1e-14, method="pld")
+    assert bracket.certified and bracket.lower <= result.value <= bracket.upper
 
 
 @pytest.mark.slow
@@ -602,9 +609,10 @@ def test_pld_direct_power_for_two_steps_of_small_q_at_tiny_delta():
     moderate = acc.epsilon_result(1e-10, method="pld")
     reference = epsilon_bracket_bruteforce(1e-10, 2, "gaussian", 2.0, 0.001, relation="add_remove", grid=1e-5)
     assert reference[0] <= moderate.lower <= moderate.upper <= reference[1]
-    tiny = acc.epsilon_result(1e-14)
-    assert tiny.method == "pld" and moderate.upper < tiny.lower
+    tiny = acc.epsilon_result(1e-14, method="pld")
+    assert moderate.upper < tiny.lower
     assert tiny.upper - tiny.lower < 1e-5 * tiny.value
+    assert tiny.lower <= acc.epsilon(1e-14) <= tiny.upper  # 'auto' (the step recursion) inside it
 
 
 @pytest.mark.parametrize("sigma,sensitivity", [(1.0, 1.0), (3.0, 0.5)])

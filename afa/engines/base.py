@@ -204,18 +204,21 @@ class Engine(abc.ABC):
         return values + errors
 
 
-def loss_epsilon_scale(loss: ComposedLoss) -> float:
-    """A scale for bracketing eps(delta): the composed loss's |mean| plus ten standard deviations, at least 1.
+def loss_epsilon_scale(loss: ComposedLoss, smallest: float = 1.0) -> float:
+    """A scale for bracketing eps(delta): the composed loss's |mean| plus ten standard deviations, at least
+    ``smallest``.
 
     Parameters
     ----------
     loss : afa.engines.composition.ComposedLoss
         The composed privacy loss of one direction.
+    smallest : float, optional
+        The least scale returned (default 1).
 
     Returns
     -------
     float
-        max(1, |mean| + 10 sqrt(max(variance, 0))).
+        max(smallest, |mean| + 10 sqrt(max(variance, 0))).
 
     Examples
     --------
@@ -227,7 +230,7 @@ def loss_epsilon_scale(loss: ComposedLoss) -> float:
     10.5
     """
     mean, variance = loss.cumulants
-    return max(1.0, abs(mean) + 10 * math.sqrt(max(variance, 0.0)))
+    return max(smallest, abs(mean) + 10 * math.sqrt(max(variance, 0.0)))
 
 
 def smallest_epsilon(delta_of: Callable[[float], float], target: float, scale: float,
@@ -566,8 +569,10 @@ class ClosedFormEngine(Engine):
     Used for one use of :class:`afa.DataDependentGaussian`
     (:func:`afa.numerics.exact.data_dependent_gaussian_delta`, Zhu, Dong & Wang 2022, App. A Example 15), for
     compositions of data-dependent Gaussians sharing sigma1/sigma2 with Gaussians (one noncentral chi-square
-    integral, :class:`afa.engines.quadratic.QuadraticComposition`), and for one use of any other mechanism with a
-    continuous loss, from its loss tails (:meth:`afa.mechanisms.loss_tails.LossTails.hockey_stick_with_error`).
+    integral, :class:`afa.engines.quadratic.QuadraticComposition`), for a few uses of Gaussian noise pairs (the
+    recursion over the uses, :class:`afa.engines.step_recursion.StepRecursion`), and for one use of any other
+    mechanism with a continuous loss, from its loss tails
+    (:meth:`afa.mechanisms.loss_tails.LossTails.hockey_stick_with_error`).
     eps(delta) is the root of the values with bounds verified against values -/+ errors
     (:func:`afa.numerics.atoms.verified_epsilon_bounds`), so a delta far below the errors is still answered where eps
     is determined (next to a bounded loss's top, where delta's error is its top's rounding); a bracket wider
@@ -580,6 +585,8 @@ class ClosedFormEngine(Engine):
     loss : afa.engines.composition.ComposedLoss
         The direction's composed loss: its mass at +infinity and the scale of the eps search
         (:func:`loss_epsilon_scale`).
+    epsilon_scale : float, optional
+        The first upper end of the eps searches instead (where evaluating delta far beyond the answer costs more).
 
     Examples
     --------
@@ -598,10 +605,11 @@ class ClosedFormEngine(Engine):
     method = "exact"
     certified = False
 
-    def __init__(self, delta_and_error: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], loss: ComposedLoss):
+    def __init__(self, delta_and_error: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], loss: ComposedLoss,
+                 epsilon_scale: float | None = None):
         self.delta_and_error = delta_and_error
         self.inf_mass = loss.inf_mass
-        self.epsilon_scale = loss_epsilon_scale(loss)
+        self.epsilon_scale = loss_epsilon_scale(loss) if epsilon_scale is None else float(epsilon_scale)
         #: delta -> (estimate, lower, upper) of the latest KEPT_ANSWERS eps(delta) queries answered
         self._answers: collections.OrderedDict[float, tuple[float, float, float]] = collections.OrderedDict()
 

@@ -30,6 +30,7 @@ from .. import options as settings
 from ..budget import BudgetExceededError
 from ..limits import INTERVAL_RANGE
 from ..mechanisms.catalog import Mechanism
+from ..mechanisms.noise_pair import NoiseMixturePair
 from ..mechanisms.pairs import QuadraticGaussianPair
 from ..options import METHODS, Options
 from ..results import AccuracyError, Attempt, UnsupportedCompositionError
@@ -42,12 +43,14 @@ from .base import (
     ExactEngine,
     PLDEngine,
     QuadratureEngine,
+    loss_epsilon_scale,
 )
 from .composition import ComposedLoss
 from .contour import NodeBudgetError
 from .mixed_pld import MixedPLDEngine, exact_part
 from .pld import PLDTooLargeError
 from .quadratic import QuadraticComposition
+from .step_recursion import MAX_USES, StepRecursion
 
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
@@ -62,8 +65,13 @@ WIDE_CONTOUR = "contour (wide node budget)"
 #: PLD of more than LARGE_PLD_POINTS grid points.
 COARSE_PLD = "pld (coarse grid)"
 LARGE_PLD_POINTS = 2 ** 21
+#: Engine key of method 'exact' served by the step recursion (:class:`afa.engines.step_recursion.StepRecursion`),
+#: which 'auto' tries after the contour: the contour is faster wherever it answers.
+STEP_RECURSION = "exact (step recursion)"
 #: The methods a composition of Gaussians alone answers from its closed form without building engines.
 CLOSED_FORM_METHODS = ("auto", "exact")
+#: The least first bracket of the step recursion's eps searches (its stages are fitted up to the eps asked).
+RECURSION_SCALE = 1e-3
 
 
 class Answer(NamedTuple):
@@ -90,7 +98,7 @@ class Answer(NamedTuple):
 def label(name: str) -> str:
     """The method name a result reports for engine key ``name`` (the wide-budget contour is the contour, the
     coarse-grid PLD the PLD)."""
-    return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld"}.get(name, name)
+    return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld", STEP_RECURSION: "exact"}.get(name, name)
 
 
 class Planner:
@@ -140,6 +148,7 @@ class Planner:
         self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
         self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
         self._quadratic: dict[int, QuadraticComposition | None] = {}  # direction -> quadratic_composition's answer
+        self._recursions: dict[int, StepRecursion | None] = {}  # direction -> step_recursion's answer
         #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
         self._exact_parts: dict[tuple, tuple] = {}
         #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.base.PLDEngine`'s ``powers``)
@@ -196,13 +205,44 @@ class Planner:
         mu = math.sqrt(sum(count * self.gaussian_mu[mechanism] ** 2 for mechanism, count in self.counts.items()))
         return mu if mu > 0 and self.truncated_mass == 0 else None
 
-    def exact_available(self) -> bool:
+    def exact_available(self, recursion: bool = True) -> bool:
         """Whether method="exact" can serve the composition: Gaussian and finite-output mechanisms only, one
         use of a single mechanism, quadratic losses sharing their curvature with Gaussians
-        (:meth:`quadratic_composition`), or a certain reveal."""
+        (:meth:`quadratic_composition`), a few uses of Gaussian noise pairs (:meth:`step_recursion`; not when
+        ``recursion`` is False, as 'auto''s first choice), or a certain reveal."""
         return self.certain_reveal() or self.single_use() is not None or all(
             m in self.gaussian_mu or not losses[0].continuous for m, losses in self.losses.items()) or all(
-            self.quadratic_composition(index) is not None for index in self.distinct_directions)
+            self.quadratic_composition(index) is not None for index in self.distinct_directions) or (
+            recursion and self.recursion_available())
+
+    def recursion_available(self) -> bool:
+        """Whether every direction is a step recursion (:meth:`step_recursion`)."""
+        return all(self.step_recursion(index) is not None for index in self.distinct_directions)
+
+    def step_recursion(self, index: int) -> StepRecursion | None:
+        """Direction ``index`` as a recursion over a few uses (:class:`afa.engines.step_recursion.StepRecursion`) when
+        every mechanism is a Gaussian or has a Gaussian noise pair (subsampled Gaussians, mixtures of Gaussians) and
+        those pairs' uses number 2 to MAX_USES (1 to MAX_USES with Gaussians); else None.  Built once per direction."""
+        if index not in self._recursions:
+            self._recursions[index] = self._step_recursion(index)
+        return self._recursions[index]
+
+    def _step_recursion(self, index: int) -> StepRecursion | None:
+        if self.truncated_mass > 0:
+            return None
+        pairs: list[NoiseMixturePair] = []
+        mu_squared = 0.0
+        for mechanism, count in self.counts.items():
+            if mechanism in self.gaussian_mu:
+                mu_squared += count * self.gaussian_mu[mechanism] ** 2
+                continue
+            pair = self.losses[mechanism][index].noise_pair
+            if pair is None or pair.noise != "gaussian" or count != int(count) or len(pairs) + count > MAX_USES:
+                return None
+            pairs += [pair] * int(count)
+        if len(pairs) < (1 if mu_squared > 0 else 2):
+            return None
+        return StepRecursion(pairs, math.sqrt(mu_squared))
 
     def quadratic_composition(self, index: int) -> QuadraticComposition | None:
         """Direction ``index`` as one noncentral chi-square integral
@@ -240,7 +280,7 @@ class Planner:
         UnsupportedCompositionError
             ``method="exact"`` for a composition it cannot serve.
         """
-        if method in (WIDE_CONTOUR, COARSE_PLD):  # internal: auto's retry of a wide bracket, its coarse PLD
+        if method in (WIDE_CONTOUR, COARSE_PLD, STEP_RECURSION):  # internal: auto's retries and fallbacks
             return method
         check.choice("method", method, METHODS)
         if not self.counts:
@@ -250,7 +290,8 @@ class Planner:
         if method == "exact" and not self.exact_available():
             raise UnsupportedCompositionError(
                 "method='exact' needs a composition of Gaussian and finite-output mechanisms only, of data-dependent "
-                "Gaussians sharing sigma1/sigma2 with Gaussians, or one use of a single mechanism; use "
+                f"Gaussians sharing sigma1/sigma2 with Gaussians, of 2 to {MAX_USES} uses of subsampled Gaussians or "
+                "mixtures of Gaussians (with any Gaussians), or one use of a single mechanism; use "
                 "method='contour', 'pld' or 'quadrature'")
         return method
 
@@ -265,7 +306,8 @@ class Planner:
         evaluate their atoms at every node).  Building a candidate's engines gets AutoOptions.share of the time
         left, as trying it would."""
         passed_over = {}
-        for candidate, available in (("exact", self.exact_available), ("contour", lambda: True)):
+        for candidate, available in (("exact", lambda: self.exact_available(recursion=False)),
+                                     ("contour", lambda: True)):
             if not available():
                 continue
             if candidate in self._unbuildable:  # refused before, whatever the budget
@@ -313,9 +355,21 @@ class Planner:
         quadratic = self.quadratic_composition(index)
         if quadratic is not None:
             return ClosedFormEngine(quadratic.delta, self.composed(index))
+        if self.step_recursion(index) is not None:
+            return self._step_recursion_engine(index)
         mu = math.sqrt(sum(count * self.gaussian_mu[m] ** 2 for m, count in self.counts.items()
                            if m in self.gaussian_mu))
         return ExactEngine(mu, self.composed(index, lambda m: m not in self.gaussian_mu))
+
+    def _step_recursion_engine(self, index: int) -> ClosedFormEngine:
+        recursion = self.step_recursion(index)
+        if recursion is None:
+            raise UnsupportedCompositionError(
+                f"the step recursion needs 2 to {MAX_USES} uses of Gaussian noise pairs (subsampled Gaussians, "
+                "mixtures of Gaussians), with any Gaussian mechanisms")
+        composed = self.composed(index)  # (its stages are fitted up to the eps asked: the search starts small)
+        return ClosedFormEngine(recursion.delta, composed,
+                                epsilon_scale=loss_epsilon_scale(composed, smallest=RECURSION_SCALE))
 
     def _contour_engine(self, index: int) -> ContourEngine:
         return ContourEngine(self.composed(index))
@@ -432,7 +486,7 @@ class Planner:
     _BUILDERS: dict[str, Callable[[Planner, int], Engine]] = {
         "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
         "certified": _certified_engine, "pld": _pld_engine, COARSE_PLD: _coarse_pld_engine,
-        "quadrature": _quadrature_engine,
+        "quadrature": _quadrature_engine, STEP_RECURSION: _step_recursion_engine,
     }
 
     # -- running a query ------------------------------------------------------
@@ -514,6 +568,8 @@ class Planner:
         attempts = [Attempt(name, "passed over", reason) for name, reason in passed_over.items()]
         candidates = [first] + [name for name in ("contour",) + self.options.auto.fallbacks
                                 if name != first and name not in passed_over]
+        if first != "exact" and self.recursion_available():  # right after the contour: before the wide retries
+            candidates.insert(candidates.index("contour") + 1 if "contour" in candidates else 1, STEP_RECURSION)
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
             candidates.remove("contour")  # both contours failed an earlier query: the PLD first
             candidates.insert(candidates.index("pld") + 1, "contour")

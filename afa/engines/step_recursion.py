@@ -1,0 +1,401 @@
+"""delta(eps) of a few uses of Gaussian noise pairs, by recursion over the uses: relative accuracy at any delta.
+
+One direction of a composition of k uses of Gaussian noise pairs (A_i, B_i)
+(:class:`afa.mechanisms.noise_pair.NoiseMixturePair`: Poisson-subsampled Gaussians, mixtures of Gaussians) and of
+Gaussian mechanisms has the loss L = G + l_1(o_1) + ... + l_k(o_k), all independent, with o_i ~ A_i,
+l_i = log(A_i / B_i) and G ~ N(mu^2 / 2, mu^2) the composed Gaussian mechanisms (mu = 0 when there are none).
+Its hockey stick delta(eps) = E[(1 - e^{eps - L})_+] (Zhu, Dong & Wang 2022, Def. 7 and Thm 10) obeys, on
+conditioning on the last use,
+
+    delta_j(x) = E_{o ~ A_j}[delta_{j-1}(x - l_j(o))],
+
+from delta_0 = the Gaussian closed form (Sommer, Meiser & Mohammadi 2019, Thm 5), or, without Gaussians, from
+delta_1 = the first pair's hockey stick from its loss tails.  Every integrand is positive, so each level's
+quadrature is accurate relative to delta_j however small it is, and the relative errors of the levels add:
+nothing cancels.  That is what the contour cannot offer a few uses of a subsampled Gaussian with small q at a
+tiny delta: there each use's tilted loss law is bimodal (the pile near log(1 - q) and the tilted Gaussian tail)
+and the saddle line's sums cancel by 1e5 to 1e9.
+
+Representation.  log delta_j is a piecewise Chebyshev interpolant (FIT_ORDER points per piece, pieces halved until
+their last three coefficients are below FIT_TOL, or below 8 times the relative error the loss tails state for
+delta_1) on [low_j, high_j].  Below the sum of the uses' lowest losses (when it is finite) delta_j(x) = 1 - e^x
+exactly (every loss exceeds x, and E[e^{-L}] = 1); ``low_j`` reaches down to what the next level asks for (the
+smallest eps asked minus the largest losses of the later uses' rules), ``high_j`` up to what it asks for (twice the
+largest eps asked plus REACH_STEP, minus the later uses' smallest losses; a later, larger eps extends every stage)
+or to the loss's upper end.  Pieces where log delta_j falls below FLOOR are taken as 0.  Above the composition's
+largest loss (the sum of the uses' upper ends) delta is 0 exactly, without any fitting.
+
+Quadrature.  Level j at x is a composite Gauss-Legendre rule of ORDER points per panel over o, on panels at most
+WIDTH noise scales wide over the outputs within SPAN scales of A_j's outermost shifts, with more edges where
+x - l_j(o) meets a piece edge of delta_{j-1} (outputs interpolated in a table of l_j): each panel then sees one
+polynomial of a smooth function of o, wherever the previous level's steep parts (the pile's edge near
+j log(1 - q)) fall.  Terms below e^-DROP of a sum's largest are left out.
+
+Error.  Each stage's fit is compared, at two points per piece, with the stage computed by a finer rule
+(CHECK_ORDER points, panels CHECK_WIDTH scales wide): the differences cover the fit and the quadrature together.
+For a final delta, a stage's difference counts relatively (times delta) at points where delta_j is above
+delta e^-RELATIVE_SPAN and absolutely below (the later levels average delta_j with weights summing to at most 1);
+the last level is computed by both rules at each eps and their difference added, and so are the parts taken as 0
+and the mass beyond SPAN scales (below e^-245).  These are estimates, not proofs (``certified`` is False).  A stage
+whose difference exceeds RTOL where delta_j > e^-RELATIVE_SPAN, or needing more than MAX_PIECES pieces, is
+refused (AccuracyError).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import budget
+from ..mechanisms.loss_tails import NoisePairTails
+from ..mechanisms.noise_pair import NoiseMixturePair, gauss_legendre
+from ..numerics.exact import gaussian_log_delta
+from ..results import AccuracyError, UnsupportedCompositionError
+
+__all__ = ["StepRecursion"]
+
+#: The most uses of noise pairs a recursion takes (each is one level of fitting, some 10-60 ms).
+MAX_USES = 12
+#: Chebyshev points per piece, and the largest of a piece's last three coefficients accepted (absolute, in log delta).
+FIT_ORDER, FIT_TOL = 16, 1e-11
+#: A level needing more pieces than this is refused; pieces are not halved below MIN_PIECE (relative to the range).
+MAX_PIECES, MIN_PIECE = 400, 1e-6
+#: Gauss-Legendre points per panel and the widest panel (noise scales); the check's finer rule.
+ORDER, WIDTH = 10, 1.0
+CHECK_ORDER, CHECK_WIDTH = 14, 2.0 / 3.0
+#: Points of the table of the loss along the rule's span (for the outputs of panel edges), and the terms left
+#: out of a level's sum (below e^-DROP of its largest; their total is below 1e-16 of it).
+IMAGE_POINTS, DROP = 4096, 45.0
+#: The rule covers the outputs within SPAN noise scales of the outermost shifts (beyond: mass below e^-245).
+SPAN = 22.0
+#: A stage's check points with delta_j below delta e^-RELATIVE_SPAN count their errors absolutely.
+RELATIVE_SPAN = 35.0
+#: A bound on the mass of A beyond SPAN noise scales from the outermost shifts: 2 Phi(-SPAN).
+OUTSIDE_SPAN = 2 * 0.5 * math.erfc(SPAN / math.sqrt(2))
+#: log delta below which a level is taken as 0; a piece reaching below it is halved while its top exceeds
+#: FLOOR + FLOOR_BAND.
+FLOOR, FLOOR_BAND = -250.0, 20.0
+#: The stages are fitted for eps up to twice the largest asked plus REACH_STEP (extended beyond).
+REACH_STEP = 0.05
+#: A level whose fit differs from a finer rule by more than RTOL (relative, where delta_j > e^-RELATIVE_SPAN) is
+#: refused.
+RTOL = 1e-6
+
+
+def _log1mexp(x: np.ndarray) -> np.ndarray:
+    """log(1 - e^x) for x < 0, without cancellation."""
+    with np.errstate(divide="ignore"):
+        return np.where(x > -math.log(2), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+
+
+class _Piecewise:
+    """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below FIT_TOL or
+    8 times the noise of f's values (``function`` returns (values, bounds on their absolute errors)))."""
+
+    def __init__(self, function, low: float, high: float):
+        #: A bound on the function where it is taken as -inf (pieces below FLOOR + FLOOR_BAND; the function
+        #: decreases, so a piece's largest value is at its left end, evaluated with its Chebyshev points).
+        self.dropped = 0.0
+        self.low, self.high = low, high
+        pieces = self._pieces(function, low, high)
+        self.edges = np.array([piece[0] for piece in pieces] + [pieces[-1][1]])
+        #: Coefficients per piece; a piece taken as -inf has a NaN row.
+        self.coefficients = np.array([piece[2] for piece in pieces])
+
+    def extend(self, function, high: float) -> np.ndarray:
+        """Fit ``function`` on [self.high, high] too; returns the new pieces' check points."""
+        pieces = self._pieces(function, self.high, high)
+        self.edges = np.concatenate([self.edges[:-1], [piece[0] for piece in pieces], [pieces[-1][1]]])
+        self.coefficients = np.concatenate([self.coefficients, [piece[2] for piece in pieces]])
+        self.high = high
+        return self.check_points()[-2 * len(pieces):]
+
+    def _pieces(self, function, low: float, high: float) -> list[tuple[float, float, np.ndarray]]:
+        """(left, right, coefficients) of the pieces fitted on [low, high], sorted."""
+        points = np.cos(np.pi * (np.arange(FIT_ORDER) + 0.5) / FIT_ORDER)
+        smallest = MIN_PIECE * (high - self.low)
+        pieces: list[tuple[float, float, np.ndarray]] = []
+        pending = [(low, high)]
+        while pending:
+            budget.check("fitting a level of the step recursion")
+            if len(pieces) + len(pending) > MAX_PIECES:
+                raise AccuracyError(f"the step recursion needs more than {MAX_PIECES} pieces for one level")
+            # every pending piece at once (one call of the level's quadrature), with its left end
+            a = np.array([p[0] for p in pending])[:, None]
+            b = np.array([p[1] for p in pending])[:, None]
+            x = np.concatenate([(a + b) / 2 + (b - a) / 2 * points, a], axis=1)
+            values, noises = (array.reshape(len(pending), FIT_ORDER + 1) for array in function(x.ravel()))
+            kept = []
+            for number, ((left, right), row) in enumerate(zip(pending, values, strict=True)):
+                row, top = row[:FIT_ORDER], row[FIT_ORDER]
+                tolerance = max(FIT_TOL, 8 * float(np.max(noises[number])))
+                tiny = right - left <= smallest
+                if not np.all(row > FLOOR):  # the level falls below FLOOR in this piece
+                    if top <= FLOOR + FLOOR_BAND or tiny:
+                        pieces.append((left, right, np.full(FIT_ORDER, np.nan)))
+                        self.dropped = max(self.dropped, math.exp(min(top, 0.0)))
+                        continue
+                else:
+                    coefficients = np.polynomial.chebyshev.chebfit(points, row, FIT_ORDER - 1)
+                    if np.max(np.abs(coefficients[-3:])) <= tolerance or tiny:
+                        pieces.append((left, right, coefficients))
+                        continue
+                middle = (left + right) / 2
+                kept += [(left, middle), (middle, right)]
+            pending = kept
+        return sorted(pieces, key=lambda piece: piece[0])
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        index = np.clip(np.searchsorted(self.edges, x, side="right") - 1, 0, len(self.coefficients) - 1)
+        left, right = self.edges[index], self.edges[index + 1]
+        t = (2 * x - left - right) / (right - left)
+        coefficients = self.coefficients[index]
+        first, second = np.zeros_like(x), np.zeros_like(x)
+        for j in range(FIT_ORDER - 1, 0, -1):  # Clenshaw
+            first, second = 2 * t * first - second + coefficients[:, j], first
+        values = t * first - second + coefficients[:, 0]
+        return np.where(np.isnan(values), -np.inf, values)
+
+    def check_points(self) -> np.ndarray:
+        """Two points inside each piece, between its Chebyshev points."""
+        left, right = self.edges[:-1], self.edges[1:]
+        return np.concatenate([left + 0.31 * (right - left), left + 0.77 * (right - left)])
+
+
+class _Use:
+    """One use of a Gaussian noise pair: its output rule's panels and its loss."""
+
+    def __init__(self, pair: NoiseMixturePair):
+        self.pair = pair
+        self.tails = NoisePairTails(pair)
+        shifts = pair.shifts
+        self.span = (float(shifts.min()) - SPAN * pair.scale, float(shifts.max()) + SPAN * pair.scale)
+        # the loss along a fine grid of the span, for placing panel edges at its level sets (np.interp)
+        grid = np.linspace(*self.span, IMAGE_POINTS)
+        losses = pair.privacy_loss(grid)
+        order = np.argsort(losses, kind="stable")
+        self._image_table = (losses[order], grid[order])
+        self.rule_losses = (float(losses.min()), float(losses.max()))
+        self.lowest, self.highest = self.tails.loss_range
+
+    def level(self, previous, previous_edges: np.ndarray, x: np.ndarray, order: int, width: float) -> np.ndarray:
+        """log E_A[exp(previous(x - l(o)))] at each x, by the composite rule with edges also where x - l(o) meets
+        ``previous_edges`` (outputs interpolated from a table of l; an edge need not be exact, only near).
+
+        Terms that cannot come within e^-DROP of the row's largest are not evaluated: previous <= 0, so a node
+        whose weight times density is below e^-DROP of the largest term among the densest nodes is dropped.
+        """
+        low, high = self.span
+        base = np.linspace(low, high, int(math.ceil((high - low) / (width * self.pair.scale))) + 1)
+        losses, outputs = self._image_table
+        targets = x[:, None] - previous_edges[None, :]
+        inside = (targets > losses[0]) & (targets < losses[-1])
+        images = np.where(inside, np.interp(targets, losses, outputs), high)[:, np.any(inside, axis=0)]
+        edges = np.sort(np.concatenate([np.broadcast_to(base, (x.size, base.size)), images], axis=1), axis=1)
+        nodes, weights = gauss_legendre(order)
+        left, right = edges[:, :-1, None], edges[:, 1:, None]
+        o = ((left + right) / 2 + (right - left) / 2 * nodes).reshape(x.size, -1)
+        w = ((right - left) / 2 * weights).reshape(x.size, -1)
+        log_a, log_b = self.pair.log_ratios(o)
+        with np.errstate(divide="ignore"):
+            density = np.log(w) + self.pair.log_mu(o) + log_a
+        terms = np.full(o.shape, -np.inf)
+        # first the nodes within DROP of each row's densest, then the others that can still matter
+        dense = density >= np.max(density, axis=1, keepdims=True) - DROP
+        terms[dense] = density[dense] + previous((x[:, None] - (log_a - log_b))[dense])
+        wanted = ~dense & (density >= np.max(terms, axis=1, keepdims=True) - DROP)
+        terms[wanted] = density[wanted] + previous((x[:, None] - (log_a - log_b))[wanted])
+        top = np.max(terms, axis=1, keepdims=True)
+        finite = np.isfinite(top)
+        safe = np.where(finite, top, 0.0)
+        with np.errstate(divide="ignore"):
+            return np.where(finite[:, 0], safe[:, 0] + np.log(np.sum(np.exp(terms - safe), axis=1)), -np.inf)
+
+
+class _Stage:
+    """log delta_j as a function of x: the fit on [low, fit.high), log(1 - e^x) up to ``exact_below``, -inf beyond
+    the fit (never asked below ``low`` unless ``low`` = ``exact_below``)."""
+
+    def __init__(self, fit: _Piecewise, low: float, exact_below: float):
+        self.fit, self.low, self.exact_below = fit, low, exact_below
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        out = np.full(x.shape, -np.inf)
+        exact = x <= self.exact_below
+        out[exact] = _log1mexp(np.minimum(x[exact], -np.finfo(float).tiny))
+        inside = ~exact & (x < self.fit.high)
+        out[inside] = self.fit(np.maximum(x[inside], self.low))
+        return out
+
+
+class StepRecursion:
+    """delta(eps) of one direction of a few uses of Gaussian noise pairs and Gaussians (see the module docstring).
+
+    Parameters
+    ----------
+    pairs : sequence of afa.mechanisms.noise_pair.NoiseMixturePair
+        One entry per use (repeat a pair for its count), each with Gaussian noise; at most MAX_USES.
+    mu : float
+        The composed Gaussian mechanisms' parameter (0 for none).
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        No pair, more than MAX_USES, or a pair with Laplace noise.
+
+    Examples
+    --------
+    >>> import math
+    >>> import numpy as np
+    >>> from afa.mechanisms.noise_pair import NoiseMixturePair
+    >>> from afa.numerics.exact import gaussian_delta
+    >>> q = 0.01  # Poisson-subsampled Gaussian, sigma = 1, remove direction
+    >>> pair = NoiseMixturePair("gaussian", 1.0, (0.0, 1.0), (math.log1p(-q), math.log(q)), (0.0,), (0.0,))
+    >>> values, errors = StepRecursion([pair] * 3).delta(np.array([0.1]))
+    >>> bool(errors[0] < 1e-8 * values[0])
+    True
+    """
+
+    def __init__(self, pairs, mu: float = 0.0):
+        pairs = list(pairs)
+        if not (1 if mu > 0 else 2) <= len(pairs) <= MAX_USES:
+            raise UnsupportedCompositionError(f"the step recursion takes 2 to {MAX_USES} uses of noise pairs (1 with "
+                                              f"Gaussians), got {len(pairs)}")
+        if any(pair.noise != "gaussian" for pair in pairs):
+            raise UnsupportedCompositionError("the step recursion needs Gaussian noise pairs")
+        if not (math.isfinite(mu) and mu >= 0):
+            raise ValueError(f"mu must be a finite number >= 0, got {mu}")
+        self.mu = float(mu)
+        distinct: dict[NoiseMixturePair, _Use] = {}
+        self.uses = [distinct.setdefault(pair, _Use(pair)) for pair in pairs]
+        self._built_for: tuple[float, float] | None = None  # the final eps the stages serve
+        self._stages: list[_Stage] = []
+        self._raws: list = []  # the functions the stages are fitted to
+        self._finer: list = []  # the same by the finer rule
+        self._rest: list[_Use] = []
+        self._checks: list[tuple[np.ndarray, np.ndarray]] = []
+        self._dropped = 0.0
+        #: sup L: delta is 0 from there on
+        self.loss_top = math.inf if self.mu > 0 else math.fsum(use.highest for use in self.uses)
+
+    def _start(self):
+        """(log delta of stage 0, lowest loss of stage 0, the uses after it): the Gaussians' closed form, or the
+        first pair's hockey stick from its loss tails."""
+        if self.mu > 0:
+            def gaussians(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                values = np.asarray(gaussian_log_delta(x, self.mu), dtype=float)
+                return values, np.zeros(values.shape)
+            return gaussians, -math.inf, self.uses
+        tails = self.uses[0].tails
+
+        def first(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            values, errors = tails.hockey_stick_with_error(x)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.log(values), np.where(values > 0, errors / values, 0.0)
+        return first, self.uses[0].lowest, self.uses[1:]
+
+    def _build(self, smallest: float, largest: float) -> None:
+        """Fit stages 0 .. m-1 (all but the last) for final eps in [``smallest``, ``largest``]; stages fitted
+        before for the same ``smallest`` are extended."""
+        fresh = self._built_for is None or smallest < self._built_for[0]
+        if fresh:
+            raw, exact_below, self._rest = self._start()
+            # each stage is fitted to ``raws[j]`` and checked against ``finer[j]`` (the same by a finer rule)
+            self._stages, self._checks, self._raws, self._finer, self._dropped = [], [], [raw], [raw], 0.0
+        rest = self._rest
+        # raw is 0 beyond ``top``: the loss's upper end, or what the previous stage and the rule reach
+        top = math.inf if self.mu > 0 else self.uses[0].highest
+        exact_below = -math.inf if self.mu > 0 else self.uses[0].lowest
+        error = 0.0
+        for index, use in enumerate(rest):
+            raw = self._raws[index]
+            # stage ``index`` is asked at eps minus the losses of uses index.. of ``rest`` (within their rules)
+            low = max(smallest - math.fsum(later.rule_losses[1] for later in rest[index:]), exact_below)
+            reach = largest - math.fsum(later.rule_losses[0] for later in rest[index:])
+            high = max(min(reach, top), low + 1e-3 * (1.0 + abs(low)))
+            if fresh:
+                fit = _Piecewise(raw, low, high)
+                self._stages.append(_Stage(fit, low, exact_below))
+                self._checks.append(self._check(fit, self._finer[index], fit.check_points()))
+                self._raws.append(self._level_of(use, self._stages[-1], ORDER, WIDTH))
+                self._finer.append(self._level_of(use, self._stages[-1], CHECK_ORDER, CHECK_WIDTH))
+                self._dropped += OUTSIDE_SPAN  # the mass the rule leaves out
+            else:
+                fit = self._stages[index].fit
+                high = max(high, fit.high)
+                if high > fit.high:
+                    truth, difference = self._check(fit, self._finer[index], fit.extend(raw, high))
+                    old_truth, old_difference = self._checks[index]
+                    self._checks[index] = (np.concatenate([old_truth, truth]),
+                                           np.concatenate([old_difference, difference]))
+            truth, difference = self._checks[index]
+            error = max(error, float(np.max(difference[truth > -RELATIVE_SPAN], initial=0.0)))
+            exact_below += use.lowest
+            top = min(top + use.highest, high + use.rule_losses[1])
+        if error > RTOL:  # (the errors stated are formed per query, :meth:`_stage_errors`; this is a fit gone wrong)
+            self._built_for = None
+            raise AccuracyError(f"a level of the step recursion agrees with a finer rule only to {error:.2g} "
+                                f"(relative, where delta_j > e^-{RELATIVE_SPAN:g}), more than {RTOL:g}")
+        self._built_for = (smallest, largest)
+
+    @staticmethod
+    def _level_of(use: _Use, stage: _Stage, order: int, width: float):
+        def level(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            values = use.level(stage, stage.fit.edges, x, order, width)
+            return values, np.zeros(values.shape)
+        return level
+
+    @staticmethod
+    def _check(fit: _Piecewise, raw, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log delta, |log difference|) of ``raw`` (the stage by the finer rule) and ``fit`` at ``points``, where raw
+        is above FLOOR and the fit is not taken as 0 (those pieces count in the fit's ``dropped``)."""
+        fitted, truth = fit(points), raw(points)[0]
+        seen = (truth > FLOOR) & np.isfinite(fitted)
+        return truth[seen], np.abs(fitted[seen] - truth[seen])
+
+    def _stage_errors(self, log_values: np.ndarray) -> np.ndarray:
+        """Bounds on the error the stages' fits pass on to each final delta = e^log_values: a stage's difference
+        at a check point counts relatively (times delta) where its delta_j is above delta e^-RELATIVE_SPAN, else
+        absolutely (the later uses average delta_j with weights summing to at most 1)."""
+        errors = np.zeros(log_values.shape)
+        floor = log_values[:, None] - RELATIVE_SPAN
+        for truth, difference in self._checks:
+            large = truth[None, :] >= floor
+            relative = np.max(np.where(large, difference[None, :], 0.0), axis=1, initial=0.0)
+            absolute = np.max(np.where(large, 0.0, (np.exp(truth) * np.expm1(difference))[None, :]), axis=1,
+                              initial=0.0)
+            errors += relative * np.exp(log_values) + absolute
+        return errors
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(delta(eps), an estimate of its error) at each eps.
+
+        Raises
+        ------
+        AccuracyError
+            A level cannot be fitted to RTOL.
+        """
+        epsilons = np.asarray(epsilons, dtype=float)
+        flat = epsilons.ravel()
+        values, errors = np.zeros(flat.shape), np.zeros(flat.shape)
+        below = flat < self.loss_top  # at or above it, delta is 0 exactly
+        if not np.any(below):
+            return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
+        asked = flat[below]
+        smallest, largest = min(float(np.min(asked)), 0.0), float(np.max(asked))
+        built = self._built_for
+        if built is None or smallest < built[0] or largest > built[1]:
+            # room for the root search's next steps: eps up to twice the largest asked (at least REACH_STEP more)
+            low = smallest if built is None else min(smallest, built[0])
+            high = max(largest, 0.0) if built is None else max(largest, built[1])
+            self._build(low, min(2 * high + REACH_STEP, self.loss_top))
+        last = self._rest[-1]
+        stage = self._stages[-1]
+        log_values = last.level(stage, stage.fit.edges, asked, ORDER, WIDTH)
+        log_checks = last.level(stage, stage.fit.edges, asked, CHECK_ORDER, CHECK_WIDTH)
+        values[below], checks = np.exp(log_values), np.exp(log_checks)
+        dropped = self._dropped + math.fsum(stage.fit.dropped for stage in self._stages)
+        errors[below] = np.abs(values[below] - checks) + self._stage_errors(log_values) + dropped
+        return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)

@@ -1,0 +1,135 @@
+"""delta(eps) of a few uses of Gaussian noise pairs by recursion over the uses (afa.engines.step_recursion).
+
+Independent references: the closed form of composed Gaussians (a Gaussian pair with q = 1 composed k times is
+N(mu^2/2, mu^2) with mu = sqrt(k) / sigma; Sommer, Meiser & Mohammadi 2019, Thm 5); a 30-digit mpmath integral of two
+uses of a Poisson-subsampled Gaussian (the one-use hockey stick in closed form, integrated over the other use's
+output); the identity delta_{P||Q}(0) = delta_{Q||P}(0) (both are the total variation distance); the contour engine
+(a second algorithm) where it answers; and the certified bracket of the PLD at tiny delta, where the contour cannot.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import afa
+from afa.engines import planner, step_recursion
+from afa.engines.step_recursion import StepRecursion
+from afa.mechanisms.noise_pair import NoiseMixturePair
+from afa.numerics.exact import gaussian_delta
+from afa.results import UnsupportedCompositionError
+
+
+def _remove(sigma: float, q: float) -> NoiseMixturePair:
+    return NoiseMixturePair("gaussian", sigma, (0.0, 1.0), (math.log1p(-q), math.log(q)), (0.0,), (0.0,))
+
+
+def _delta1_mpmath(y, sigma, q):
+    """One use of the subsampled Gaussian (remove direction), in mpmath: P[L > y] - e^y Q[L > y]."""
+    y = mp.mpf(y)
+    if y <= mp.log1p(-q):
+        return 1 - mp.exp(y)
+    o_star = sigma ** 2 * mp.log((mp.exp(y) - 1 + q) / q) + mp.mpf(1) / 2
+    tail = lambda z: mp.erfc(z / mp.sqrt(2)) / 2  # noqa: E731
+    return (1 - q) * tail(o_star / sigma) + q * tail((o_star - 1) / sigma) - mp.exp(y) * tail(o_star / sigma)
+
+
+def _delta2_mpmath(eps, sigma, q):
+    """Two uses: the integral over the second use's output o ~ A of delta_1(eps - L(o)), 30 digits."""
+    with mp.workdps(30):
+        sigma, q = mp.mpf(sigma), mp.mpf(q)
+        density = lambda o: ((1 - q) * mp.npdf(o, 0, sigma) + q * mp.npdf(o, 1, sigma))  # noqa: E731
+        loss = lambda o: mp.log(1 - q + q * mp.exp((2 * o - 1) / (2 * sigma ** 2)))  # noqa: E731
+        # where eps - L(o) crosses log(1 - q) (delta_1's kink of slope)
+        crossing = sigma ** 2 * mp.log((mp.exp(eps - mp.log1p(-q)) - 1 + q) / q) + mp.mpf(1) / 2
+        points = sorted({-40 * sigma, crossing - 3 * sigma, crossing, crossing + 3 * sigma, 1 + 40 * sigma})
+        return mp.quad(lambda o: density(o) * _delta1_mpmath(eps - loss(o), sigma, q), points)
+
+
+@pytest.mark.parametrize("sigma, q, eps", [(1.0, 0.01, 0.1), (2.0, 0.001, 0.002), (0.8, 0.001, 0.05)])
+def test_two_uses_match_a_30_digit_integral(sigma, q, eps):
+    values, errors = StepRecursion([_remove(sigma, q)] * 2).delta(np.array([eps]))
+    reference = float(_delta2_mpmath(eps, sigma, q))
+    assert values[0] == pytest.approx(reference, rel=1e-10)
+    assert abs(values[0] - reference) <= errors[0] + 1e-10 * reference  # the error stated holds (to its slack)
+    assert errors[0] < 1e-9 * values[0]
+
+
+@pytest.mark.parametrize("sigma, k", [(1.0, 3), (2.0, 7), (0.7, 12)])
+def test_unsubsampled_pairs_compose_to_the_gaussian_closed_form(sigma, k):
+    # q = 1: every use is N(1, sigma^2) against N(0, sigma^2); k uses are the Gaussian mechanism with mu^2 = k / sigma^2
+    pair = NoiseMixturePair("gaussian", sigma, (1.0,), (0.0,), (0.0,), (0.0,))
+    mu = math.sqrt(k) / sigma
+    eps = np.array([0.0, 0.5 * mu * mu, mu * mu, 2 * mu * mu + 3 * mu])
+    values, errors = StepRecursion([pair] * k).delta(eps)
+    truth = gaussian_delta(eps, mu)
+    np.testing.assert_allclose(values, truth, rtol=1e-9)
+    assert np.all(np.abs(values - truth) <= errors + 1e-9 * truth)
+
+
+def test_gaussians_start_the_recursion():
+    # two Gaussian mechanisms and two unsubsampled pairs: again one Gaussian, mu^2 = 1/4 + 1/9 + 2
+    pair = NoiseMixturePair("gaussian", 1.0, (1.0,), (0.0,), (0.0,), (0.0,))
+    mu_gaussians = math.sqrt(1 / 4 + 1 / 9)
+    values, _ = StepRecursion([pair] * 2, mu=mu_gaussians).delta(np.array([0.3, 1.5, 4.0]))
+    np.testing.assert_allclose(values, gaussian_delta(np.array([0.3, 1.5, 4.0]), math.sqrt(1 / 4 + 1 / 9 + 2)),
+                               rtol=1e-9)
+
+
+def test_both_directions_agree_at_zero_and_the_add_direction_ends_at_its_top():
+    pair = _remove(1.0, 0.01)
+    remove, add = StepRecursion([pair] * 5), StepRecursion([pair.swapped()] * 5)
+    at_zero = [float(recursion.delta(np.array([0.0]))[0][0]) for recursion in (remove, add)]
+    assert at_zero[0] == pytest.approx(at_zero[1], rel=1e-10)  # both the total variation distance
+    top = -5 * math.log1p(-0.01)  # the add direction's loss never exceeds 5 log(1/(1 - q))
+    assert add.loss_top == pytest.approx(top, rel=1e-12)
+    values, errors = add.delta(np.array([top, top + 1.0]))
+    assert np.all(values == 0.0) and np.all(errors == 0.0)
+
+
+@pytest.mark.parametrize("sigma, q, k", [(2.0, 0.001, 10), (1.0, 0.01, 10), (2.0, 0.01, 5)])
+def test_agrees_with_the_contour_where_it_answers(sigma, q, k):
+    # the contour with its wide node budget (auto's retry; far nodes on shifted output lines), remove direction
+    accountant = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=k)
+    contour, _, _ = accountant.planner.engines(planner.WIDE_CONTOUR)[0].epsilon_bracket(1e-5)
+    recursion = accountant.delta_result(contour, method="exact")
+    assert recursion.method == "exact"
+    assert recursion.value == pytest.approx(1e-5, rel=1e-9)
+    assert recursion.error < 1e-9 * recursion.value
+
+
+@pytest.mark.parametrize("delta", [1e-14, 1e-30])
+def test_tiny_delta_of_few_uses_lies_in_the_certified_bracket(delta):
+    # the contour's sums cancel here (by 1e5 and more): auto answers from the recursion, to 1e-6 or better
+    accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=10)
+    answer = accountant.epsilon_result(delta)
+    assert answer.method == "exact"
+    assert answer.error <= 1e-6 * answer.value
+    certified = accountant.delta_result(answer.value, method="pld")
+    assert certified.lower <= delta <= certified.upper
+
+
+def test_mixture_of_gaussians_few_uses_agree_with_the_contour():
+    mechanism = afa.MixtureOfGaussians([0.0, 1.0, 2.0], [0.5, 0.3, 0.2], sigma=1.5)
+    accountant = afa.Accountant().compose(mechanism, times=4)
+    contour = accountant.delta_result(1.0, method="contour")
+    exact = accountant.delta_result(1.0, method="exact")
+    assert exact.value == pytest.approx(contour.value, rel=1e-9)
+
+
+def test_refuses_what_it_cannot_serve():
+    laplace = NoiseMixturePair("laplace", 1.0, (0.0, 1.0), (math.log(0.9), math.log(0.1)), (0.0,), (0.0,))
+    with pytest.raises(UnsupportedCompositionError, match="Gaussian noise"):
+        StepRecursion([laplace] * 2)
+    with pytest.raises(UnsupportedCompositionError, match="2 to"):
+        StepRecursion([_remove(1.0, 0.01)] * (step_recursion.MAX_USES + 1))
+    with pytest.raises(UnsupportedCompositionError, match="2 to"):
+        StepRecursion([_remove(1.0, 0.01)])
+    with pytest.raises(ValueError, match="mu"):
+        StepRecursion([_remove(1.0, 0.01)] * 2, mu=-1.0)
+    accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01),
+                                          times=step_recursion.MAX_USES + 1)
+    assert not accountant.planner.recursion_available()
