@@ -179,7 +179,8 @@ class Engine(abc.ABC):
 
     def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """An upper bound on delta at ``epsilons`` (certified or estimated, as the engine's), as cheaply as
-        the engine allows; by default the value plus its error.
+        the engine allows; by default, given a ``target``, :meth:`chernoff_delta` where it is below the target,
+        else the value plus its error.
 
         Parameters
         ----------
@@ -200,6 +201,10 @@ class Engine(abc.ABC):
         AccuracyError
             As :meth:`delta`.
         """
+        if target is not None:  # a cheap bound first (:meth:`chernoff_delta`; none by default)
+            bounds = self.chernoff_delta(np.asarray(epsilons, dtype=float), target)
+            if np.all(bounds <= target):
+                return bounds
         values, errors = self.delta(epsilons)
         return values + errors
 
@@ -587,6 +592,9 @@ class ClosedFormEngine(Engine):
         (:func:`loss_epsilon_scale`).
     epsilon_scale : float, optional
         The first upper end of the eps searches instead (where evaluating delta far beyond the answer costs more).
+    chernoff : callable, optional
+        (eps, target) -> an upper bound on delta(eps) far cheaper than ``delta_and_error`` (e.g.
+        :meth:`afa.engines.contour.ContourInversion.chernoff_bound`), for :meth:`chernoff_delta`.
 
     Examples
     --------
@@ -606,8 +614,10 @@ class ClosedFormEngine(Engine):
     certified = False
 
     def __init__(self, delta_and_error: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], loss: ComposedLoss,
-                 epsilon_scale: float | None = None):
+                 epsilon_scale: float | None = None,
+                 chernoff: Callable[[float, float | None], float] | None = None):
         self.delta_and_error = delta_and_error
+        self._chernoff = chernoff
         self.inf_mass = loss.inf_mass
         self.epsilon_scale = loss_epsilon_scale(loss) if epsilon_scale is None else float(epsilon_scale)
         #: delta -> (estimate, lower, upper) of the latest KEPT_ANSWERS eps(delta) queries answered
@@ -617,6 +627,14 @@ class ClosedFormEngine(Engine):
         """(values, errors) of the closed form at ``epsilons``, as float arrays."""
         values, errors = self.delta_and_error(epsilons)
         return np.asarray(values, dtype=float), np.asarray(errors, dtype=float)
+
+    def chernoff_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
+        """The ``chernoff`` bounds at ``epsilons`` (+inf without one)."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        if self._chernoff is None:
+            return np.full(epsilons.shape, math.inf)
+        return np.array([self._chernoff(float(epsilon), target) for epsilon in epsilons.ravel()]).reshape(
+            epsilons.shape)
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error.
@@ -1395,17 +1413,6 @@ class ContourEngine(_InversionEngine):
             (:class:`afa.engines.contour.NodeBudgetError` when it needs more nodes than its budget).
         """
         return self.inversion.delta(epsilons, verify=True)
-
-    def upper_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
-        """With a ``target``, first the Chernoff bound from the MGF on the real axis
-        (:meth:`afa.engines.contour.ContourInversion.chernoff_bound`: no contour sum); where that is not below
-        ``target`` (or without one), the checked contour values plus their errors."""
-        epsilons = np.asarray(epsilons, dtype=float)
-        if target is not None:
-            bounds = self.chernoff_delta(epsilons, target)
-            if np.all(bounds <= target):
-                return bounds
-        return super().upper_delta(epsilons, target)
 
     def chernoff_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """Upper bounds on delta at ``epsilons`` from the MGF on the real axis alone, without a contour sum

@@ -46,7 +46,7 @@ from .base import (
     loss_epsilon_scale,
 )
 from .composition import ComposedLoss
-from .contour import NodeBudgetError
+from .contour import ContourInversion, NodeBudgetError
 from .mixed_pld import MixedPLDEngine, exact_part
 from .pld import PLDTooLargeError
 from .quadratic import QuadraticComposition
@@ -368,8 +368,10 @@ class Planner:
                 f"the step recursion needs 2 to {MAX_USES} uses of Gaussian noise pairs (subsampled Gaussians, "
                 "mixtures of Gaussians), with any Gaussian mechanisms")
         composed = self.composed(index)  # (its stages are fitted up to the eps asked: the search starts small)
+        # a direction shown below another by the MGF's Chernoff bound is not fitted at all
         return ClosedFormEngine(recursion.delta, composed,
-                                epsilon_scale=loss_epsilon_scale(composed, smallest=RECURSION_SCALE))
+                                epsilon_scale=loss_epsilon_scale(composed, smallest=RECURSION_SCALE),
+                                chernoff=ContourInversion(composed).chernoff_bound)
 
     def _contour_engine(self, index: int) -> ContourEngine:
         return ContourEngine(self.composed(index))

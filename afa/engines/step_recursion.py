@@ -76,8 +76,10 @@ OUTSIDE_SPAN = 2 * 0.5 * math.erfc(SPAN / math.sqrt(2))
 #: log delta below which a level is taken as 0; a piece reaching below it is halved while its top exceeds
 #: FLOOR + FLOOR_BAND.
 FLOOR, FLOOR_BAND = -250.0, 20.0
+#: Answers kept for repeated eps (a root search's verification asks the same eps several times).
+KEPT_ANSWERS = 64
 #: The stages are fitted for eps up to twice the largest asked plus REACH_STEP (extended beyond).
-REACH_STEP = 0.05
+REACH_STEP = 0.01
 #: A level whose fit differs from a finer rule by more than RTOL (relative, where delta_j > e^-RELATIVE_SPAN) is
 #: refused.
 RTOL = 1e-6
@@ -277,6 +279,8 @@ class StepRecursion:
         self._rest: list[_Use] = []
         self._checks: list[tuple[np.ndarray, np.ndarray]] = []
         self._dropped = 0.0
+        #: eps -> (delta, error) of the latest KEPT_ANSWERS eps asked since the stages were last fitted or extended
+        self._answers: dict[float, tuple[float, float]] = {}
         #: sup L: delta is 0 from there on
         self.loss_top = math.inf if self.mu > 0 else math.fsum(use.highest for use in self.uses)
 
@@ -383,6 +387,12 @@ class StepRecursion:
         below = flat < self.loss_top  # at or above it, delta is 0 exactly
         if not np.any(below):
             return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
+        known = np.array([float(epsilon) in self._answers for epsilon in flat]) & below
+        for index in np.flatnonzero(known):
+            values[index], errors[index] = self._answers[float(flat[index])]
+        below &= ~known
+        if not np.any(below):
+            return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
         asked = flat[below]
         smallest, largest = min(float(np.min(asked)), 0.0), float(np.max(asked))
         built = self._built_for
@@ -391,6 +401,7 @@ class StepRecursion:
             low = smallest if built is None else min(smallest, built[0])
             high = max(largest, 0.0) if built is None else max(largest, built[1])
             self._build(low, min(2 * high + REACH_STEP, self.loss_top))
+            self._answers.clear()
         last = self._rest[-1]
         stage = self._stages[-1]
         log_values = last.level(stage, stage.fit.edges, asked, ORDER, WIDTH)
@@ -398,4 +409,8 @@ class StepRecursion:
         values[below], checks = np.exp(log_values), np.exp(log_checks)
         dropped = self._dropped + math.fsum(stage.fit.dropped for stage in self._stages)
         errors[below] = np.abs(values[below] - checks) + self._stage_errors(log_values) + dropped
+        for index in np.flatnonzero(below):
+            self._answers[float(flat[index])] = (float(values[index]), float(errors[index]))
+        while len(self._answers) > KEPT_ANSWERS:
+            del self._answers[next(iter(self._answers))]
         return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
