@@ -133,3 +133,15 @@ def test_refuses_what_it_cannot_serve():
     accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01),
                                           times=step_recursion.MAX_USES + 1)
     assert not accountant.planner.recursion_available()
+
+
+def test_a_mixed_substitution_composition_at_tiny_delta_lies_in_the_certified_bracket():
+    # fuzz seed 8 (Gaussians beside two kinds of subsampled Gaussian, substitution): the contour's sums cancel by
+    # 3e9 and the PLD's bracket is 4e-4 wide; near its floor a level inherits the previous one's cut
+    accountant = (afa.Accountant(neighboring="substitution").compose(afa.Gaussian(28.48), times=2)
+                  .compose(afa.Gaussian(3.795).poisson_subsampled(0.0093), times=2)
+                  .compose(afa.Gaussian(1.322).poisson_subsampled(0.00184), times=2))
+    answer = accountant.epsilon_result(1e-23)
+    assert answer.method == "exact" and answer.error <= 1e-10 * answer.value
+    certified = accountant.epsilon_result(1e-23, method="pld")
+    assert certified.lower <= answer.value <= certified.upper

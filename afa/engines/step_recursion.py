@@ -140,7 +140,9 @@ class _Piecewise:
                         continue
                 else:
                     coefficients = np.polynomial.chebyshev.chebfit(points, row, FIT_ORDER - 1)
-                    if np.max(np.abs(coefficients[-3:])) <= tolerance or tiny:
+                    # (within FLOOR_BAND of FLOOR the level inherits the previous one's cut: any fit will do, its
+                    # error there counts absolutely, below e^(FLOOR + 2 FLOOR_BAND) times its log difference)
+                    if np.max(np.abs(coefficients[-3:])) <= tolerance or tiny or top <= FLOOR + 2 * FLOOR_BAND:
                         pieces.append((left, right, coefficients))
                         continue
                 middle = (left + right) / 2
