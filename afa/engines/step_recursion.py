@@ -55,7 +55,7 @@ from ..results import AccuracyError, UnsupportedCompositionError
 
 __all__ = ["StepRecursion"]
 
-#: The most uses of noise pairs a recursion takes (each is one level of fitting, some 10-60 ms).
+#: The most uses of noise pairs a recursion takes (each is one level of fitting, some 20-100 ms).
 MAX_USES = 12
 #: Chebyshev points per piece, and the largest of a piece's last three coefficients accepted (absolute, in log delta).
 FIT_ORDER, FIT_TOL = 16, 1e-11
@@ -93,7 +93,7 @@ def _log1mexp(x: np.ndarray) -> np.ndarray:
 
 class _Piecewise:
     """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below FIT_TOL or
-    8 times the noise of f's values (``function`` returns (values, bounds on their absolute errors)))."""
+    8 times the noise of f's values (``function`` returns (values, bounds on their errors), both of log delta)."""
 
     def __init__(self, function, low: float, high: float):
         #: A bound on the function where it is taken as -inf (pieces below FLOOR + FLOOR_BAND; the function
@@ -108,10 +108,11 @@ class _Piecewise:
     def extend(self, function, high: float) -> np.ndarray:
         """Fit ``function`` on [self.high, high] too; returns the new pieces' check points."""
         pieces = self._pieces(function, self.high, high)
+        first = len(self.coefficients)
         self.edges = np.concatenate([self.edges[:-1], [piece[0] for piece in pieces], [pieces[-1][1]]])
         self.coefficients = np.concatenate([self.coefficients, [piece[2] for piece in pieces]])
         self.high = high
-        return self.check_points()[-2 * len(pieces):]
+        return self.check_points(first)
 
     def _pieces(self, function, low: float, high: float) -> list[tuple[float, float, np.ndarray]]:
         """(left, right, coefficients) of the pieces fitted on [low, high], sorted."""
@@ -161,9 +162,9 @@ class _Piecewise:
         values = t * first - second + coefficients[:, 0]
         return np.where(np.isnan(values), -np.inf, values)
 
-    def check_points(self) -> np.ndarray:
-        """Two points inside each piece, between its Chebyshev points."""
-        left, right = self.edges[:-1], self.edges[1:]
+    def check_points(self, first: int = 0) -> np.ndarray:
+        """Two points inside each piece from number ``first`` on, between its Chebyshev points."""
+        left, right = self.edges[first:-1], self.edges[first + 1:]
         return np.concatenate([left + 0.31 * (right - left), left + 0.77 * (right - left)])
 
 
