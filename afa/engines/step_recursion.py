@@ -50,6 +50,7 @@ import numpy as np
 from .. import budget
 from ..mechanisms.loss_tails import NoisePairTails
 from ..mechanisms.noise_pair import NoiseMixturePair, gauss_legendre
+from ..mechanisms.output_rules import composite_rule, panel_edges
 from ..numerics.exact import gaussian_log_delta
 from ..results import AccuracyError, UnsupportedCompositionError
 
@@ -192,19 +193,15 @@ class _Use:
         whose weight times density is below e^-DROP of the largest term among the densest nodes is dropped.
         """
         low, high = self.span
-        base = np.linspace(low, high, int(math.ceil((high - low) / (width * self.pair.scale))) + 1)
+        base = panel_edges(low, high, width * self.pair.scale)
         losses, outputs = self._image_table
         targets = x[:, None] - previous_edges[None, :]
         inside = (targets > losses[0]) & (targets < losses[-1])
         images = np.where(inside, np.interp(targets, losses, outputs), high)[:, np.any(inside, axis=0)]
         edges = np.sort(np.concatenate([np.broadcast_to(base, (x.size, base.size)), images], axis=1), axis=1)
-        nodes, weights = gauss_legendre(order)
-        left, right = edges[:, :-1, None], edges[:, 1:, None]
-        o = ((left + right) / 2 + (right - left) / 2 * nodes).reshape(x.size, -1)
-        w = ((right - left) / 2 * weights).reshape(x.size, -1)
+        o, log_w = composite_rule(edges, *gauss_legendre(order))  # (images beyond the span: panels of width 0)
         log_a, log_b = self.pair.log_ratios(o)
-        with np.errstate(divide="ignore"):
-            density = np.log(w) + self.pair.log_mu(o) + log_a
+        density = log_w + self.pair.log_mu(o) + log_a
         terms = np.full(o.shape, -np.inf)
         # first the nodes within DROP of each row's densest, then the others that can still matter
         dense = density >= np.max(density, axis=1, keepdims=True) - DROP

@@ -31,6 +31,11 @@ def panel_edges(low: float, high: float, width: float, kinks: np.ndarray | None 
 
 def composite_rule(edges: np.ndarray, nodes: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(points, log-weights) of the Gauss-Legendre ``nodes`` and ``weights`` on [-1, 1] mapped to every panel
-    between consecutive ``edges``."""
-    half = np.diff(edges)[:, None] / 2
-    return (edges[:-1, None] + half * (nodes + 1)).ravel(), np.log((half * weights).ravel())
+    between consecutive ``edges`` (along the last axis: a 2-D array of edges gives one rule per row; a panel of
+    width 0 gets log-weights -inf)."""
+    edges = np.asarray(edges, dtype=float)
+    half = np.diff(edges, axis=-1)[..., None] / 2
+    shape = edges.shape[:-1] + (-1,)
+    with np.errstate(divide="ignore"):
+        return ((edges[..., :-1, None] + half * (nodes + 1)).reshape(shape),
+                np.log(half * weights).reshape(shape))
