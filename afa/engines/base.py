@@ -209,6 +209,15 @@ class Engine(abc.ABC):
         return values + errors
 
 
+def _pointwise_bounds(bound: Callable[[float, float | None], float] | None, epsilons: np.ndarray,
+                      target: float | None) -> np.ndarray:
+    """``bound(eps, target)`` at each of ``epsilons``, of their shape; +inf everywhere without a ``bound``."""
+    epsilons = np.asarray(epsilons, dtype=float)
+    if bound is None:
+        return np.full(epsilons.shape, math.inf)
+    return np.array([bound(float(epsilon), target) for epsilon in epsilons.ravel()]).reshape(epsilons.shape)
+
+
 def loss_epsilon_scale(loss: ComposedLoss, smallest: float = 1.0) -> float:
     """A scale for bracketing eps(delta): the composed loss's |mean| plus ten standard deviations, at least
     ``smallest``.
@@ -630,11 +639,7 @@ class ClosedFormEngine(Engine):
 
     def chernoff_delta(self, epsilons: np.ndarray, target: float | None = None) -> np.ndarray:
         """The ``chernoff`` bounds at ``epsilons`` (+inf without one)."""
-        epsilons = np.asarray(epsilons, dtype=float)
-        if self._chernoff is None:
-            return np.full(epsilons.shape, math.inf)
-        return np.array([self._chernoff(float(epsilon), target) for epsilon in epsilons.ravel()]).reshape(
-            epsilons.shape)
+        return _pointwise_bounds(self._chernoff, epsilons, target)
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta), the bounds verified against delta -/+ its error.
@@ -1432,11 +1437,7 @@ class ContourEngine(_InversionEngine):
         ndarray
             The bounds, of ``epsilons``' shape.
         """
-        epsilons = np.asarray(epsilons, dtype=float)
-        bound = getattr(self.inversion, "chernoff_bound", None)
-        if bound is None:
-            return np.full(epsilons.shape, math.inf)
-        return np.array([bound(float(epsilon), target) for epsilon in epsilons.ravel()]).reshape(epsilons.shape)
+        return _pointwise_bounds(getattr(self.inversion, "chernoff_bound", None), epsilons, target)
 
     def delta_and_slope(self, epsilon: float) -> tuple[float, float, float]:
         """(delta, absolute error, -d delta / d eps) from one contour sum (unchecked: Newton's iterates; the
