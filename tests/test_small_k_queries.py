@@ -90,15 +90,16 @@ def test_skipped_direction_leaves_the_maximum_as_both_directions_give_it():
 
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 2.5])
 def test_chernoff_bound_above_the_gaussian_closed_form(epsilon):
-    """The Chernoff bound M(c) e^{-c eps} / (1 + c) at the saddle is an upper bound on delta: against the
-    Gaussian mechanism's closed form (mu = 1: loss N(1/2, 1)), and not far above it (within c sqrt(2 pi Psi''),
-    the saddle-point ratio)."""
+    """The Chernoff bound M(c) e^{-c eps} c^c / (1 + c)^{1 + c} at the saddle is an upper bound on delta:
+    against the Gaussian mechanism's closed form (mu = 1: loss N(1/2, 1), M(c) = e^{c (c + 1) / 2}); it is that
+    expression at the saddle, and not far above delta (within c sqrt(2 pi Psi''), the saddle-point ratio)."""
     remove, _ = afa.Gaussian(sigma=1.0).privacy_losses()
     inversion = ContourInversion(ComposedLoss({remove: 1}))
     exact = norm.cdf(0.5 - epsilon) - math.exp(epsilon) * norm.cdf(-0.5 - epsilon)
     c, _, curvature = inversion.saddle(epsilon)
     bound = inversion.chernoff_bound(epsilon)
-    assert exact <= bound <= 2 * c * math.sqrt(2 * math.pi * curvature) * exact
+    assert bound == pytest.approx(math.exp(c * (c + 1) / 2 - c * epsilon) * c ** c / (1 + c) ** (1 + c), rel=1e-9)
+    assert exact <= bound <= c * math.sqrt(2 * math.pi * curvature) * exact
 
 
 def test_chernoff_bound_of_a_subsampled_direction_above_the_bruteforce_bracket():

@@ -822,13 +822,15 @@ class ContourInversion(_SaddlePointContour):
 
     def chernoff_bound(self, epsilon: float, target: float | None = None) -> float:
         """An upper bound on delta(eps) from the MGF on the real axis alone, no contour sum: the mass at
-        +infinity plus M(c) e^{-c eps} / (1 + c) = c e^{Psi(c)} (Chernoff: (1 - e^{eps - x})_+ <=
-        e^{c (x - eps)} / (1 + c) for every x and c > 0), raised by the node values' rounding
+        +infinity plus M(c) e^{-c eps} c^c / (1 + c)^{1 + c} = c e^{Psi(c)} (c / (1 + c))^c (Chernoff:
+        (1 - e^{eps - x})_+ <= e^{c (x - eps)} c^c / (1 + c)^{1 + c} for every x and c > 0, the supremum over x
+        of the ratio being attained at e^{eps - x} = c / (1 + c)), raised by the node values' rounding
         (:meth:`_rounding`, which counts numeric MGF terms' relative error), at the saddle c -- or, given a
         ``target``, at the first of the saddle search's iterates where it is at most ``target``."""
 
         def bound_at(c: float, psi: float) -> float:
-            log_bound = math.log(c) + psi + ROUNDING_FACTOR * self._rounding(c, psi, epsilon)
+            log_bound = (math.log(c) + psi - c * math.log1p(1 / c)
+                         + ROUNDING_FACTOR * self._rounding(c, psi, epsilon))
             return self.inf_mass + (math.exp(log_bound) if log_bound < LOG_HUGE else math.inf)
 
         known, searched = self._chernoff.get(epsilon, (math.inf, False))
