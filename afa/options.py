@@ -232,15 +232,19 @@ class AutoOptions(_Validated):
     share : float
         The share of the time left that each engine but the last gets (default 0.5, in (0, 1]).
     wide_share : float
-        The share of the contour's retry with ``ContourOptions.wide_numeric_nodes`` (default 0.25, in (0, 1]).
-        When that retry is queued behind the PLD (the contour ran out of nodes), the PLD gets the time left but
-        this share (at least ``share`` of it): the retry only refines the PLD's bracket.
+        The share of the time left for the contour's retry with ``ContourOptions.wide_numeric_nodes`` after the
+        contour ran out of nodes (default 0.25, in (0, 1]).  Every mechanism continuous: the retry comes before
+        the PLD; with finite-output mechanisms it is queued behind the PLD, which then gets the time left but this
+        share (at least ``share`` of it): the retry only refines the PLD's bracket.  Once the retry has failed,
+        the PLD gets that share in later queries of the composition.
     bracket_rtol : float
         A certified bracket wider than this, relative to its value, makes 'auto' try the contour with the
         wide node budget for a tighter answer (default 0.01, in (0, inf]).
     retry_rtol : float
-        After the contour ran out of nodes, a certified bracket wider than this, relative to its value, is
-        kept while the contour retries with the wide node budget (default 1e-6, in (0, inf]).
+        With finite-output mechanisms, after the contour ran out of nodes, a certified bracket wider than this,
+        relative to its value, is kept while the contour retries with the wide node budget; a bracket of the
+        coarse PLD grid (see ``coarse_grid``) within this is the answer, a wider one is kept while the fine grid
+        tries (default 1e-6, in (0, inf]).
     reserve : float
         The share of an eps(delta) query's time kept back for a certified lower bound to attach to a refusal
         when no engine answers in the rest (default 0.1, in [0, 0.5]; 0: none).

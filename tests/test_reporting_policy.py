@@ -214,40 +214,78 @@ def test_auto_records_every_attempt_and_moves_on_only_after_a_declared_refusal(m
         afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
 
 
+def _mixed(**settings) -> afa.Accountant:
+    """Laplace(1) x 3 beside RandomizedResponse(0.6) x 2: a composition with a finite-output mechanism."""
+    return afa.Accountant(**settings).compose(afa.Laplace(1.0), 3).compose(afa.RandomizedResponse(0.6), 2)
+
+
 def test_a_contour_out_of_nodes_hands_over_to_the_pld_before_its_wide_retry(monkeypatch):
-    """A contour refused for its node budget (a loss piled up near one value) is followed by the PLD.  A bracket
-    within AutoOptions.retry_rtol is the answer; a wider one is kept while the wide-node contour tries for a
-    tighter answer, and is the answer when that retry is refused too.  It holds Laplace(1) x 3 through the PLD
-    alone, as in the test above."""
+    """With a finite-output mechanism (whose atoms the PLD composes exactly), a contour refused for its node
+    budget is followed by the PLD.  A bracket within AutoOptions.retry_rtol is the answer; a wider one is kept
+    while the wide-node contour tries for a tighter answer, and is the answer when that retry is refused too."""
     from afa.engines.base import ContourEngine
     from afa.engines.contour import NodeBudgetError
-    reference = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0, method="pld")
+    reference = _mixed().delta_result(1.0, method="pld")
 
     def out_of_nodes(self, epsilons):
         raise NodeBudgetError("needs more nodes (raised by the test)")
 
     monkeypatch.setattr(ContourEngine, "delta", out_of_nodes)
-    result = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0)
+    result = _mixed().delta_result(1.0)
     assert result.upper - result.lower <= 1e-6 * result.value
     assert [(a.method, a.outcome) for a in result.attempts] == [("contour", "refused"), ("pld", "answered")]
     assert reference.lower <= result.value <= reference.upper
     strict = afa.Options(auto=afa.AutoOptions(retry_rtol=1e-300))
-    result = afa.Accountant(options=strict).compose(afa.Laplace(1.0), 3).delta_result(1.0)
+    result = _mixed(options=strict).delta_result(1.0)
     assert [(a.method, a.outcome) for a in result.attempts] == [
         ("contour", "refused"), ("pld", "answered"), ("contour (wide node budget)", "refused")]
     assert reference.lower <= result.value <= reference.upper
 
 
-def test_the_pld_before_a_queued_wide_retry_gets_three_quarters_of_the_time_left(monkeypatch):
-    """After the contour runs out of nodes, the PLD runs with the wide-node retry queued behind it; the retry only
-    refines the PLD's bracket, so the PLD gets the time left but AutoOptions.wide_share (0.25), not the half that
-    an engine followed by others gets (fuzz seed 6090's PLD needed more than that half).  Once the retry has
-    failed, later queries start with the PLD, with the same share (seed 6588's second query)."""
+def test_a_continuous_composition_out_of_nodes_retries_the_contour_before_the_pld(monkeypatch):
+    """Every mechanism continuous (Laplace(1) x 3): a contour refused for its node budget is retried with the
+    wide node budget (a quarter of the time left) before the PLD; when the retry is refused too, the PLD answers
+    with three quarters of the time left, and later queries start with the PLD with the same share."""
     from afa import budget
     from afa.engines.base import ContourEngine, PLDEngine
     from afa.engines.contour import NodeBudgetError
+    seen, original = [], PLDEngine.delta
+    reference = afa.Accountant().compose(afa.Laplace(1.0), 3).delta_result(1.0, method="pld")
+
+    def out_of_nodes(self, epsilons):
+        seen.append(("contour", budget.remaining()))
+        raise NodeBudgetError("needs more nodes (raised by the test)")
+
+    def recorded(self, epsilons):
+        seen.append(("pld", budget.remaining()))
+        return original(self, epsilons)
+
+    monkeypatch.setattr(ContourEngine, "delta", out_of_nodes)
+    monkeypatch.setattr(PLDEngine, "delta", recorded)
+    acc = afa.Accountant(budget=afa.Budget(seconds=100.0)).compose(afa.Laplace(1.0), 3)
+    result = acc.delta_result(1.0)
+    assert [(a.method, a.outcome) for a in result.attempts] == [
+        ("contour", "refused"), ("contour (wide node budget)", "refused"), ("pld", "answered")]
+    assert reference.lower <= result.value <= reference.upper
+    assert [name for name, _ in seen] == ["contour", "contour", "pld"]
+    assert 0.2 * 100 < seen[1][1] <= 0.25 * 100 and 0.7 * 75 < seen[2][1] <= 0.75 * 100
+    result = acc.delta_result(2.0)
+    assert [(a.method, a.outcome) for a in result.attempts] == [("pld", "answered")]
+    assert 0.7 * 100 < seen[-1][1] <= 0.75 * 100
+
+
+def test_the_pld_before_a_queued_wide_retry_gets_three_quarters_of_the_time_left(monkeypatch):
+    """With a finite-output mechanism, after the contour runs out of nodes, the PLD runs with the wide-node retry
+    queued behind it; the retry only refines the PLD's bracket, so the PLD gets the time left but
+    AutoOptions.wide_share (0.25), not the half that an engine followed by others gets (fuzz seed 6090's PLD
+    needed more than that half).  Once the retry has failed, later queries start with the PLD, with the same
+    share (seed 6588's second query)."""
+    from afa import budget
+    from afa.engines.base import ContourEngine
+    from afa.engines.contour import NodeBudgetError
+    from afa.engines.mixed_pld import MixedPLDEngine
     seen = []
-    original = PLDEngine.delta
+    original = MixedPLDEngine.delta
 
     def out_of_nodes(self, epsilons):
         raise NodeBudgetError("needs more nodes (raised by the test)")
@@ -257,9 +295,9 @@ def test_the_pld_before_a_queued_wide_retry_gets_three_quarters_of_the_time_left
         return original(self, epsilons)
 
     monkeypatch.setattr(ContourEngine, "delta", out_of_nodes)
-    monkeypatch.setattr(PLDEngine, "delta", recorded)
+    monkeypatch.setattr(MixedPLDEngine, "delta", recorded)
     strict = afa.Options(auto=afa.AutoOptions(retry_rtol=1e-300))
-    acc = afa.Accountant(budget=afa.Budget(seconds=100.0), options=strict).compose(afa.Laplace(1.0), 3)
+    acc = _mixed(options=strict, budget=afa.Budget(seconds=100.0))
     result = acc.delta_result(1.0)
     assert [(a.method, a.outcome) for a in result.attempts][:2] == [("contour", "refused"), ("pld", "answered")]
     assert 0.7 * 100 < seen[0] <= 0.75 * 100

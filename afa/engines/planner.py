@@ -321,8 +321,12 @@ class Planner:
                 passed_over[candidate] = str(error)
             except UnsupportedCompositionError as error:
                 self._unbuildable[candidate] = passed_over[candidate] = str(error)
-        continuous = all(losses[0].continuous for losses in self.losses.values())
-        return ("quadrature" if continuous else "pld"), passed_over
+        return ("quadrature" if self.all_continuous() else "pld"), passed_over
+
+    def all_continuous(self) -> bool:
+        """Whether every mechanism's loss is continuous (no finite-output mechanism, whose atoms the PLD
+        composes exactly and the contour evaluates at every node)."""
+        return all(losses[0].continuous for losses in self.losses.values())
 
     def engines(self, method: str) -> list[Engine]:
         """The engines of ``method`` (an engine key) for each distinct direction, built once.
@@ -525,11 +529,13 @@ class Planner:
         AutoOptions.share of the time left (the last with all of it), so no engine spends the whole budget while
         another would answer.  A refusal (AccuracyError, an engine that cannot serve the composition) moves on
         to the next; a contour refused for its node budget (:class:`afa.engines.contour.NodeBudgetError`, a loss
-        piled up near one value, where the PLD is at its best) is retried with a larger one
-        (AutoOptions.wide_share of the time left) right after the PLD unless the PLD's bracket is within
-        AutoOptions.retry_rtol (it is kept in case the retry fails; the PLD then gets the time left but the retry's
-        share, at least AutoOptions.share of it); once that retry fails, later queries of the same composition try
-        the PLD before the contour, with the same share.  A PLD of more than LARGE_PLD_POINTS grid points is first
+        piled up near one value) is retried with a larger one (AutoOptions.wide_share of the time left): when
+        every mechanism is continuous, before the fallbacks (after the step recursion where that applies); with
+        finite-output mechanisms, whose atoms the PLD composes exactly and the contour evaluates at every node,
+        right after the PLD unless the PLD's bracket is within AutoOptions.retry_rtol (it is kept in case the
+        retry fails; the PLD then gets the time left but the retry's share, at least AutoOptions.share of it).
+        Once that retry fails, later queries of the same composition try the PLD before the contour, with the
+        same share.  A PLD of more than LARGE_PLD_POINTS grid points is first
         built on a grid AutoOptions.coarse_grid times coarser (:data:`COARSE_PLD`): a bracket within
         AutoOptions.retry_rtol answers, a wider one is kept while the fine grid tries, which is passed over when
         the coarse grid's time times AutoOptions.coarse_grid exceeds its share.  A certified answer whose
@@ -620,7 +626,8 @@ class Planner:
                     bracket = partial
                 if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
                     wide_tried = node_retry = True
-                    candidates.insert(candidates.index("pld") + 1 if "pld" in candidates else 0, WIDE_CONTOUR)
+                    after_pld = "pld" in candidates and not self.all_continuous()
+                    candidates.insert(candidates.index("pld") + after_pld if "pld" in candidates else 0, WIDE_CONTOUR)
                 elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
                 continue
