@@ -1018,18 +1018,18 @@ def _directions_delta(engines, epsilons: np.ndarray) -> list[tuple[np.ndarray, n
 
     The first direction is evaluated; a further direction whose cheap bound B
     (:meth:`afa.engines.base.Engine.chernoff_delta`, e.g. the contour's Chernoff bound, no contour sum) is at
-    most the first's value - error and B / 2 at most the first's error cannot change the maximum, its
-    bounds or its error: it is reported as delta in [0, B] (value B / 2, error B / 2) without its own
+    most the first's value - error at every eps lies below the first's true delta, so it cannot set the
+    maximum (the maximum's true error is then the first's): it is returned as (0, 0), without its own
     evaluation.
     """
     answers = [engines[0].delta(epsilons)]
     for engine in engines[1:]:
         values, errors = answers[0]
-        room = np.minimum(values - errors, 2 * errors)
+        room = values - errors
         if np.all(room > 0):
             bounds = engine.chernoff_delta(epsilons, float(np.min(room)))
             if np.all(bounds <= room):
-                answers.append((bounds / 2, bounds / 2))
+                answers.append((np.zeros_like(values), np.zeros_like(errors)))
                 continue
         answers.append(engine.delta(epsilons))
     return answers
