@@ -630,7 +630,7 @@ class Accountant:
         lower bound found, as a bracket with upper +inf."""
         best = None
         groups = sorted(self._counts.items(), reverse=True,
-                        key=lambda item: item[1] * _loss_magnitude(self._losses[item[0]]))
+                        key=lambda item: item[1] * _loss_magnitude(self._losses[item[0]], bound=False))
         for mechanism, count in groups:
             if budgets.remaining() <= 0:
                 break
@@ -1001,14 +1001,16 @@ def _gaussian_mu(mechanism: Mechanism, neighboring: str) -> float | None:
         return None
 
 
-def _loss_magnitude(losses: tuple) -> float:
-    """The largest |loss value|, |mean| or variance of one use over both directions."""
+def _loss_magnitude(losses: tuple, bound: bool = True) -> float:
+    """The largest |loss value|, |mean| or variance of one use over both directions: for a continuous part, an
+    upper bound (:attr:`afa.mechanisms.privacy_loss.PrivacyLoss.magnitude`, no quadrature) or, with ``bound``
+    False, its cumulants."""
     largest = 0.0
     for loss in losses:
         if loss.atoms.size:
             largest = max(largest, abs(float(loss.atoms.losses[0])), abs(float(loss.atoms.losses[-1])))
         if loss.continuous:
-            mean, variance = loss.cumulants
+            mean, variance = (loss.magnitude, 0.0) if bound else loss.cumulants
             largest = max(largest, abs(mean), variance)
     return largest
 

@@ -443,6 +443,39 @@ def test_mixture_cumulants(sensitivities, probabilities, sigma):
         assert loss.cumulants[1] == pytest.approx(var, rel=1e-9, abs=1e-12)
 
 
+NOISE_PAIR_MECHANISMS = [afa.Gaussian(1.0).poisson_subsampled(0.01), afa.Gaussian(0.3).poisson_subsampled(0.5),
+                         afa.Gaussian(2.0, sensitivity=3.0).poisson_subsampled(0.001),
+                         afa.Laplace(1.0).poisson_subsampled(0.01), afa.Laplace(0.4, sensitivity=2.0).poisson_subsampled(0.7),
+                         *(afa.MixtureOfGaussians(*case) for case in MOGS[1:])]  # (MOGS[0]: the Gaussian)
+
+
+@pytest.mark.parametrize("mechanism", NOISE_PAIR_MECHANISMS, ids=repr)
+def test_noise_pair_magnitude_bounds_the_mean_and_variance(mechanism):
+    """PrivacyLoss.magnitude of a noise pair's loss (a closed bound, no quadrature: what Accountant.compose's
+    overflow guard sums) is at least |mean| and variance of the loss, both directions, by scipy quadrature of the
+    pair's densities written out here from its shifts, weights and scale."""
+    for loss in mechanism.privacy_losses():
+        pair = loss.noise_pair
+        if pair.noise == "gaussian":
+            def log_mu(o, s=pair.scale):
+                return -0.5 * (o / s) ** 2 - math.log(s * math.sqrt(2 * math.pi))
+        else:
+            def log_mu(o, s=pair.scale):
+                return -abs(o) / s - math.log(2 * s)
+
+        def side(shifts, log_weights):
+            return lambda o: math.log(math.fsum(math.exp(w + log_mu(o - c)) for c, w in zip(shifts, log_weights)
+                                                if w > -math.inf))
+
+        log_a, log_b = side(pair.a_shifts, pair.a_log_weights), side(pair.b_shifts, pair.b_log_weights)
+        edges = sorted({min(pair.shifts) - 30 * pair.scale, *pair.shifts, max(pair.shifts) + 30 * pair.scale})
+        mass, mean, variance = quad_moments(log_a, log_b, [(lo, hi, 0.25 * pair.scale)
+                                                           for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo])
+        assert mass == pytest.approx(1.0, abs=1e-10)
+        assert loss.magnitude >= max(abs(mean), variance)
+        assert loss.cumulants[1] == pytest.approx(variance, rel=1e-6, abs=1e-12)
+
+
 @pytest.mark.parametrize("case", FINITE, ids=FINITE_IDS)
 def test_finite_cumulants_and_masses(case):
     _, mech, rel, (p, q) = case

@@ -87,6 +87,22 @@ class NoiseMixturePair:
         return spread / self.scale ** 2 if self.noise == "gaussian" else 2.0 / self.scale
 
     @property
+    def magnitude_bound(self) -> float:
+        """An upper bound on |E_A[L]| and on Var_A(L), without quadrature.
+
+        With c the centre of the shifts, h half their spread, lambda = :attr:`loss_slope` and N the noise:
+        |L(o)| <= |L(c)| + lambda |o - c| and, under A, |o - c| <= h + |N|, so with R = |L(c)| + lambda h,
+        E|L| <= R + lambda E|N| and E[L^2] <= 2 R^2 + 2 lambda^2 E[N^2] (E|N| = scale sqrt(2 / pi) and
+        E[N^2] = scale^2 for Gaussian noise, scale and 2 scale^2 for Laplace noise).
+        """
+        shifts = self.shifts
+        centre, half = (float(shifts[0]) + float(shifts[-1])) / 2, float(np.ptp(shifts)) / 2
+        reach = abs(float(self.privacy_loss(np.array([centre]))[0])) + self.loss_slope * half
+        first, second = (math.sqrt(2 / math.pi), 1.0) if self.noise == "gaussian" else (1.0, 2.0)
+        spread = self.loss_slope * self.scale
+        return max(reach + spread * first, 2 * reach ** 2 + 2 * spread ** 2 * second)
+
+    @property
     def loss_upper_bound(self) -> float:
         """A bound on sup_o log(A/B)(o): max_i log(a_i / b_j(i)) when every A component is also a B
         component (then A <= max_i (a_i / b_j(i)) B pointwise), else +inf.

@@ -397,6 +397,16 @@ class PrivacyLoss:
         """The log-CF at real ``nodes`` (vectorised, complex)."""
         return batched_log_phi(np.asarray(nodes, dtype=float).ravel(), [self]).reshape(np.shape(nodes))
 
+    @property
+    def magnitude(self) -> float:
+        """An upper bound on the finite loss's |mean| and variance: the noise pair's
+        (:attr:`afa.mechanisms.noise_pair.NoiseMixturePair.magnitude_bound`, no quadrature) when the loss comes
+        from one, else the larger of them (:attr:`cumulants`)."""
+        if self.noise_pair is not None:
+            return self.noise_pair.magnitude_bound
+        mean, variance = self.cumulants
+        return max(abs(mean), variance)
+
     @functools.cached_property
     def cumulants(self) -> tuple[float, float]:
         """(mean, variance) of the finite loss, normalised to a probability."""
