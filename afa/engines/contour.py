@@ -73,7 +73,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 from .. import budget
 from .. import options as settings
@@ -1213,8 +1213,12 @@ def _merge_groups(shifts, counts, log_weights):
     scale = max(1.0, float(np.max(np.abs(shifts))))
     new = np.concatenate(([True], (np.diff(counts) != 0) | (np.diff(shifts) > 1e-12 * scale)))
     starts = np.flatnonzero(new)
-    merged = np.array([logsumexp(chunk) for chunk in np.split(log_weights, starts[1:])])
-    return shifts[starts], counts[starts], merged
+    tops = np.maximum.reduceat(log_weights, starts)  # each group's log-sum-exp, all groups at once
+    safe = np.where(np.isfinite(tops), tops, 0.0)
+    sizes = np.diff(np.append(starts, log_weights.size))
+    with np.errstate(divide="ignore"):
+        merged = safe + np.log(np.add.reduceat(np.exp(log_weights - np.repeat(safe, sizes)), starts))
+    return shifts[starts], counts[starts], np.where(np.isfinite(tops), merged, tops)
 
 
 def contour_inversion(loss: ComposedLoss, numeric_nodes: int | None = None) -> _SaddlePointContour:
