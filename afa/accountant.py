@@ -27,7 +27,6 @@ from .engines.base import ExactEngine, gaussian_delta_with_error, gaussian_epsil
 from .engines.composition import ComposedLoss
 from .engines.planner import Answer, Planner, label
 from .limits import INTERVAL_RANGE
-from .mechanisms import pairs
 from .mechanisms.catalog import NEIGHBORING_RELATIONS, Mechanism
 from .numerics.atoms import CompositionTooLargeError
 from .options import Options
@@ -192,7 +191,7 @@ class Accountant:
                             f"..., or a subclass implementing dominating_pair), got {type(mechanism).__name__}")
         times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
         losses = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
-        mu = _gaussian_mu(mechanism, self.neighboring)
+        mu = _gaussian_mu(losses)
         total = self._counts.get(mechanism, 0) + times
         if total > check.MAX_COUNT:
             raise ValueError(f"times is out of range: {mechanism!r} would be used {total} times in all, "
@@ -992,13 +991,11 @@ def _relative_width(answer) -> float:
     return max(widths)
 
 
-def _gaussian_mu(mechanism: Mechanism, neighboring: str) -> float | None:
-    """mu of a mechanism whose dominating pair is a pure Gaussian pair (:func:`afa.mechanisms.pairs.gaussian_mu`),
-    else None."""
-    try:
-        return pairs.gaussian_mu(mechanism.dominating_pair(neighboring))
-    except NotImplementedError:
-        return None
+def _gaussian_mu(losses: tuple) -> float | None:
+    """mu of a use whose directions are both the Gaussian mechanism's loss N(mu^2 / 2, mu^2)
+    (:attr:`afa.mechanisms.privacy_loss.PrivacyLoss.gaussian_mu`: a pure Gaussian pair), else None."""
+    first = losses[0].gaussian_mu
+    return first if first is not None and all(loss.gaussian_mu == first for loss in losses) else None
 
 
 def _loss_magnitude(losses: tuple, bound: bool = True) -> float:

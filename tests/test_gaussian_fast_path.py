@@ -197,3 +197,26 @@ def test_gaussian_epsilon_newton_ends_where_it_converges(monkeypatch):
             value = exact.gaussian_epsilon(delta, mu)
             assert len(calls) <= 12, (mu, delta, len(calls))
             assert value == pytest.approx(float(mp_epsilon(delta, mu)), rel=1e-14), (mu, delta)
+
+
+class _ShiftedGaussian(afa.Mechanism):
+    """A mechanism defined outside afa declaring the pair (N(2, 4), N(0, 4)): mu = 1."""
+
+    def dominating_pair(self, neighboring):
+        from afa.mechanisms.noise_pair import NoiseMixturePair
+        return NoiseMixturePair("gaussian", 2.0, (2.0,), (0.0,), (0.0,), (0.0,))
+
+
+@pytest.mark.parametrize("mechanism, mu", [
+    (afa.Gaussian(4.0, sensitivity=2.0), 0.5), (afa.MixtureOfGaussians((3.0,), (1.0,), 2.0), 1.5),
+    (_ShiftedGaussian(), 1.0), (afa.Gaussian(1.0).poisson_subsampled(0.5), None), (afa.Laplace(1.0), None),
+    (afa.MixtureOfGaussians((0.0, 1.0), (0.5, 0.5), 1.0), None)])
+def test_a_use_is_a_gaussian_exactly_when_its_losses_are_the_gaussian_mechanisms(mechanism, mu):
+    """PrivacyLoss.gaussian_mu (what the accountant's closed form sums) is |shift| / scale of a pure Gaussian
+    pair, whoever declares it, and None otherwise; such compositions answer by the closed form, to mpmath's."""
+    for loss in mechanism.privacy_losses():
+        assert loss.gaussian_mu == mu
+    if mu is not None:
+        result = afa.Accountant().compose(mechanism, 9).compose(afa.Gaussian(2.0), 7).epsilon_result(1e-6)
+        truth = mp_epsilon(1e-6, mp.sqrt(9 * mp.mpf(mu) ** 2 + 7 * mp.mpf(0.5) ** 2))
+        assert result.method == "exact" and float(truth) == pytest.approx(result.value, rel=1e-12)

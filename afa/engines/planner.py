@@ -113,7 +113,8 @@ class Planner:
     losses : mapping of Mechanism to tuple of afa.mechanisms.privacy_loss.PrivacyLoss
         Each mechanism's privacy losses in the two directions (``Mechanism.privacy_losses(neighboring)``).
     gaussian_mu : mapping of Mechanism to float
-        mu of the mechanisms whose dominating pair is a pure Gaussian pair (:func:`afa.mechanisms.pairs.gaussian_mu`).
+        mu of the mechanisms whose losses are the Gaussian mechanism's
+        (:attr:`afa.mechanisms.privacy_loss.PrivacyLoss.gaussian_mu`: a pure Gaussian pair).
     options : Options
         The settings the engines are built and queried under.
     value_discretization_interval : float, optional

@@ -108,7 +108,7 @@ def gaussian_losses(mu: float) -> tuple[PrivacyLoss, PrivacyLoss]:
     (True, (0.5, 1.0))
     """
     h = mu ** 2 / 2
-    loss = PrivacyLoss.symbolic(_gaussian_template(), (h,), cumulants=(h, 2 * h))  # N(h, 2h)
+    loss = PrivacyLoss.symbolic(_gaussian_template(), (h,), cumulants=(h, 2 * h), gaussian_mu=float(mu))  # N(h, 2h)
     return loss, loss
 
 

@@ -216,7 +216,7 @@ class PrivacyLoss:
                  evaluator: Callable[[np.ndarray], np.ndarray] | None = None, continues: bool | None = None,
                  noise_pair=None, cost: Callable[[np.ndarray], np.ndarray] | None = None,
                  laplace_shift: float | None = None, loss_bound: float | None = None,
-                 family: tuple | None = None, rtol: float | None = None):
+                 family: tuple | None = None, rtol: float | None = None, gaussian_mu: float | None = None):
         self._atoms = atoms
         self._inf_mass = float(inf_mass)
         self._continuous = bool(continuous)
@@ -245,6 +245,9 @@ class PrivacyLoss:
         #: a when the loss is Laplace-type: atoms at +-a and a density between, so that its MGF is
         #: e^{as} R(s) + e^{-as} R'(s) with R, R' rational (the lattice contour's groups); else None.
         self.laplace_shift = laplace_shift
+        #: mu when the loss is the Gaussian mechanism's, N(mu^2 / 2, mu^2) (its compositions have a closed form);
+        #: else None.
+        self.gaussian_mu = gaussian_mu
         #: A declared upper bound on the finite loss of a continuous loss (None: from the noise pair, if any).
         self._loss_bound = loss_bound
 
@@ -268,19 +271,20 @@ class PrivacyLoss:
     @classmethod
     def symbolic(cls, template: Template, values: tuple[float, ...], *, atoms: LossAtoms | None = None,
                  inf_mass: float = 0.0, laplace_shift: float | None = None,
-                 cumulants: tuple[float, float] | None = None) -> PrivacyLoss:
+                 cumulants: tuple[float, float] | None = None, gaussian_mu: float | None = None) -> PrivacyLoss:
         """A loss with a continuous part and a closed-form log-CF, a member of ``template``'s family.
 
         The template is the normalised CF of the finite part; with ``inf_mass`` > 0
         the loss's log-CF is log(1 - inf_mass) plus the template (and ``atoms``
         must carry their share of the finite mass).  ``laplace_shift`` declares a Laplace-type loss
-        (:attr:`laplace_shift`).  ``cumulants``, if given, are the normalised loss's mean and variance (else
-        the template's derivatives give them when first read).
+        (:attr:`laplace_shift`), ``gaussian_mu`` the Gaussian mechanism's loss (:attr:`gaussian_mu`).
+        ``cumulants``, if given, are the normalised loss's mean and variance (else the template's derivatives
+        give them when first read).
         """
         loss = cls(atoms=atoms if atoms is not None else _no_atoms(), inf_mass=inf_mass, continuous=True,
                    log_phi=None, batch=(template, tuple(map(float, values))),
                    cumulants=cumulants if cumulants is not None else (lambda: template.cumulants(values)),
-                   laplace_shift=laplace_shift)
+                   laplace_shift=laplace_shift, gaussian_mu=gaussian_mu)
         loss._template_member = (template, tuple(values))
         return loss
 
