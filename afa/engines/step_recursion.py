@@ -43,6 +43,7 @@ refused (AccuracyError).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -92,6 +93,19 @@ def _log1mexp(x: np.ndarray) -> np.ndarray:
         return np.where(x > -math.log(2), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
 
+@functools.cache
+def _chebyshev_points() -> tuple[np.ndarray, np.ndarray]:
+    """The FIT_ORDER Chebyshev points of the first kind on [-1, 1] and the matrix taking values there to the
+    coefficients of their interpolating Chebyshev series (the discrete cosine transform: c_j = (2 / n)
+    sum_k f(x_k) T_j(x_k), c_0 halved); read-only."""
+    angles = np.pi * (np.arange(FIT_ORDER) + 0.5) / FIT_ORDER
+    transform = 2.0 / FIT_ORDER * np.cos(np.outer(np.arange(FIT_ORDER), angles))
+    transform[0] /= 2
+    points = np.cos(angles)
+    points.flags.writeable = transform.flags.writeable = False
+    return points, transform
+
+
 class _Piecewise:
     """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below FIT_TOL or
     8 times the noise of f's values (``function`` returns (values, bounds on their errors), both of log delta)."""
@@ -117,7 +131,7 @@ class _Piecewise:
 
     def _pieces(self, function, low: float, high: float) -> list[tuple[float, float, np.ndarray]]:
         """(left, right, coefficients) of the pieces fitted on [low, high], sorted."""
-        points = np.cos(np.pi * (np.arange(FIT_ORDER) + 0.5) / FIT_ORDER)
+        points, transform = _chebyshev_points()
         smallest = MIN_PIECE * (high - self.low)
         pieces: list[tuple[float, float, np.ndarray]] = []
         pending = [(low, high)]
@@ -130,6 +144,8 @@ class _Piecewise:
             b = np.array([p[1] for p in pending])[:, None]
             x = np.concatenate([(a + b) / 2 + (b - a) / 2 * points, a], axis=1)
             values, noises = (array.reshape(len(pending), FIT_ORDER + 1) for array in function(x.ravel()))
+            with np.errstate(invalid="ignore"):  # (rows below FLOOR are not fitted)
+                fits = values[:, :FIT_ORDER] @ transform.T
             kept = []
             for number, ((left, right), row) in enumerate(zip(pending, values, strict=True)):
                 row, top = row[:FIT_ORDER], row[FIT_ORDER]
@@ -141,7 +157,7 @@ class _Piecewise:
                         self.dropped = max(self.dropped, math.exp(min(top, 0.0)))
                         continue
                 else:
-                    coefficients = np.polynomial.chebyshev.chebfit(points, row, FIT_ORDER - 1)
+                    coefficients = fits[number]
                     # (within FLOOR_BAND of FLOOR the level inherits the previous one's cut: any fit will do, its
                     # error there counts absolutely, below e^(FLOOR + 2 FLOOR_BAND) times its log difference)
                     if np.max(np.abs(coefficients[-3:])) <= tolerance or tiny or top <= FLOOR + 2 * FLOOR_BAND:
