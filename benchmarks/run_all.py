@@ -912,9 +912,12 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
         "## Summary\n\n" + runner.summary.markdown(),
     ]
     kept = [path.read_text().strip() for path in KEPT_RESULTS if path.exists()]
-    # The suite's own sections 1-5, the sections kept from other scripts (6-17), then the corners (18).
+    # The suite's own sections 1-5, the sections kept from other scripts (6-17), then the corners (18) with the
+    # corners' own measurements (CORNER_RESULTS).
     first = [section.markdown() for section in sections if int(section.title.split(".")[0]) <= 5]
     last = [section.markdown() for section in sections if int(section.title.split(".")[0]) > 5]
+    if last and CORNER_RESULTS.exists():
+        last.append(CORNER_RESULTS.read_text().strip())
     return "\n\n".join(head + first + kept + last) + "\n"
 
 
@@ -931,6 +934,11 @@ KEPT_RESULTS = [Path(__file__).resolve().parent / name
                              "first_epsilon_results.md", "heterogeneous_results.md", "small_k_results.md",
                              "import_time_results.md", "lattice_results.md", "mixed_pld_results.md",
                              "discrete_fuzz_results.md", "data_dependent_results.md")]
+
+
+#: The subsections of section 18 measured by ``benchmarks/bench_near_atom.py`` and ``bench_small_k.py``, kept after
+#: it.
+CORNER_RESULTS = Path(__file__).resolve().parent / "near_atom_results.md"
 
 
 def main() -> None:
