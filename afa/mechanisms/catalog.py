@@ -620,6 +620,11 @@ class Gaussian(Mechanism):
         """
         return NoiseMixturePair("gaussian", self.sigma, (self.sensitivity,), (0.0,), (0.0,), (0.0,))
 
+    def _losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
+        """The closed form of :meth:`dominating_pair`'s losses (:func:`afa.mechanisms.closed_forms.gaussian_losses`
+        of mu, without building the pair)."""
+        return closed_forms.gaussian_losses(self.mu)
+
     def truncated_poisson_subsampled(self, sampling_rate: float, batch_size: int, dataset_size: int) -> Mechanism:
         """This mechanism on a truncated Poisson sample (Google DP team 2025, Sec. 4.3; Ganesh 2025).
 
