@@ -196,6 +196,8 @@ class PairMGF:
     RULE_CHUNK = 1 << 20
     #: Real parts whose output windows (and losses' variation along them) are kept.
     CACHED_LINES = 4
+    #: Real parts whose output rules are kept (a contour sum's line and its check line).
+    RULE_LINES = 2
     #: Largest change of the phase Im(s) L(o) across one panel, in radians (GL_20 integrates e^{ix} over 12
     #: radians to rounding: the Taylor terms 6^n / n! are below 1e-16 by n = 40).
     PHASE = 12.0
@@ -207,13 +209,12 @@ class PairMGF:
     def __init__(self, pair: NoiseMixturePair, order: int | None = None):
         self.pair = pair
         self.nodes, self.weights = gauss_legendre(self.ORDER if order is None else order)
-        self._rules_for: float | None = None
-        self._rules: dict = {}
+        #: Re s -> frequency -> :meth:`_rule` of the latest RULE_LINES lines
+        self._rules: dict[float, dict] = {}
         #: Re s -> :meth:`_window` of the latest CACHED_LINES lines (rules and cost estimates share them)
         self._windows: dict[float, list | None] = {}
-        #: The shifted-line rules (:meth:`_shifted`) of the latest real part, by octave.
-        self._shifted_for: float | None = None
-        self._shifted_rules: dict[float, shifted_output.ShiftedRule | None] = {}
+        #: Re s -> octave -> the shifted-line rule (:meth:`_shifted`) of the latest RULE_LINES lines
+        self._shifted_rules: dict[float, dict[float, shifted_output.ShiftedRule | None]] = {}
 
     def _loss_and_log_integrand(self, o: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
         """L(o) and the real log-integrand log mu + log(A/mu) + c L = log(A^{1+c} B^{-c}) at the outputs ``o``."""
@@ -333,9 +334,8 @@ class PairMGF:
         line's, M(c); else None.  The rules of the latest c are kept."""
         if self.pair.noise != "gaussian" or octave < self.SHIFT_FROM:
             return None
-        if c != self._shifted_for:
-            self._shifted_for, self._shifted_rules = c, {}
-        if octave not in self._shifted_rules:
+        rules = _line_entry(self._shifted_rules, c, self.RULE_LINES)
+        if octave not in rules:
             chosen = None
             window = self._window(c)
             real_nodes = 0 if window is None else self._rule_size(window, octave)
@@ -346,8 +346,8 @@ class PairMGF:
                     real = top + math.log(float(np.sum(scaled)))
                     if candidate.log_magnitude <= real + math.log(shifted_output.MAGNITUDE_FACTOR):
                         chosen = candidate
-            self._shifted_rules[octave] = chosen
-        return self._shifted_rules[octave]
+            rules[octave] = chosen
+        return rules[octave]
 
     def _log_sum(self, c: float, frequencies: np.ndarray) -> complex | np.ndarray:
         """log sum_j w_j A_j e^{(c + iu) L_j} at u = ``frequencies`` (NaN beyond MAX_REACH)."""
@@ -361,12 +361,11 @@ class PairMGF:
         """(L_j, weights relative to the largest, log of the largest) of the output rule for real part ``c``
         and |Im s| up to ``frequency`` (rounded up to a power of two, so that the blocks and halvings of one
         contour sum share rules); the rules of the latest c are kept."""
-        if c != self._rules_for:
-            self._rules_for, self._rules = c, {}
-        if frequency not in self._rules:
+        rules = _line_entry(self._rules, c, self.RULE_LINES)
+        if frequency not in rules:
             window = self._window(c)
             if window is None:
-                self._rules[frequency] = None
+                rules[frequency] = None
             else:
                 o, log_w = self._panels(window, frequency)
                 components = max(len(self.pair.a_shifts), len(self.pair.b_shifts))
@@ -378,8 +377,8 @@ class PairMGF:
                     loss[piece], magnitude[piece] = self._loss_and_log_integrand(o[piece], c)
                 magnitude += log_w
                 top = float(np.max(magnitude))
-                self._rules[frequency] = (loss, np.exp(magnitude - top), top)
-        return self._rules[frequency]
+                rules[frequency] = (loss, np.exp(magnitude - top), top)
+        return rules[frequency]
 
     def evaluation_cost(self, c: float, frequencies: np.ndarray) -> np.ndarray:
         """Output nodes summed by one evaluation of log M(c + iu) at each |u| in ``frequencies`` (as the
@@ -426,6 +425,18 @@ def _log_total(log_weights: tuple[float, ...]) -> float:
     if not math.isfinite(top):
         return top if math.isnan(top) or top > 0 else -math.inf
     return top + math.log(math.fsum(math.exp(w - top) for w in log_weights))
+
+
+def _line_entry(cache: dict[float, dict], c: float, lines: int) -> dict:
+    """The entry of real part ``c`` in a cache of the latest ``lines`` lines (made, and the oldest dropped, when
+    new; moved to the newest end when asked again)."""
+    entry = cache.pop(c, None)
+    if entry is None:
+        entry = {}
+        while len(cache) >= lines:
+            del cache[next(iter(cache))]
+    cache[c] = entry
+    return entry
 
 
 def _power_of_two(frequency: float) -> float:
@@ -733,11 +744,7 @@ class PairMGFBatch:
     def _line(self, c: float) -> dict:
         """The rules (and window, :meth:`_line_window`) kept for real part ``c``, made the most recent of the
         CACHED_LINES lines kept."""
-        rules = self._rules.pop(c, {})
-        self._rules[c] = rules
-        while len(self._rules) > self.CACHED_LINES:
-            del self._rules[next(iter(self._rules))]
-        return rules
+        return _line_entry(self._rules, c, self.CACHED_LINES)
 
     def _line_window(self, c: float, rows: np.ndarray) -> list:
         """The :meth:`_window` of line ``c`` for the members ``rows`` within reach, kept with its rules."""
