@@ -421,17 +421,18 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     mu = check.positive("mu", mu)
     target = math.log(delta)
-    if _gaussian_log_delta_scalar(0.0, mu) <= target:
+    if _log_or_minus_inf(math.erf(mu / (2 * math.sqrt(2.0)))) <= target:  # δ(0) = Φ(μ/2) − Φ(−μ/2)
         return 0.0
     # δ(ε) <= Φ(a): the ε at which Φ(a) = delta is an upper bound.
     upper = max(mu * (0.5 * mu - float(special.ndtri(delta))), mu)
-    while _gaussian_log_delta_scalar(upper, mu) > target:
+    log_delta = _gaussian_log_delta_scalar(upper, mu)
+    while log_delta > target:
         upper *= 2.0
+        log_delta = _gaussian_log_delta_scalar(upper, mu) if math.isfinite(upper) else -math.inf
     if not math.isfinite(upper):
         raise ValueError(f"mu = {mu!r} is too large: ε(δ = {delta!r}) exceeds the float range")
     lower, x = 0.0, upper
     for _ in range(_NEWTON_STEPS):
-        log_delta = _gaussian_log_delta_scalar(x, mu)
         excess = log_delta - target
         if excess == 0.0:
             return x
@@ -450,6 +451,7 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
         if abs(after - x) <= _NEWTON_RTOL * abs(after) or not lower < after < upper:
             return after if lower <= after <= upper else x
         x = after
+        log_delta = _gaussian_log_delta_scalar(x, mu)
     return x
 
 
