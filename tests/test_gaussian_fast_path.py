@@ -185,6 +185,18 @@ def test_scalar_log_delta_matches_mpmath():
             assert value == pytest.approx(log_truth, rel=1e-14, abs=1e-13), (mu, eps)
 
 
+@pytest.mark.parametrize("mu", [1e-9, 1e-3, 0.02, 0.3, 1.0, 1.25])
+def test_far_lower_tail_by_the_mills_series_matches_mpmath(mu):
+    """Where the closed form's lower-tail difference R(x) - R(x + mu) cancels and x = eps/mu - mu/2 >= 10, the
+    scalar evaluation sums the Mills ratio's asymptotic series (delta from 1e-23 down to 1e-300 here): log
+    delta to 60-digit mpmath's at x just below and past the switch, in between and at delta ~ 1e-300."""
+    for x in (9.999, 10.0, 10.001, 13.7, 25.0, 37.0):
+        eps = (x + mu / 2) * mu
+        with mp.workdps(DPS):
+            log_truth = float(mp.log(mp_delta(eps, mu)))
+        assert exact.gaussian_log_delta(float(eps), mu) == pytest.approx(log_truth, rel=1e-14, abs=1e-13), x
+
+
 def test_gaussian_epsilon_newton_ends_where_it_converges(monkeypatch):
     """Newton's method ends once its step is below resolution, also when the step lands on the bracket's end
     it came from (mu = sqrt(10), delta = 1e-5 bisected 48 more times before), with the root to mpmath's."""

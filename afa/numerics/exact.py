@@ -48,6 +48,11 @@ _TAIL = 45.0
 # Switch from the closed form to quadrature when its cancellation would amplify
 # rounding errors by more than this factor.
 _MAX_AMPLIFICATION = 8.0
+# The lower tail's difference R(x) − R(x + μ) of Mills ratios from their asymptotic series where x is at least
+# this (its terms then shrink by (2n + 1) / x² <= 1/2 over the first _SERIES_TERMS), to relative 2^-60.
+_SERIES_FROM = 10.0
+_SERIES_TERMS = 40
+_SERIES_RTOL = 2.0 ** -60
 # Elements per block when forming (epsilon × atoms) matrices.
 _BLOCK = 1 << 18
 # A mixture's Gaussian term is the point mass's (1 - e^y) where Φ(μ - a) <= e^_LOG_POINT_MASS (1 - e^y); terms
@@ -112,6 +117,28 @@ def _lower_tail_quadrature(x: NDArray, mu: float) -> NDArray:
     t = 0.5 * length[:, None] * (_NODES + 1.0)
     f = np.exp(-t * (x[:, None] + 0.5 * t)) * -np.expm1(-mu * t)
     return 0.5 * length * (f @ _WEIGHTS)
+
+
+def _mills_difference_series(x: float, mu: float) -> float | None:
+    """R(x) − R(x + μ) for x >= 1, μ > 0 from the asymptotic series R(y) = Σ_n (−1)^n (2n − 1)!! / y^(2n+1);
+    None where its terms do not fall below _SERIES_RTOL of the sum within _SERIES_TERMS.
+
+    Term n of the difference is (2n − 1)!! x^−(2n+1) (1 − (1 + μ/x)^−(2n+1)), its bracket formed as −expm1 (no
+    cancellation).  R(y) = ∫_0^∞ e^{−yt} e^{−t²/2} dt and the Taylor remainder of e^{−t²/2} after N terms has the
+    sign of the next term and at most its size, so the difference's remainder after N terms is at most its
+    term N: the sum stops at the first term below _SERIES_RTOL of the sum so far.
+    """
+    log_ratio = math.log1p(mu / x)
+    step = 1.0 / (x * x)
+    scale = 1.0 / x  # (2n - 1)!! / x^(2n+1)
+    total = 0.0
+    for n in range(_SERIES_TERMS):
+        term = scale * -math.expm1(-(2 * n + 1) * log_ratio)
+        if n and term <= _SERIES_RTOL * total:
+            return total
+        total += -term if n % 2 else term
+        scale *= (2 * n + 1) * step
+    return None
 
 
 def _upper_quadrature(a: NDArray, mu: float) -> NDArray:
@@ -185,8 +212,9 @@ def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
     """log δ(ε) of N(μ²/2, μ²) for one finite ε and μ > 0: :func:`_gaussian_log_delta_parts` in Python floats.
 
     The same branches and the same double-double steps, with Python's float arithmetic and scalar special
-    functions instead of array operations (a few microseconds instead of a few hundred); the two
-    cancellation-free quadratures, needed only where the closed form's difference cancels, are the array ones.
+    functions instead of array operations (a few microseconds instead of a few hundred); where the closed form's
+    difference cancels, the lower tail's difference comes from the Mills ratio's asymptotic series for x >= 10
+    (:func:`_mills_difference_series`), else, like the upper tail's, from the array quadratures.
     """
     q = eps / mu
     if abs(q) < 1e290 and mu < 1e290:
@@ -204,7 +232,9 @@ def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
         rx = float(special.erfcx(_SQRT_HALF * x))
         diff = rx - float(special.erfcx(_SQRT_HALF * (x + mu)))
         if _MAX_AMPLIFICATION * diff < rx:
-            diff = float(_lower_tail_quadrature(np.array([x]), mu)[0]) / _SQRT_HALF_PI
+            series = _mills_difference_series(x, mu) if x >= _SERIES_FROM else None
+            difference = series if series is not None else float(_lower_tail_quadrature(np.array([x]), mu)[0])
+            diff = difference / _SQRT_HALF_PI
         return float(-0.5 * sq + ((-0.5 * sq_err - a * c) - LOG_SQRT_2PI + _log_or_minus_inf(_SQRT_HALF_PI * diff)))
     b = (a - mu) + c
     log_phi_a = float(special.log_ndtr(a))
