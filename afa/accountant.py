@@ -1006,8 +1006,10 @@ def _loss_magnitude(losses: tuple, bound: bool = True) -> float:
     for loss in losses:
         if loss.atoms.size:
             largest = max(largest, abs(float(loss.atoms.losses[0])), abs(float(loss.atoms.losses[-1])))
-        if loss.continuous:
-            mean, variance = (loss.magnitude, 0.0) if bound else loss.cumulants
+        if loss.continuous and bound:
+            largest = max(largest, loss.magnitude)
+        elif loss.continuous:
+            mean, variance = loss.cumulants
             largest = max(largest, abs(mean), variance)
     return largest
 

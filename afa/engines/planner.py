@@ -625,10 +625,12 @@ class Planner:
                 partial = getattr(error, "bracket", None)
                 if partial is not None and (bracket is None or partial.lower > bracket.lower):
                     bracket = partial
-                if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer
-                    wide_tried = node_retry = True
-                    after_pld = "pld" in candidates and not self.all_continuous()
-                    candidates.insert(candidates.index("pld") + after_pld if "pld" in candidates else 0, WIDE_CONTOUR)
+                if isinstance(error, NodeBudgetError) and not wide_tried:  # a larger node budget may answer:
+                    wide_tried = node_retry = True  # before the PLD, or right after it with finite-output terms
+                    position = 0
+                    if "pld" in candidates:
+                        position = candidates.index("pld") + (0 if self.all_continuous() else 1)
+                    candidates.insert(position, WIDE_CONTOUR)
                 elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
                 continue

@@ -331,7 +331,7 @@ class PairMGF:
         """The shifted-line rule (:mod:`afa.mechanisms.shifted_output`) for real part ``c`` and |Im s| in
         (``octave`` / 2, ``octave``], where it is the better rule: at most half the real-line rule's nodes there,
         and a sum of |terms| (the scale of its rounding) at most shifted_output.MAGNITUDE_FACTOR times the real
-        line's, M(c); else None.  The rules of the latest c are kept."""
+        line's, M(c); else None.  The rules of the latest RULE_LINES real parts are kept."""
         if self.pair.noise != "gaussian" or octave < self.SHIFT_FROM:
             return None
         rules = _line_entry(self._shifted_rules, c, self.RULE_LINES)
@@ -360,7 +360,7 @@ class PairMGF:
     def _rule(self, c: float, frequency: float):
         """(L_j, weights relative to the largest, log of the largest) of the output rule for real part ``c``
         and |Im s| up to ``frequency`` (rounded up to a power of two, so that the blocks and halvings of one
-        contour sum share rules); the rules of the latest c are kept."""
+        contour sum share rules); the rules of the latest RULE_LINES real parts are kept."""
         rules = _line_entry(self._rules, c, self.RULE_LINES)
         if frequency not in rules:
             window = self._window(c)

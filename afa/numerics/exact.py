@@ -49,7 +49,7 @@ _TAIL = 45.0
 # rounding errors by more than this factor.
 _MAX_AMPLIFICATION = 8.0
 # The lower tail's difference R(x) − R(x + μ) of Mills ratios from their asymptotic series where x is at least
-# this (its terms then shrink by (2n + 1) / x² <= 1/2 over the first _SERIES_TERMS), to relative 2^-60.
+# this (its terms then shrink, by factors (2n + 1) / x² < 1, over the first _SERIES_TERMS), to relative 2^-60.
 _SERIES_FROM = 10.0
 _SERIES_TERMS = 40
 _SERIES_RTOL = 2.0 ** -60
@@ -232,7 +232,7 @@ def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
         rx = float(special.erfcx(_SQRT_HALF * x))
         diff = rx - float(special.erfcx(_SQRT_HALF * (x + mu)))
         if _MAX_AMPLIFICATION * diff < rx:
-            series = _mills_difference_series(x, mu) if x >= _SERIES_FROM else None
+            series = _mills_difference_series(float(x), mu) if x >= _SERIES_FROM else None
             difference = series if series is not None else float(_lower_tail_quadrature(np.array([x]), mu)[0])
             diff = difference / _SQRT_HALF_PI
         return float(-0.5 * sq + ((-0.5 * sq_err - a * c) - LOG_SQRT_2PI + _log_or_minus_inf(_SQRT_HALF_PI * diff)))
