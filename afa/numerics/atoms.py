@@ -1116,8 +1116,8 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
         failed = x
         if x >= ceiling:
             break
-        with np.errstate(over="ignore"):  # (aimed a sixteenth of the error beyond: room for the next value's rounding)
-            newton = (excess + error / 16) / slope * (1 + STEP_MARGIN) if slope > 0 else 0.0
+        # aimed a sixteenth of the error beyond, room for the next value's rounding (Python floats: an overflow is inf)
+        newton = (float(excess) + float(error) / 16) / float(slope) * (1 + STEP_MARGIN) if slope > 0 else 0.0
         step = max(newton if math.isfinite(newton) else 0.0, 2 * step, tiny * max(abs(x), 1e-300))
         x = min(x + step, ceiling) if math.isfinite(ceiling) else x + step
         if not math.isfinite(x):
@@ -1133,8 +1133,8 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     for attempt in range(MAX_STEPS):
         budget.check("bracketing eps(delta)")
         shortfall = target - (value - error)
-        with np.errstate(over="ignore"):  # (likewise)
-            newton = (shortfall + error / 16) / slope * (1 + STEP_MARGIN) if slope > 0 and shortfall >= 0 else 0.0
+        newton = ((float(shortfall) + float(error) / 16) / float(slope) * (1 + STEP_MARGIN)
+                  if slope > 0 and shortfall >= 0 else 0.0)  # (likewise)
         newton = newton if math.isfinite(newton) else 0.0
         distance = max(distance + newton, 2 * distance, tiny * max(abs(root), 1e-300))
         x = root - distance
