@@ -736,7 +736,7 @@ class Accountant:
         >>> acc.epsilon_result([1e-5, 1e-6]).upper.round(4)
         array([4.3772, 4.8866])
         """
-        if np.ndim(delta) == 0 and not isinstance(delta, np.ndarray):
+        if type(delta) is float or (np.ndim(delta) == 0 and not isinstance(delta, np.ndarray)):
             return self._epsilon_result(check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True),
                                         method)
         deltas = check.real_array("delta", delta)

@@ -15,12 +15,10 @@ without letting it spend more than the whole.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import math
 import numbers
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .results import AccuracyError
@@ -93,8 +91,7 @@ class _Limits:
 _current: contextvars.ContextVar[_Limits | None] = contextvars.ContextVar("afa_budget", default=None)
 
 
-@contextlib.contextmanager
-def limits(budget: Budget | None = None, *, seconds: float | None = None) -> Iterator[None]:
+class limits:  # noqa: N801 -- used as a function: ``with budget.limits(...)``
     """Run the body under ``budget`` (or a share of ``seconds`` of the current one), never beyond an outer budget.
 
     Parameters
@@ -118,22 +115,33 @@ def limits(budget: Budget | None = None, *, seconds: float | None = None) -> Ite
     ...         budget.remaining() <= 10
     True
     """
-    outer = _current.get()
-    now = time.monotonic()
-    if budget is not None:
-        deadline, memory, total = now + budget.seconds, budget.memory_bytes, budget.seconds
-    else:
-        deadline, memory, total = math.inf, math.inf, math.inf
-    if seconds is not None:
-        deadline, total = min(deadline, now + seconds), min(total, seconds)
-    if outer is not None:
-        deadline, memory, total = min(deadline, outer.deadline), min(memory, outer.memory_bytes), \
-            min(total, outer.seconds)
-    token = _current.set(_Limits(deadline, memory, total))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+
+    __slots__ = ("_budget", "_seconds", "_token")
+
+    def __init__(self, budget: Budget | None = None, *, seconds: float | None = None):
+        self._budget = budget
+        self._seconds = seconds
+        self._token: contextvars.Token | None = None
+
+    def __enter__(self) -> None:
+        outer = _current.get()
+        now = time.monotonic()
+        budget, seconds = self._budget, self._seconds
+        if budget is not None:
+            deadline, memory, total = now + budget.seconds, budget.memory_bytes, budget.seconds
+        else:
+            deadline, memory, total = math.inf, math.inf, math.inf
+        if seconds is not None:
+            deadline, total = min(deadline, now + seconds), min(total, seconds)
+        if outer is not None:
+            deadline, memory, total = min(deadline, outer.deadline), min(memory, outer.memory_bytes), \
+                min(total, outer.seconds)
+        self._token = _current.set(_Limits(deadline, memory, total))
+
+    def __exit__(self, *exc_info) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
 
 
 def remaining() -> float:

@@ -176,7 +176,10 @@ class Result:
 
     def __post_init__(self):
         for name in ("value", "lower", "upper", "error"):  # plain floats, whatever numpy scalar an engine gave
-            values = np.array(getattr(self, name), dtype=float)
+            given = getattr(self, name)
+            if type(given) is float:
+                continue
+            values = np.array(given, dtype=float)
             if values.ndim == 0:
                 object.__setattr__(self, name, float(values))
             else:

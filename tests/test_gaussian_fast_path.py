@@ -201,8 +201,8 @@ def test_gaussian_epsilon_newton_ends_where_it_converges(monkeypatch):
     """Newton's method ends once its step is below resolution, also when the step lands on the bracket's end
     it came from (mu = sqrt(10), delta = 1e-5 bisected 48 more times before), with the root to mpmath's."""
     calls = []
-    scalar = exact._gaussian_log_delta_scalar
-    monkeypatch.setattr(exact, "_gaussian_log_delta_scalar", lambda eps, mu: calls.append(eps) or scalar(eps, mu))
+    scalar = exact._gaussian_log_delta_and_slope
+    monkeypatch.setattr(exact, "_gaussian_log_delta_and_slope", lambda eps, mu: calls.append(eps) or scalar(eps, mu))
     for mu in (0.01, 0.5, 1.0, math.sqrt(10.0), 10.0, 30.0):
         for delta in (1e-3, 1e-5, 1e-10, 1e-30, 1e-100):
             calls.clear()
@@ -232,3 +232,73 @@ def test_a_use_is_a_gaussian_exactly_when_its_losses_are_the_gaussian_mechanisms
         result = afa.Accountant().compose(mechanism, 9).compose(afa.Gaussian(2.0), 7).epsilon_result(1e-6)
         truth = mp_epsilon(1e-6, mp.sqrt(9 * mp.mpf(mu) ** 2 + 7 * mp.mpf(0.5) ** 2))
         assert result.method == "exact" and float(truth) == pytest.approx(result.value, rel=1e-12)
+
+
+def mp_log_delta_and_slope(eps, mu) -> tuple[mp.mpf, mp.mpf]:
+    """(log delta(eps), d log delta / d eps) of the composed Gaussian, 60 digits: the derivative of Theorem 5's
+    formula is -e^eps Phi(-mu/2 - eps/mu) (its phi terms cancel)."""
+    with mp.workdps(DPS):
+        e, m = mp.mpf(eps), mp.mpf(mu)
+        delta = mp_delta(e, m)
+        return mp.log(delta), -mp.exp(e) * mp.ncdf(-m / 2 - e / m) / delta
+
+
+@pytest.mark.parametrize("mu", [0.01, 0.3, 1.0, 5.0, 50.0, 500.0])
+def test_log_delta_lies_below_its_tangents(mu):
+    """delta(eps) is log-concave (Prekopa 1973, Thm 6, applied to (1 - e^(eps - L))_+ times the loss density):
+    in 60-digit mpmath, log delta at points on both sides of x, near and far, is below the tangent at x.  The
+    tangent bracket's upper bound rests on this."""
+    for delta in (0.3, 1e-3, 1e-10, 1e-100, 1e-300):
+        x = mp_epsilon(delta, mu)
+        if x == 0:
+            continue
+        with mp.workdps(DPS):
+            log_x, slope = mp_log_delta_and_slope(x, mu)
+            for offset in (-0.5, -1e-3, -1e-9, 1e-9, 1e-3, 0.5, 3.0):
+                y = max(x * (1 + mp.mpf(offset)), mp.mpf(0))
+                log_y, _ = mp_log_delta_and_slope(y, mu)
+                assert log_y <= log_x + slope * (y - x), (mu, delta, offset)
+
+
+def test_bracket_holds_the_root_with_one_evaluation_past_newton(monkeypatch):
+    """The tangent bracket: bounds holding mpmath's root within 1e-11 relative, the verified search of the
+    general path not called (except where eps = 0), and at most one closed-form evaluation after the search (the lower bound's)."""
+    from afa.engines import base
+
+    verified = base.verified_epsilon_bounds
+    general = []
+    monkeypatch.setattr(base, "verified_epsilon_bounds", lambda *args, **kwargs: general.append(args[2])
+                        or verified(*args, **kwargs))
+    calls = []
+    scalar = exact._gaussian_log_delta_and_slope
+    monkeypatch.setattr(exact, "_gaussian_log_delta_and_slope",
+                        lambda eps, mu: calls.append(eps) or scalar(eps, mu))
+    for mu in (1e-6, 0.02, 0.2, 1.0, 20.0, 200.0, 1e4, 2e5):
+        for delta in (0.3, 1e-3, 1e-10, 1e-100, 1e-300, 1e-305):
+            calls.clear()
+            general.clear()
+            truth = float(mp_epsilon(delta, mu))
+            value, lower, upper = base.gaussian_epsilon_bracket(delta, mu)
+            if truth == 0.0:  # delta(0) <= delta: the verified search steps up from 0
+                assert value == lower == 0.0 and upper >= 0.0 and general == [0.0]
+                continue
+            assert not general, (mu, delta)
+            search_calls = len(calls)
+            calls.clear()
+            exact.gaussian_epsilon_search(delta, mu, resolved=base.TANGENT_RESOLVED)
+            assert search_calls - len(calls) <= 1, (mu, delta)
+            assert lower <= truth <= upper, (mu, delta, lower, truth, upper)
+            assert lower <= value <= upper and value == pytest.approx(truth, rel=1e-13), (mu, delta)
+            assert upper - lower <= 1e-11 * truth, (mu, delta, (upper - lower) / truth)
+
+
+@pytest.mark.parametrize("mu, delta", [(1.0, 1e-306), (1.0, 5e-324), (3e6, 1e-5), (1e8, 1e-30)])
+def test_bracket_outside_the_tangent_range_from_the_verified_search(mu, delta):
+    """A delta in the subnormal range or a slope rounded by more than the slack allows (mu beyond ~3e5): the
+    verified search's bracket, still holding mpmath's root."""
+    truth = float(mp_epsilon(delta, mu))
+    from afa.engines import base
+
+    value, lower, upper = base.gaussian_epsilon_bracket(delta, mu)
+    assert lower <= truth <= upper
+    assert value == pytest.approx(truth, rel=1e-12)

@@ -347,6 +347,15 @@ def gaussian_delta_with_error(epsilons: np.ndarray, mu: float) -> tuple[np.ndarr
     return value, np.where(finite, value * _closed_form_rtol(np.where(finite, log_value, 0.0)) + below_normal, 0.0)
 
 
+#: The tangent bracket of :func:`gaussian_epsilon_bracket` serves delta at least this (normal numbers near delta).
+TANGENT_SMALLEST_DELTA = 1e-305
+_TINY = float(np.finfo(float).tiny)
+#: ... and slopes whose relative rounding bound (:func:`_slope_slack`) is at most this.
+TANGENT_LARGEST_SLACK = 1e-3
+#: Newton's search stops for the tangent bracket at a point whose log delta is this close to the target's.
+TANGENT_RESOLVED = 1e-9
+
+
 def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, float]:
     """(estimate, lower, upper) of eps(delta) for the composed Gaussian loss N(mu^2/2, mu^2).
 
@@ -360,12 +369,28 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     Returns
     -------
     tuple of float
-        The estimate, Newton's root of the closed form (:func:`afa.numerics.exact.gaussian_epsilon`), and bounds
-        verified on the closed form (:func:`afa.numerics.atoms.verified_epsilon_bounds`): delta plus its relative
-        error EXACT_RTOL is <= ``delta`` at ``upper``, delta minus it is > ``delta`` at ``lower`` (or
-        ``lower`` is 0).
+        The estimate, Newton's root of the closed form (:func:`afa.numerics.exact.gaussian_epsilon_search`),
+        and bounds verified on the closed form with its relative error EXACT_RTOL: delta is <= ``delta`` at
+        ``upper`` and > ``delta`` at ``lower`` (or ``lower`` is 0).
+
+    Notes
+    -----
+    delta(eps) = E[(1 - e^(eps - L))_+] is log-concave in eps for a log-concave density of the loss L (the
+    integrand is log-concave in (eps, L) jointly and integrating out L keeps that, Prekopa 1973, Thm 6), so
+    log delta lies below each of its tangents.  Newton's last point x (|log delta(x) - log delta| <= 1e-9)
+    then bounds log delta(y) <= log(delta(x) (1 + EXACT_RTOL)) - s (y - x), with the slope s = -d log delta / d eps
+    at x taken smaller (larger for y < x) than computed by a bound on its rounding: ``upper`` is where that bound
+    meets ``delta``, with no further evaluation.  ``lower`` needs one: the closed form minus its error above
+    ``delta`` at a step aimed a sixteenth of that error past the crossing (the distance doubles if not).
+    For ``delta`` below TANGENT_SMALLEST_DELTA, a slope rounded by more than TANGENT_LARGEST_SLACK (mu above
+    about 3e5), or when Newton's search ended by bisection, both bounds come from
+    :func:`afa.numerics.atoms.verified_epsilon_bounds` instead.
     """
-    estimate = exact.gaussian_epsilon(delta, mu)
+    search = exact.gaussian_epsilon_search(delta, mu, resolved=TANGENT_RESOLVED)
+    bracket = _tangent_bracket(delta, mu, search)
+    if bracket is not None:
+        return bracket
+    estimate = search.estimate
 
     def evaluate(eps: float) -> tuple[float, float, float]:
         log_value = float(exact.gaussian_log_delta(eps, mu))
@@ -373,11 +398,66 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
         # -d delta / d eps = e^eps Phi(-mu/2 - eps/mu) <= Phi(mu/2 - eps/mu) <= 1 (its log's two huge terms can
         # round to a positive sum when mu is near 1e150)
         slope = math.exp(min(eps + float(log_ndtr(-mu / 2 - eps / mu)), 0.0))
-        error = value * _closed_form_rtol(log_value) if value > 0 else 0.0
+        # below the normal range exp rounds by up to half the smallest subnormal (as gaussian_delta_with_error)
+        error = value * _closed_form_rtol(log_value) + (5e-324 if value < _TINY else 0.0) if value > 0 else 0.0
         return value, error, slope
 
     lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf)
     return estimate, min(lower, estimate), max(upper, estimate)
+
+
+def _tangent_bracket(delta: float, mu: float, search: exact.GaussianNewtonPoint) -> tuple[float, float, float] | None:
+    """:func:`gaussian_epsilon_bracket`'s bounds from Newton's last point and one more evaluation; None where
+    they do not apply (the caller then steps to verified bounds)."""
+    x, log_value, log_slope = search.point, search.log_delta, search.log_slope
+    if not (delta >= TANGENT_SMALLEST_DELTA and x > 0 and math.isfinite(log_value) and abs(log_slope) < 700):
+        return None
+    slack = _slope_slack(x, mu, log_value, log_slope)
+    if not slack <= TANGENT_LARGEST_SLACK:
+        return None
+    rounding = 8 * UNIT_ROUNDOFF  # exp, the products and the comparison, with room to spare
+    slope = math.exp(log_slope)
+    high = math.exp(log_value) * (1 + _closed_form_rtol(log_value))  # >= delta(x)
+    gap = math.log(high) - math.log(delta)  # the tangent's log excess at x (its rounding is covered below)
+    distance = gap / slope
+    upper = math.inf
+    for _ in range(8):
+        y = x + distance + rounding * (abs(x) + abs(distance))
+        step = y - x  # exact (Sterbenz) when y is within a factor 2 of x
+        rate = slope * (1 - slack) if step >= 0 else slope * (1 + slack)
+        if high * math.exp(-rate * step) * (1 + rounding) <= delta:
+            upper = y
+            break
+        distance += max(abs(distance), rounding * abs(x))
+    if not math.isfinite(upper):
+        return None
+    # lower: one evaluation where the closed form minus its error is aimed just above delta
+    aim = math.log(delta) + 1.0625 * _closed_form_rtol(log_value) + rounding
+    distance = (log_value - aim) / slope
+    lower = -1.0
+    for _ in range(8):
+        y = x + distance - rounding * (abs(x) + abs(distance))
+        if y <= 0:
+            lower = 0.0
+            break
+        log_at = float(exact.gaussian_log_delta(y, mu))
+        value = math.exp(log_at)
+        if value - value * _closed_form_rtol(log_at) > delta:
+            lower = y
+            break
+        distance -= max(abs(distance), rounding * abs(x))
+    if lower < 0:
+        return None
+    return min(max(search.estimate, lower), upper), lower, upper
+
+
+def _slope_slack(eps: float, mu: float, log_value: float, log_slope: float) -> float:
+    """A bound on the relative error of s = -d log delta / d eps = e^eps Phi(b) / delta(eps), b = -mu/2 - eps/mu,
+    as :func:`afa.numerics.exact.gaussian_epsilon_search` computes it: log delta's (the closed form's EXACT_RTOL,
+    four times over) and, sixty-four times over, the ulps of the logs it adds up (eps, log delta, log s) and of
+    log Phi(b), whose argument's rounding moves it by about b^2 ulps."""
+    b = 0.5 * mu + eps / mu
+    return 4 * EXACT_RTOL + 64 * UNIT_ROUNDOFF * (b * b + abs(eps) + abs(log_value) + abs(log_slope) + 1.0)
 
 
 class ExactEngine(Engine):

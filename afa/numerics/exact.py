@@ -28,12 +28,14 @@ from ..limits import LOG_NEGLIGIBLE
 from .atoms import log_hockey_stick
 
 __all__ = [
+    "GaussianNewtonPoint",
     "approximate_rr_delta",
     "data_dependent_gaussian_delta",
     "data_dependent_gaussian_log_delta",
     "discrete_gaussian_mixture_delta",
     "gaussian_delta",
     "gaussian_epsilon",
+    "gaussian_epsilon_search",
     "gaussian_log_delta",
     "gaussian_mu",
     "randomized_response_delta",
@@ -209,12 +211,19 @@ def _log_or_minus_inf(x: float) -> float:
 
 
 def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
-    """log δ(ε) of N(μ²/2, μ²) for one finite ε and μ > 0: :func:`_gaussian_log_delta_parts` in Python floats.
+    """log δ(ε) of N(μ²/2, μ²) for one finite ε and μ > 0 (:func:`_gaussian_log_delta_and_slope`'s first)."""
+    return _gaussian_log_delta_and_slope(eps, mu)[0]
+
+
+def _gaussian_log_delta_and_slope(eps: float, mu: float) -> tuple[float, float]:
+    """(log δ(ε), log(−dδ/dε)) of N(μ²/2, μ²) for one finite ε and μ > 0: :func:`_gaussian_log_delta_parts` in
+    Python floats, with the log of the second term e^ε Φ(b) = −dδ/dε that the closed form forms on the way.
 
     The same branches and the same double-double steps, with Python's float arithmetic and scalar special
     functions instead of array operations (a few microseconds instead of a few hundred); where the closed form's
     difference cancels, the lower tail's difference comes from the Mills ratio's asymptotic series for x >= 10
-    (:func:`_mills_difference_series`), else, like the upper tail's, from the array quadratures.
+    (:func:`_mills_difference_series`), else, like the upper tail's, from the array quadratures.  The second
+    term is as accurate as its pieces' rounding (b² ulps in its log), which is what a Newton step needs.
     """
     q = eps / mu
     if abs(q) < 1e290 and mu < 1e290:
@@ -226,16 +235,20 @@ def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
         a, c = 0.5 * mu - q, 0.0
     if a < 0:
         if not a > -1e150:
-            return -math.inf
+            return -math.inf, -math.inf
         sq, sq_err = two_prod(a, a)
         x = -a
         rx = float(special.erfcx(_SQRT_HALF * x))
-        diff = rx - float(special.erfcx(_SQRT_HALF * (x + mu)))
+        r_second = float(special.erfcx(_SQRT_HALF * (x + mu)))
+        diff = rx - r_second
         if _MAX_AMPLIFICATION * diff < rx:
             series = _mills_difference_series(float(x), mu) if x >= _SERIES_FROM else None
             difference = series if series is not None else float(_lower_tail_quadrature(np.array([x]), mu)[0])
             diff = difference / _SQRT_HALF_PI
-        return float(-0.5 * sq + ((-0.5 * sq_err - a * c) - LOG_SQRT_2PI + _log_or_minus_inf(_SQRT_HALF_PI * diff)))
+        log_phi = (-0.5 * sq_err - a * c) - LOG_SQRT_2PI  # log φ(a) + a²/2 (a²/2 in double-double)
+        value = float(-0.5 * sq + (log_phi + _log_or_minus_inf(_SQRT_HALF_PI * diff)))
+        # e^ε Φ(b) = φ(a) R(x + μ)
+        return value, float(-0.5 * sq + (log_phi + _log_or_minus_inf(_SQRT_HALF_PI * r_second)))
     b = (a - mu) + c
     log_phi_a = float(special.log_ndtr(a))
     if b <= 0:  # log(e^ε Φ(b)) = log(φ(a) R(−b))
@@ -252,7 +265,7 @@ def _gaussian_log_delta_scalar(eps: float, mu: float) -> float:
         value = _log_or_minus_inf(float(_upper_quadrature(np.array([a]), mu)[0]))
     else:
         value = log_phi_a + math.log(one_minus)
-    return min(value, 0.0)
+    return min(value, 0.0), float(log_second)
 
 
 def gaussian_mu(
@@ -412,6 +425,36 @@ def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]
     return _result(values, scalar)
 
 
+@dataclass(frozen=True)
+class GaussianNewtonPoint:
+    """Where Newton's method on log δ(ε) of N(μ²/2, μ²) stopped (:func:`gaussian_epsilon_search`).
+
+    Attributes
+    ----------
+    estimate : float
+        The root: Newton's step from ``point``, or ``point`` itself when it solved exactly.
+    point : float
+        The last ε at which log δ was evaluated (nan when the search evaluated none).
+    log_delta : float
+        log δ(``point``) from the closed form.
+    log_slope : float
+        log(−d log δ / dε) at ``point``; nan when the search ended by bisection (no usable slope).
+
+    Examples
+    --------
+    >>> import math
+    >>> from afa import exact
+    >>> found = exact.gaussian_epsilon_search(1e-5, 1.0, resolved=1e-9)
+    >>> round(found.estimate, 4), abs(found.log_delta - math.log(1e-5)) <= 1e-9
+    (4.3772, True)
+    """
+
+    estimate: float
+    point: float
+    log_delta: float
+    log_slope: float
+
+
 def gaussian_epsilon(delta: float, mu: float) -> float:
     """Smallest ε >= 0 with δ(ε) <= ``delta`` for the privacy loss N(μ²/2, μ²).
 
@@ -425,7 +468,7 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     Returns
     -------
     float
-        The root of log δ(ε) = log(delta) (Sommer, Meiser & Mohammadi 2019, Theorem 5), found by Newton's
+        The root of log δ(ε) = log(delta) (Sommer, Meiser & Mohammadi 2019, Theorem 5), found by Halley's
         method on log δ safeguarded by bisection, to a few ulps of ε beyond the error of the closed form
         itself; 0.0 if δ(0) <= delta.
 
@@ -440,7 +483,7 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     -----
     d log δ / dε = −e^ε Φ(−μ/2 − ε/μ) / δ(ε) (the derivative of Theorem 5's formula; the φ terms cancel).
     The search starts at the upper bound ε with Φ(μ/2 − ε/μ) = ``delta`` (δ(ε) <= Φ(μ/2 − ε/μ)) and keeps
-    a bracket [lower, upper] of the root: a Newton step leaving it is replaced by the bracket's midpoint.
+    a bracket [lower, upper] of the root: a step leaving it is replaced by the bracket's midpoint.
 
     Examples
     --------
@@ -448,41 +491,91 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     >>> round(exact.gaussian_epsilon(1e-5, 1.0), 4)
     4.3772
     """
+    return gaussian_epsilon_search(delta, mu).estimate
+
+
+def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> GaussianNewtonPoint:
+    """:func:`gaussian_epsilon`'s search, with the last point it evaluated.
+
+    Parameters
+    ----------
+    delta, mu : float
+        As for :func:`gaussian_epsilon`.
+    resolved : float, default 0.0
+        Stop at the first evaluated point whose |log δ − log ``delta``| is at most this (the step from it
+        is then the estimate); 0 searches until the step is below a few ulps of ε.
+
+    Returns
+    -------
+    GaussianNewtonPoint
+        The root and the last evaluated point with its log δ and log slope (estimate 0.0 and point nan
+        when δ(0) <= ``delta``).
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`gaussian_epsilon`; ``resolved`` not a number >= 0.
+
+    Notes
+    -----
+    Each step is Halley's (Newton's with the second derivative (log δ)'' = −s − s² + φ(a)/(μ δ), s the slope of
+    −log δ and a = μ/2 − ε/μ), kept inside the bracket of the root like :func:`gaussian_epsilon`'s.
+
+    Examples
+    --------
+    >>> from afa import exact
+    >>> found = exact.gaussian_epsilon_search(1e-5, 1.0)
+    >>> found.estimate == exact.gaussian_epsilon(1e-5, 1.0), round(found.point, 4)
+    (True, 4.3772)
+    """
     delta = check.in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     mu = check.positive("mu", mu)
+    resolved = check.non_negative("resolved", resolved)
     target = math.log(delta)
     if _log_or_minus_inf(math.erf(mu / (2 * math.sqrt(2.0)))) <= target:  # δ(0) = Φ(μ/2) − Φ(−μ/2)
-        return 0.0
+        return GaussianNewtonPoint(0.0, math.nan, math.nan, math.nan)
     # δ(ε) <= Φ(a): the ε at which Φ(a) = delta is an upper bound.
     upper = max(mu * (0.5 * mu - float(special.ndtri(delta))), mu)
-    log_delta = _gaussian_log_delta_scalar(upper, mu)
+    log_delta, log_second = _gaussian_log_delta_and_slope(upper, mu)
     while log_delta > target:
         upper *= 2.0
-        log_delta = _gaussian_log_delta_scalar(upper, mu) if math.isfinite(upper) else -math.inf
+        log_delta, log_second = _gaussian_log_delta_and_slope(upper, mu) if math.isfinite(upper) \
+            else (-math.inf, -math.inf)
     if not math.isfinite(upper):
         raise ValueError(f"mu = {mu!r} is too large: ε(δ = {delta!r}) exceeds the float range")
     lower, x = 0.0, upper
     for _ in range(_NEWTON_STEPS):
         excess = log_delta - target
+        log_slope = log_second - log_delta  # log(−d log δ / dε)
         if excess == 0.0:
-            return x
+            return GaussianNewtonPoint(x, x, log_delta, log_slope)
         if excess > 0.0:
             lower = x
         else:
             upper = x
-        log_slope = x + float(special.log_ndtr(-0.5 * mu - x / mu)) - log_delta  # log(−d log δ / dε)
-        step = excess / math.exp(max(min(log_slope, 700.0), -700.0))
+        slope = math.exp(max(min(log_slope, 700.0), -700.0))
+        step = excess / slope
+        # Halley's correction: (log δ)'' = −s − s² + φ(a)/(μ δ) with s = −(log δ)' (its φ(b) e^ε terms are φ(a))
+        a = 0.5 * mu - x / mu
+        curvature = math.exp(max(min(-0.5 * a * a - LOG_SQRT_2PI - math.log(mu) - log_delta, 700.0), -700.0)) \
+            - slope - slope * slope
+        denominator = 1.0 - 0.5 * step * curvature / slope
+        if denominator > 0.5:
+            step /= denominator
         after = x + step
+        if abs(excess) <= resolved and lower <= after <= upper:
+            return GaussianNewtonPoint(after, x, log_delta, log_slope)
         if abs(after - x) <= _NEWTON_RTOL * abs(after) and abs(excess) <= _CONVERGED_LOG_EXCESS \
                 and lower <= after <= upper:
-            return after  # converged (at the root's ulps a step can land on the bracket's end it came from)
+            # converged (at the root's ulps a step can land on the bracket's end it came from)
+            return GaussianNewtonPoint(after, x, log_delta, log_slope)
         if not lower < after < upper:  # off the bracket (or not a number): bisect
             after = lower + 0.5 * (upper - lower)
         if abs(after - x) <= _NEWTON_RTOL * abs(after) or not lower < after < upper:
-            return after if lower <= after <= upper else x
+            return GaussianNewtonPoint(after if lower <= after <= upper else x, x, log_delta, math.nan)
         x = after
-        log_delta = _gaussian_log_delta_scalar(x, mu)
-    return x
+        log_delta, log_second = _gaussian_log_delta_and_slope(x, mu)
+    return GaussianNewtonPoint(x, x, log_delta, math.nan)
 
 
 # --------------------------------------------------------------------------
