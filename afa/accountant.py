@@ -25,7 +25,7 @@ from . import options as settings
 from .budget import Budget
 from .engines.base import ExactEngine, gaussian_delta_with_error, gaussian_epsilon_bracket
 from .engines.composition import ComposedLoss
-from .engines.planner import Answer, Planner, label
+from .engines.planner import Answer, Planner, closed_form_mu, label
 from .limits import INTERVAL_RANGE
 from .mechanisms.catalog import NEIGHBORING_RELATIONS, Mechanism
 from .numerics.atoms import CompositionTooLargeError
@@ -659,7 +659,7 @@ class Accountant:
         else:  # one direction: its engine, or the only one when both directions coincide
             index = self.directions.index(check.choice("direction", direction, self.directions))
             chosen = slice(index, index + 1) if index < len(self.planner.distinct_directions) else slice(0, 1)
-        mu = self.planner.closed_form_mu(method)
+        mu = closed_form_mu(self._counts, self._gaussian_mu, method)
         if mu is not None:  # Gaussians alone: their closed form, without engines or auto's bookkeeping
             began = time.monotonic()
             with budgets.limits(self.budget):  # the time budget still holds
@@ -761,7 +761,7 @@ class Accountant:
             raise
 
     def _unmarked_epsilon_result(self, delta: float, method: str) -> Result:
-        mu = self.planner.closed_form_mu(method)
+        mu = closed_form_mu(self._counts, self._gaussian_mu, method)
         if mu is not None:  # Gaussians alone: Newton on their closed form, its bracket verified on it
             began = time.monotonic()
             with budgets.limits(self.budget):  # the time budget still holds (the bracket's search checks it)

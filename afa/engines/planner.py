@@ -101,6 +101,41 @@ def label(name: str) -> str:
     return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld", STEP_RECURSION: "exact"}.get(name, name)
 
 
+def closed_form_mu(counts: Mapping[Mechanism, int], gaussian_mu: Mapping[Mechanism, float],
+                   method: str) -> float | None:
+    """mu = sqrt(sum_i k_i mu_i^2) of a composition when every composed mechanism's pair is a pure Gaussian pair,
+    no mass is truncated and ``method`` is one of CLOSED_FORM_METHODS (the closed form is what "exact" computes
+    and what "auto" chooses first); else None.
+
+    Parameters
+    ----------
+    counts : mapping of Mechanism to int
+        The composed mechanisms and their uses.
+    gaussian_mu : mapping of Mechanism to float
+        mu of the composed mechanisms whose pair is a pure Gaussian pair (others absent).
+    method : str
+        The method asked.
+
+    Returns
+    -------
+    float or None
+
+    Examples
+    --------
+    >>> import afa
+    >>> from afa.engines.planner import closed_form_mu
+    >>> closed_form_mu({afa.Gaussian(2.0): 4}, {afa.Gaussian(2.0): 0.5}, "auto")
+    1.0
+    >>> closed_form_mu({afa.Gaussian(2.0): 4}, {afa.Gaussian(2.0): 0.5}, "pld") is None
+    True
+    """
+    if method not in CLOSED_FORM_METHODS or not counts or any(mechanism not in gaussian_mu for mechanism in counts):
+        return None
+    mu = math.sqrt(sum(count * gaussian_mu[mechanism] ** 2 for mechanism, count in counts.items()))
+    truncated = sum(count * mechanism.truncated_mass for mechanism, count in counts.items())
+    return mu if mu > 0 and truncated == 0 else None
+
+
 class Planner:
     """Builds and orders the engines that answer one composition's queries.
 
@@ -198,13 +233,8 @@ class Planner:
         return any(self.composed(index).log_finite_mass == -math.inf for index in self.distinct_directions)
 
     def closed_form_mu(self, method: str) -> float | None:
-        """mu = sqrt(sum_i k_i mu_i^2) when every composed mechanism's pair is a pure Gaussian pair, no mass is
-        truncated and ``method`` is one of CLOSED_FORM_METHODS (the closed form is what "exact" computes and
-        what "auto" chooses first); else None."""
-        if method not in CLOSED_FORM_METHODS or not self.counts or len(self.gaussian_mu) != len(self.counts):
-            return None
-        mu = math.sqrt(sum(count * self.gaussian_mu[mechanism] ** 2 for mechanism, count in self.counts.items()))
-        return mu if mu > 0 and self.truncated_mass == 0 else None
+        """:func:`closed_form_mu` of this composition."""
+        return closed_form_mu(self.counts, self.gaussian_mu, method)
 
     def exact_available(self, recursion: bool = True) -> bool:
         """Whether method="exact" can serve the composition: Gaussian and finite-output mechanisms only, one

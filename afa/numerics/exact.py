@@ -494,6 +494,19 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     return gaussian_epsilon_search(delta, mu).estimate
 
 
+def _first_guess(delta: float, mu: float, tail: float, upper: float) -> float:
+    """A start for the search of ε(δ) in (0, ``upper``]: with x = ε/μ − μ/2, δ = Φ(−x) (1 − R(x + μ)/R(x))
+    (R the Mills ratio), the ratio taken at ``tail`` = x of ``upper`` (where Φ(−x) = δ) and Φ(−x) solved."""
+    if tail <= 0:
+        return upper
+    ratio = float(special.erfcx(_SQRT_HALF * (tail + mu))) / float(special.erfcx(_SQRT_HALF * tail))
+    level = delta / (1.0 - ratio) if ratio < 1.0 else math.inf
+    if not level < 0.5:
+        return upper
+    guess = mu * (0.5 * mu - float(special.ndtri(level)))
+    return guess if 0.0 < guess < upper else upper
+
+
 def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> GaussianNewtonPoint:
     """:func:`gaussian_epsilon`'s search, with the last point it evaluated.
 
@@ -535,15 +548,21 @@ def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> G
     if _log_or_minus_inf(math.erf(mu / (2 * math.sqrt(2.0)))) <= target:  # δ(0) = Φ(μ/2) − Φ(−μ/2)
         return GaussianNewtonPoint(0.0, math.nan, math.nan, math.nan)
     # δ(ε) <= Φ(a): the ε at which Φ(a) = delta is an upper bound.
-    upper = max(mu * (0.5 * mu - float(special.ndtri(delta))), mu)
-    log_delta, log_second = _gaussian_log_delta_and_slope(upper, mu)
-    while log_delta > target:
-        upper *= 2.0
-        log_delta, log_second = _gaussian_log_delta_and_slope(upper, mu) if math.isfinite(upper) \
-            else (-math.inf, -math.inf)
-    if not math.isfinite(upper):
-        raise ValueError(f"mu = {mu!r} is too large: ε(δ = {delta!r}) exceeds the float range")
-    lower, x = 0.0, upper
+    tail = -float(special.ndtri(delta))
+    upper = max(mu * (0.5 * mu + tail), mu)
+    lower, x = 0.0, _first_guess(delta, mu, tail, upper)
+    log_delta, log_second = _gaussian_log_delta_and_slope(x, mu)
+    if x < upper and log_delta > target:
+        lower = x
+    else:
+        upper = x
+        while log_delta > target:
+            upper *= 2.0
+            log_delta, log_second = _gaussian_log_delta_and_slope(upper, mu) if math.isfinite(upper) \
+                else (-math.inf, -math.inf)
+        if not math.isfinite(upper):
+            raise ValueError(f"mu = {mu!r} is too large: ε(δ = {delta!r}) exceeds the float range")
+        x = upper
     for _ in range(_NEWTON_STEPS):
         excess = log_delta - target
         log_slope = log_second - log_delta  # log(−d log δ / dε)
