@@ -380,8 +380,12 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     log delta lies below each of its tangents.  Newton's last point x (|log delta(x) - log delta| <= 1e-9)
     then bounds log delta(y) <= log(delta(x) (1 + EXACT_RTOL)) - s (y - x), with the slope s = -d log delta / d eps
     at x taken smaller (larger for y < x) than computed by a bound on its rounding: ``upper`` is where that bound
-    meets ``delta``, with no further evaluation.  ``lower`` needs one: the closed form minus its error above
-    ``delta`` at a step aimed a sixteenth of that error past the crossing (the distance doubles if not).
+    meets ``delta``.  Below x, (log delta)'' = -s - s^2 + phi(a) / (mu delta) >= -(s + s^2) (the derivative of
+    s = e^eps Phi(b) / delta, b = a - mu, a = mu/2 - eps/mu) and s is at most its value at x (concavity), so
+    log delta(y) >= log(delta(x) (1 - EXACT_RTOL)) + s (x - y) - (s + s^2) (x - y)^2 / 2; above x, s' <= s + s^2
+    bounds s by the solution S of S' = S + S^2 (S = s e^d / (1 - s (e^d - 1)) at distance d) and
+    log delta(y) >= log(delta(x) (1 - EXACT_RTOL)) - S (y - x): ``lower`` is where the bound on its side of x
+    exceeds ``delta``, again with no further evaluation of the closed form.
     For ``delta`` below TANGENT_SMALLEST_DELTA, a slope rounded by more than TANGENT_LARGEST_SLACK (mu above
     about 3e5), or when Newton's search ended by bisection, both bounds come from
     :func:`afa.numerics.atoms.verified_epsilon_bounds` instead.
@@ -407,8 +411,8 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
 
 
 def _tangent_bracket(delta: float, mu: float, search: exact.GaussianNewtonPoint) -> tuple[float, float, float] | None:
-    """:func:`gaussian_epsilon_bracket`'s bounds from Newton's last point and one more evaluation; None where
-    they do not apply (the caller then steps to verified bounds)."""
+    """:func:`gaussian_epsilon_bracket`'s bounds from Newton's last point alone; None where they do not apply
+    (the caller then steps to verified bounds)."""
     x, log_value, log_slope = search.point, search.log_delta, search.log_slope
     if not (delta >= TANGENT_SMALLEST_DELTA and x > 0 and math.isfinite(log_value) and abs(log_slope) < 700):
         return None
@@ -431,21 +435,39 @@ def _tangent_bracket(delta: float, mu: float, search: exact.GaussianNewtonPoint)
         distance += max(abs(distance), rounding * abs(x))
     if not math.isfinite(upper):
         return None
-    # lower: one evaluation where the closed form minus its error is aimed just above delta
-    aim = math.log(delta) + 1.0625 * _closed_form_rtol(log_value) + rounding
-    distance = (log_value - aim) / slope
+    # lower: for y < x, log delta(y) >= log delta(x) + s (x - y) - (s + s^2) (x - y)^2 / 2, since
+    # (log delta)'' = -s - s^2 + phi(a) / (mu delta) >= -(s + s^2) and s grows with eps (log delta is concave);
+    # for y > x, log delta(y) >= log delta(x) - S (y - x), S = s e^d / (1 - s (e^d - 1)) >= s on [x, y] (s' <= s + s^2)
+    low = math.exp(log_value) * (1 - _closed_form_rtol(log_value))  # <= delta(x)
+    least, most = slope * (1 - slack), slope * (1 + slack)
+    excess = math.log(low) - math.log(delta)
     lower = -1.0
-    for _ in range(8):
-        y = x + distance - rounding * (abs(x) + abs(distance))
-        if y <= 0:
-            lower = 0.0
-            break
-        log_at = float(exact.gaussian_log_delta(y, mu))
-        value = math.exp(log_at)
-        if value - value * _closed_form_rtol(log_at) > delta:
-            lower = y
-            break
-        distance -= max(abs(distance), rounding * abs(x))
+    if excess > 2 * rounding * abs(math.log(delta)):  # x is a lower bound: try further right
+        distance = (excess - 4 * rounding) / most  # the check's rounding left as margin
+        for _ in range(8):
+            y = x + distance * (1 - rounding)
+            step = y - x
+            grown = math.expm1(step)
+            steepest = most * (1 + grown) / (1 - most * grown) if most * grown < 0.5 else math.inf
+            if step > 0 and low * math.exp(-steepest * step) * (1 - rounding) > delta:
+                lower = y
+                break
+            distance *= 0.5
+        if lower < 0 and low * (1 - rounding) > delta:
+            lower = x
+    else:
+        distance = (max(-excess, 0.0) + 4 * rounding) / least
+        curvature = most * (1 + most)
+        for _ in range(8):
+            y = x - distance - rounding * (abs(x) + abs(distance))
+            if y <= 0:
+                lower = 0.0
+                break
+            step = x - y  # exact (Sterbenz) when y is within a factor 2 of x
+            if low * math.exp(least * step - 0.5 * curvature * step * step) * (1 - rounding) > delta:
+                lower = y
+                break
+            distance += max(abs(distance), rounding * abs(x))
     if lower < 0:
         return None
     return min(max(search.estimate, lower), upper), lower, upper
