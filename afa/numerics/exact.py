@@ -46,6 +46,8 @@ _SQRT_HALF = math.sqrt(0.5)
 # Quadrature: Gauss-Legendre nodes on [-1, 1]; integrands are cut where they fall
 # below e^-_TAIL of their peak.
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(48)
+_HALF_NODES = 0.5 * (_NODES + 1.0)  # the nodes on [0, 1]
+_HALF_NODES_SQUARED = _HALF_NODES * _HALF_NODES
 _TAIL = 45.0
 # Switch from the closed form to quadrature when its cancellation would amplify
 # rounding errors by more than this factor.
@@ -119,6 +121,24 @@ def _lower_tail_quadrature(x: NDArray, mu: float) -> NDArray:
     t = 0.5 * length[:, None] * (_NODES + 1.0)
     f = np.exp(-t * (x[:, None] + 0.5 * t)) * -np.expm1(-mu * t)
     return 0.5 * length * (f @ _WEIGHTS)
+
+
+def _lower_tail_quadrature_scalar(x: float, mu: float) -> float:
+    """:func:`_lower_tail_quadrature` at one x, t·(x + t/2) formed from the nodes' fixed parts (fewer array steps)."""
+    length = 2.0 * _TAIL / (math.sqrt(x * x + 2.0 * _TAIL) + x)
+    f = np.exp(_HALF_NODES * (-length * x) + _HALF_NODES_SQUARED * (-0.5 * length * length))
+    f *= np.expm1(_HALF_NODES * (-mu * length))
+    return -0.5 * length * float(f @ _WEIGHTS)
+
+
+def _upper_quadrature_scalar(a: float, mu: float) -> float:
+    """:func:`_upper_quadrature` at one a >= 0."""
+    cut = math.sqrt(2.0 * _TAIL)
+    half = 0.5 * (min(a, cut) + cut)
+    u = -cut + half * (_NODES + 1.0)
+    f = np.exp(-0.5 * u * u - LOG_SQRT_2PI)
+    f *= np.expm1(-mu * (a - u))
+    return -half * float(f @ _WEIGHTS)
 
 
 def _mills_difference_series(x: float, mu: float) -> float | None:
@@ -243,7 +263,7 @@ def _gaussian_log_delta_and_slope(eps: float, mu: float) -> tuple[float, float]:
         diff = rx - r_second
         if _MAX_AMPLIFICATION * diff < rx:
             series = _mills_difference_series(float(x), mu) if x >= _SERIES_FROM else None
-            difference = series if series is not None else float(_lower_tail_quadrature(np.array([x]), mu)[0])
+            difference = series if series is not None else _lower_tail_quadrature_scalar(float(x), mu)
             diff = difference / _SQRT_HALF_PI
         log_phi = (-0.5 * sq_err - a * c) - LOG_SQRT_2PI  # log φ(a) + a²/2 (a²/2 in double-double)
         value = float(-0.5 * sq + (log_phi + _log_or_minus_inf(_SQRT_HALF_PI * diff)))
@@ -262,7 +282,7 @@ def _gaussian_log_delta_and_slope(eps: float, mu: float) -> tuple[float, float]:
     size += abs(log_second) + abs(log_phi_a)
     one_minus = -math.expm1(z)
     if size * math.exp(z) > _MAX_AMPLIFICATION * one_minus:
-        value = _log_or_minus_inf(float(_upper_quadrature(np.array([a]), mu)[0]))
+        value = _log_or_minus_inf(_upper_quadrature_scalar(float(a), mu))
     else:
         value = log_phi_a + math.log(one_minus)
     return min(value, 0.0), float(log_second)
