@@ -352,7 +352,7 @@ TANGENT_SMALLEST_DELTA = 1e-305
 _TINY = float(np.finfo(float).tiny)
 #: ... and slopes whose relative rounding bound (:func:`_slope_slack`) is at most this.
 TANGENT_LARGEST_SLACK = 1e-3
-#: Newton's search stops for the tangent bracket at a point whose log delta is this close to the target's.
+#: The closed form's search stops for the tangent bracket at a point whose log delta is this close to the target's.
 TANGENT_RESOLVED = 1e-9
 
 
@@ -369,7 +369,7 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     Returns
     -------
     tuple of float
-        The estimate, Newton's root of the closed form (:func:`afa.numerics.exact.gaussian_epsilon_search`),
+        The estimate, the root of the closed form found by :func:`afa.numerics.exact.gaussian_epsilon_search`,
         and bounds verified on the closed form with its relative error EXACT_RTOL: delta is <= ``delta`` at
         ``upper`` and > ``delta`` at ``lower`` (or ``lower`` is 0).
 
@@ -377,7 +377,7 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     -----
     delta(eps) = E[(1 - e^(eps - L))_+] is log-concave in eps for a log-concave density of the loss L (the
     integrand is log-concave in (eps, L) jointly and integrating out L keeps that, Prekopa 1973, Thm 6), so
-    log delta lies below each of its tangents.  Newton's last point x (|log delta(x) - log delta| <= 1e-9)
+    log delta lies below each of its tangents.  The search's last point x (|log delta(x) - log delta| <= 1e-9)
     then bounds log delta(y) <= log(delta(x) (1 + EXACT_RTOL)) - s (y - x), with the slope s = -d log delta / d eps
     at x taken smaller (larger for y < x) than computed by a bound on its rounding: ``upper`` is where that bound
     meets ``delta``.  Below x, (log delta)'' = -s - s^2 + phi(a) / (mu delta) >= -(s + s^2) (the derivative of
@@ -387,7 +387,7 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     log delta(y) >= log(delta(x) (1 - EXACT_RTOL)) - S (y - x): ``lower`` is where the bound on its side of x
     exceeds ``delta``, again with no further evaluation of the closed form.
     For ``delta`` below TANGENT_SMALLEST_DELTA, a slope rounded by more than TANGENT_LARGEST_SLACK (mu above
-    about 3e5), or when Newton's search ended by bisection, both bounds come from
+    about 3e5), or when the search ended by bisection, both bounds come from
     :func:`afa.numerics.atoms.verified_epsilon_bounds` instead.
     """
     search = exact.gaussian_epsilon_search(delta, mu, resolved=TANGENT_RESOLVED)
@@ -410,8 +410,8 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     return estimate, min(lower, estimate), max(upper, estimate)
 
 
-def _tangent_bracket(delta: float, mu: float, search: exact.GaussianNewtonPoint) -> tuple[float, float, float] | None:
-    """:func:`gaussian_epsilon_bracket`'s bounds from Newton's last point alone; None where they do not apply
+def _tangent_bracket(delta: float, mu: float, search: exact.GaussianSearchPoint) -> tuple[float, float, float] | None:
+    """:func:`gaussian_epsilon_bracket`'s bounds from the search's last point alone; None where they do not apply
     (the caller then steps to verified bounds)."""
     x, log_value, log_slope = search.point, search.log_delta, search.log_slope
     if not (delta >= TANGENT_SMALLEST_DELTA and x > 0 and math.isfinite(log_value) and abs(log_slope) < 700):

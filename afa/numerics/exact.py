@@ -28,7 +28,7 @@ from ..limits import LOG_NEGLIGIBLE
 from .atoms import log_hockey_stick
 
 __all__ = [
-    "GaussianNewtonPoint",
+    "GaussianSearchPoint",
     "approximate_rr_delta",
     "data_dependent_gaussian_delta",
     "data_dependent_gaussian_log_delta",
@@ -446,13 +446,13 @@ def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class GaussianNewtonPoint:
-    """Where Newton's method on log δ(ε) of N(μ²/2, μ²) stopped (:func:`gaussian_epsilon_search`).
+class GaussianSearchPoint:
+    """Where the search for ε(δ) of N(μ²/2, μ²) stopped (:func:`gaussian_epsilon_search`).
 
     Attributes
     ----------
     estimate : float
-        The root: Newton's step from ``point``, or ``point`` itself when it solved exactly.
+        The root: the search's (Halley) step from ``point``, or ``point`` itself when it solved exactly.
     point : float
         The last ε at which log δ was evaluated (nan when the search evaluated none).
     log_delta : float
@@ -527,7 +527,7 @@ def _first_guess(delta: float, mu: float, tail: float, upper: float) -> float:
     return guess if 0.0 < guess < upper else upper
 
 
-def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> GaussianNewtonPoint:
+def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> GaussianSearchPoint:
     """:func:`gaussian_epsilon`'s search, with the last point it evaluated.
 
     Parameters
@@ -540,7 +540,7 @@ def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> G
 
     Returns
     -------
-    GaussianNewtonPoint
+    GaussianSearchPoint
         The root and the last evaluated point with its log δ and log slope (estimate 0.0 and point nan
         when δ(0) <= ``delta``).
 
@@ -566,7 +566,7 @@ def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> G
     resolved = check.non_negative("resolved", resolved)
     target = math.log(delta)
     if _log_or_minus_inf(math.erf(mu / (2 * math.sqrt(2.0)))) <= target:  # δ(0) = Φ(μ/2) − Φ(−μ/2)
-        return GaussianNewtonPoint(0.0, math.nan, math.nan, math.nan)
+        return GaussianSearchPoint(0.0, math.nan, math.nan, math.nan)
     # δ(ε) <= Φ(a): the ε at which Φ(a) = delta is an upper bound.
     tail = -float(special.ndtri(delta))
     upper = max(mu * (0.5 * mu + tail), mu)
@@ -587,7 +587,7 @@ def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> G
         excess = log_delta - target
         log_slope = log_second - log_delta  # log(−d log δ / dε)
         if excess == 0.0:
-            return GaussianNewtonPoint(x, x, log_delta, log_slope)
+            return GaussianSearchPoint(x, x, log_delta, log_slope)
         if excess > 0.0:
             lower = x
         else:
@@ -603,18 +603,18 @@ def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> G
             step /= denominator
         after = x + step
         if abs(excess) <= resolved and lower <= after <= upper:
-            return GaussianNewtonPoint(after, x, log_delta, log_slope)
+            return GaussianSearchPoint(after, x, log_delta, log_slope)
         if abs(after - x) <= _NEWTON_RTOL * abs(after) and abs(excess) <= _CONVERGED_LOG_EXCESS \
                 and lower <= after <= upper:
             # converged (at the root's ulps a step can land on the bracket's end it came from)
-            return GaussianNewtonPoint(after, x, log_delta, log_slope)
+            return GaussianSearchPoint(after, x, log_delta, log_slope)
         if not lower < after < upper:  # off the bracket (or not a number): bisect
             after = lower + 0.5 * (upper - lower)
         if abs(after - x) <= _NEWTON_RTOL * abs(after) or not lower < after < upper:
-            return GaussianNewtonPoint(after if lower <= after <= upper else x, x, log_delta, math.nan)
+            return GaussianSearchPoint(after if lower <= after <= upper else x, x, log_delta, math.nan)
         x = after
         log_delta, log_second = _gaussian_log_delta_and_slope(x, mu)
-    return GaussianNewtonPoint(x, x, log_delta, math.nan)
+    return GaussianSearchPoint(x, x, log_delta, math.nan)
 
 
 # --------------------------------------------------------------------------
