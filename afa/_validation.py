@@ -70,9 +70,11 @@ def in_interval(name: str, value, low: float, high: float, *, low_open: bool = F
 
 def positive_integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
     """An integer in [``minimum``, ``maximum``] (floats with an integral value are accepted)."""
-    if isinstance(value, bool):
+    if type(value) is int:  # the common case, without the abstract-class checks below
+        result = value
+    elif isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, got {value!r}")
-    if isinstance(value, (numbers.Integral, np.integer)):
+    elif isinstance(value, (numbers.Integral, np.integer)):
         result = int(value)
     elif isinstance(value, (numbers.Real, np.floating)) and math.isfinite(value) and float(value).is_integer():
         result = int(float(value))

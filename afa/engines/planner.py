@@ -129,11 +129,15 @@ def closed_form_mu(counts: Mapping[Mechanism, int], gaussian_mu: Mapping[Mechani
     >>> closed_form_mu({afa.Gaussian(2.0): 4}, {afa.Gaussian(2.0): 0.5}, "pld") is None
     True
     """
-    if method not in CLOSED_FORM_METHODS or not counts or any(mechanism not in gaussian_mu for mechanism in counts):
+    if method not in CLOSED_FORM_METHODS or not counts:
         return None
-    mu = math.sqrt(sum(count * gaussian_mu[mechanism] ** 2 for mechanism, count in counts.items()))
-    truncated = sum(count * mechanism.truncated_mass for mechanism, count in counts.items())
-    return mu if mu > 0 and truncated == 0 else None
+    total = 0.0
+    for mechanism, count in counts.items():
+        mu = gaussian_mu.get(mechanism)
+        if mu is None or mechanism.truncated_mass > 0:
+            return None
+        total += count * mu * mu
+    return math.sqrt(total) if total > 0 else None
 
 
 class Planner:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -64,9 +64,11 @@ def _discrete_gaussian_reach(tail_mass: float) -> float:
     return math.sqrt(-2 * math.log(tail_mass / 4))
 
 
-def _at_most(name: str, value: float, limit: float, what: str) -> None:
-    """Raise a ValueError naming ``name`` when the derived quantity ``value`` exceeds ``limit``."""
+def _at_most(name: str, value: float, limit: float, what: str | Callable[[], str]) -> None:
+    """Raise a ValueError naming ``name`` when the derived quantity ``value`` exceeds ``limit``; ``what`` describes
+    the quantity (or makes its description, only then)."""
     if not value <= limit:
+        what = what() if callable(what) else what
         raise ValueError(f"{name} is out of range: {what} must be <= {limit:.4g}, got {value:.4g}")
 
 
@@ -581,7 +583,7 @@ class Gaussian(Mechanism):
     def __post_init__(self):
         check.assign(self, sigma=check.positive("sigma", self.sigma),
              sensitivity=check.positive("sensitivity", self.sensitivity))
-        _at_most("sigma", self.sensitivity / self.sigma, MAX_MU,
+        _at_most("sigma", self.sensitivity / self.sigma, MAX_MU, lambda:
                  f"sensitivity / sigma (sigma={self.sigma:g}, sensitivity={self.sensitivity:g}; the loss's "
                  "variance is its square)")
 
@@ -713,7 +715,7 @@ class Laplace(Mechanism):
     def __post_init__(self):
         check.assign(self, scale=check.positive("scale", self.scale),
              sensitivity=check.positive("sensitivity", self.sensitivity))
-        _at_most("scale", self.sensitivity / self.scale, check.MAX_LOSS,
+        _at_most("scale", self.sensitivity / self.scale, check.MAX_LOSS, lambda:
                  f"sensitivity / scale (scale={self.scale:g}, sensitivity={self.sensitivity:g}; the largest loss)")
 
     @property
