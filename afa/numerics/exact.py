@@ -242,8 +242,9 @@ def _gaussian_log_delta_and_slope(eps: float, mu: float) -> tuple[float, float]:
     The same branches and the same double-double steps, with Python's float arithmetic and scalar special
     functions instead of array operations (a few microseconds instead of a few hundred); where the closed form's
     difference cancels, the lower tail's difference comes from the Mills ratio's asymptotic series for x >= 10
-    (:func:`_mills_difference_series`), else, like the upper tail's, from the array quadratures.  The second
-    term is as accurate as its pieces' rounding (b² ulps in its log), which is what a Newton step needs.
+    (:func:`_mills_difference_series`), else, like the upper tail's, from the one-point quadratures.  The second
+    term is as accurate as its pieces' rounding (about b² ulps in its log), enough for the search's steps and
+    for the tangent bracket, which bounds that rounding.
     """
     q = eps / mu
     if abs(q) < 1e290 and mu < 1e290:
@@ -502,7 +503,8 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     Notes
     -----
     d log δ / dε = −e^ε Φ(−μ/2 − ε/μ) / δ(ε) (the derivative of Theorem 5's formula; the φ terms cancel).
-    The search starts at the upper bound ε with Φ(μ/2 − ε/μ) = ``delta`` (δ(ε) <= Φ(μ/2 − ε/μ)) and keeps
+    With x = ε/μ − μ/2, δ = Φ(−x)(1 − R(x + μ)/R(x)) (R the Mills ratio): the search starts where that is
+    ``delta`` with the ratio taken at the upper bound ε at which Φ(−x) = ``delta`` (δ(ε) <= Φ(−x)), and keeps
     a bracket [lower, upper] of the root: a step leaving it is replaced by the bracket's midpoint.
 
     Examples
