@@ -517,7 +517,7 @@ class Accountant:
         except AccuracyError as refusal:
             self._mark_refusal(refusal)
             raise
-        value, lower, upper, error = (column[0] if scalar else column.reshape(epsilons.shape)
+        value, lower, upper, error = (float(column[0]) if scalar else column.reshape(epsilons.shape)
                                       for column in (value, lower, upper, error))
         return self._mark(Result(value, lower, upper, error, label(run.name), certified=run.certified,
                                  attempts=run.attempts))
