@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import afa
+from afa.engines import base
 from afa.numerics import exact
 
 DPS = 60
@@ -197,8 +198,8 @@ def test_far_lower_tail_by_the_mills_series_matches_mpmath(mu):
         assert exact.gaussian_log_delta(float(eps), mu) == pytest.approx(log_truth, rel=1e-14, abs=1e-13), x
 
 
-def test_gaussian_epsilon_newton_ends_where_it_converges(monkeypatch):
-    """Newton's method ends once its step is below resolution, also when the step lands on the bracket's end
+def test_gaussian_epsilon_search_ends_where_it_converges(monkeypatch):
+    """The search (Halley's steps) ends once its step is below resolution, also when the step lands on the bracket's end
     it came from (mu = sqrt(10), delta = 1e-5 bisected 48 more times before), with the root to mpmath's."""
     calls = []
     scalar = exact._gaussian_log_delta_and_slope
@@ -263,8 +264,6 @@ def test_log_delta_lies_below_its_tangents(mu):
 def test_bracket_holds_the_root_with_no_evaluation_past_the_search(monkeypatch):
     """The tangent bracket: bounds holding mpmath's root within 1e-11 relative, the verified search of the
     general path not called (except where eps = 0), and no closed-form evaluation after the search."""
-    from afa.engines import base
-
     verified = base.verified_epsilon_bounds
     general = []
     monkeypatch.setattr(base, "verified_epsilon_bounds", lambda *args, **kwargs: general.append(args[2])
@@ -297,8 +296,6 @@ def test_bracket_outside_the_tangent_range_from_the_verified_search(mu, delta):
     """A delta in the subnormal range or a slope rounded by more than the slack allows (mu beyond ~3e5): the
     verified search's bracket, still holding mpmath's root."""
     truth = float(mp_epsilon(delta, mu))
-    from afa.engines import base
-
     value, lower, upper = base.gaussian_epsilon_bracket(delta, mu)
     assert lower <= truth <= upper
     assert value == pytest.approx(truth, rel=1e-12)
@@ -307,8 +304,6 @@ def test_bracket_outside_the_tangent_range_from_the_verified_search(mu, delta):
 def test_bracket_holds_the_root_across_random_mu_and_delta():
     """100 (mu, delta) log-uniform in [1e-4, 1e5] x [1e-300, 0.5] (seeded): every bracket holds mpmath's root and
     is at most 1e-11 wide relative to it."""
-    from afa.engines import base
-
     rng = np.random.default_rng(20261128)
     for mu, delta in zip(10 ** rng.uniform(-4, 5, 100), 10 ** rng.uniform(-300, math.log10(0.5), 100)):
         truth = float(mp_epsilon(float(delta), float(mu)))
