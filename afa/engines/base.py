@@ -377,7 +377,7 @@ def gaussian_epsilon_bracket(delta: float, mu: float) -> tuple[float, float, flo
     -----
     delta(eps) = E[(1 - e^(eps - L))_+] is log-concave in eps for a log-concave density of the loss L (the
     integrand is log-concave in (eps, L) jointly and integrating out L keeps that, Prekopa 1973, Thm 6), so
-    log delta lies below each of its tangents.  The search's last point x (|log delta(x) - log delta| <= 1e-9)
+    log delta lies below each of its tangents.  The search's last point x (log delta(x) within 1e-9 of log delta)
     then bounds log delta(y) <= log(delta(x) (1 + EXACT_RTOL)) - s (y - x), with the slope s = -d log delta / d eps
     at x taken smaller (larger for y < x) than computed by a bound on its rounding: ``upper`` is where that bound
     meets ``delta``.  Below x, (log delta)'' = -s - s^2 + phi(a) / (mu delta) >= -(s + s^2) (the derivative of

@@ -537,7 +537,7 @@ def gaussian_epsilon_search(delta: float, mu: float, resolved: float = 0.0) -> G
     delta, mu : float
         As for :func:`gaussian_epsilon`.
     resolved : float, default 0.0
-        Stop at the first evaluated point whose |log δ − log ``delta``| is at most this (the step from it
+        Stop at the first evaluated point where log δ is within this of log ``delta`` (the step from it
         is then the estimate); 0 searches until the step is below a few ulps of ε.
 
     Returns
