@@ -347,9 +347,9 @@ def gaussian_delta_with_error(epsilons: np.ndarray, mu: float) -> tuple[np.ndarr
     return value, np.where(finite, value * _closed_form_rtol(np.where(finite, log_value, 0.0)) + below_normal, 0.0)
 
 
+_TINY = float(np.finfo(float).tiny)
 #: The tangent bracket of :func:`gaussian_epsilon_bracket` serves delta at least this (normal numbers near delta).
 TANGENT_SMALLEST_DELTA = 1e-305
-_TINY = float(np.finfo(float).tiny)
 #: ... and slopes whose relative rounding bound (:func:`_slope_slack`) is at most this.
 TANGENT_LARGEST_SLACK = 1e-3
 #: The closed form's search stops for the tangent bracket at a point whose log delta is this close to the target's.

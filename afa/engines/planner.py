@@ -236,10 +236,6 @@ class Planner:
         loss): then delta = 1 at every eps, whatever the other uses."""
         return any(self.composed(index).log_finite_mass == -math.inf for index in self.distinct_directions)
 
-    def closed_form_mu(self, method: str) -> float | None:
-        """:func:`closed_form_mu` of this composition."""
-        return closed_form_mu(self.counts, self.gaussian_mu, method)
-
     def exact_available(self, recursion: bool = True) -> bool:
         """Whether method="exact" can serve the composition: Gaussian and finite-output mechanisms only, one
         use of a single mechanism, quadratic losses sharing their curvature with Gaussians
