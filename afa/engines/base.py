@@ -421,8 +421,9 @@ def _tangent_bracket(delta: float, mu: float, search: exact.GaussianSearchPoint)
         return None
     rounding = 8 * UNIT_ROUNDOFF  # exp, the products and the comparison, with room to spare
     slope = math.exp(log_slope)
-    high = math.exp(log_value) * (1 + _closed_form_rtol(log_value))  # >= delta(x)
-    gap = math.log(high) - math.log(delta)  # the tangent's log excess at x (its rounding is covered below)
+    value, rtol, log_delta = math.exp(log_value), _closed_form_rtol(log_value), math.log(delta)
+    high = value * (1 + rtol)  # >= delta(x)
+    gap = math.log(high) - log_delta  # the tangent's log excess at x (its rounding is covered below)
     distance = gap / slope
     upper = math.inf
     for _ in range(8):
@@ -438,11 +439,11 @@ def _tangent_bracket(delta: float, mu: float, search: exact.GaussianSearchPoint)
     # lower: for y < x, log delta(y) >= log delta(x) + s (x - y) - (s + s^2) (x - y)^2 / 2, since
     # (log delta)'' = -s - s^2 + phi(a) / (mu delta) >= -(s + s^2) and s grows with eps (log delta is concave);
     # for y > x, log delta(y) >= log delta(x) - S (y - x), S = s e^d / (1 - s (e^d - 1)) >= s on [x, y] (s' <= s + s^2)
-    low = math.exp(log_value) * (1 - _closed_form_rtol(log_value))  # <= delta(x)
+    low = value * (1 - rtol)  # <= delta(x)
     least, most = slope * (1 - slack), slope * (1 + slack)
-    excess = math.log(low) - math.log(delta)
+    excess = math.log(low) - log_delta
     lower = -1.0
-    if excess > 2 * rounding * abs(math.log(delta)):  # x is a lower bound: try further right
+    if excess > 2 * rounding * abs(log_delta):  # x is a lower bound: try further right
         distance = (excess - 4 * rounding) / most  # the check's rounding left as margin
         for _ in range(8):
             y = x + distance * (1 - rounding)
