@@ -61,9 +61,10 @@ def stirlerr(k: NDArray | float) -> NDArray:
     return np.where(k > 15, series, STIRLERR_SMALL[np.minimum(k, 15).astype(np.intp)])
 
 
-def bd0(k: NDArray, n: int, p: float) -> NDArray:
-    """Deviance k·log(k/(np)) + np − k, accurate near k = np (n·p kept exact)."""
-    m, m_err = two_prod(np.float64(n), np.float64(p))
+def bd0(k: NDArray, n: int, p: NDArray | float) -> NDArray:
+    """Deviance k·log(k/(np)) + np − k, accurate near k = np (n·p kept exact); ``p`` a float or an array
+    matching ``k``."""
+    m, m_err = two_prod(np.float64(n), np.asarray(p, dtype=float))
     d = (k - m) - m_err
     v = d / (k + m)
     near = np.abs(v) < 0.1
@@ -85,10 +86,15 @@ def binomial_log_pmf(
     """log C(n,j) p^j q^{n−j} (p + q = 1) by Loader's saddle-point expansion:
     errors of a few ulps of its terms, also for n = 1e6 and beyond."""
     k = np.clip(j, 1.0, max(n - 1.0, 1.0))
+    size = k.size
+    # both counts' terms in one pass: k with p, then n - k with q
+    both = np.concatenate((np.ravel(k), n - np.ravel(k)))
     with np.errstate(divide="ignore", invalid="ignore"):
+        stirling = stirlerr(both)
+        deviance = bd0(both, n, np.repeat(np.array([p, q], dtype=float), size))
         inner = (
-            stirlerr(np.float64(n)) - stirlerr(k) - stirlerr(n - k)
-            - bd0(k, n, p) - bd0(n - k, n, q)
+            stirlerr(np.float64(n)) - stirling[:size].reshape(k.shape) - stirling[size:].reshape(k.shape)
+            - deviance[:size].reshape(k.shape) - deviance[size:].reshape(k.shape)
             - 0.5 * (2.0 * LOG_SQRT_2PI + np.log(k) + np.log1p(-k / n))
         )
     return np.where(j == 0, n * log_q, np.where(j == n, n * log_p, inner))

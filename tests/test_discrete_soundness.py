@@ -216,6 +216,51 @@ def test_epsilon_brackets_hold_the_root_sweep():
             assert upper - lower <= 1e-9 * max(float(truth), 1.0)
 
 
+def _random_atoms(rng, size):
+    """Atoms with float losses and masses taken as exact (zero loss errors, masses exact to BASE_ULPS)."""
+    losses = sorted({round(rng.uniform(-5, 40), 3) for _ in range(size)})
+    log_masses = [rng.uniform(-60, 0) for _ in losses]
+    atoms = afa_atoms.LossAtoms.from_atoms(losses, log_masses, loss_errors=0.0)
+    reference = [(mp.mpf(loss), mp.exp(mp.mpf(lw))) for loss, lw in zip(atoms.losses.tolist(),
+                                                                         atoms.log_masses.tolist())]
+    return atoms, reference
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_atom_search_root_and_bracket_against_mpmath(seed):
+    """The atom search's estimate is the crossing to 1e-12 relative (or to what a 1e-13 relative change of
+    delta moves it, where delta is flat) and its verified bracket holds the mpmath root, for random atoms, floors and targets, including targets equal to delta at an atom (where
+    the search's approximate sums cannot tell the interval) and just beside them; the bracket is the same
+    with the two first steps evaluated in one call or one at a time."""
+    rng = random.Random(1000 + seed)
+    for _ in range(8):
+        atoms, reference = _random_atoms(rng, rng.choice([1, 2, 5, 40, 300]))
+        floor = rng.choice([0.0, 0.0, rng.uniform(0, 10)])
+        at_atoms = [mp_delta(reference, loss) for loss, _ in reference if loss > floor]
+        targets = [10 ** rng.uniform(-40, -1) for _ in range(3)]
+        for value in at_atoms[:2] + at_atoms[-2:]:
+            if value > 0:
+                targets += [float(value), float(value * (1 + mp.mpf(1e-10))), float(value * (1 - mp.mpf(1e-10)))]
+        for target in targets:
+            truth = mp_epsilon(reference, target, floor)
+            if mp_delta(reference, floor) <= target:
+                continue  # the floor itself answers
+            estimate, lower, upper = afa_atoms.epsilon_bounds_for_delta(atoms, 0.0, target, floor)
+            assert lower <= truth <= upper, (seed, target, floor, (estimate, lower, upper), mp.nstr(truth, 20))
+            # relative to the root, or to what a relative 1e-13 of the value moves it where delta is flat
+            slope = mp.fsum(w * mp.exp(truth - loss) for loss, w in reference if loss > truth)
+            allowed = 1e-12 * abs(truth) + (1e-13 * target / slope if slope > 0 else mp.inf)
+            assert abs(estimate - truth) <= allowed, (seed, target, estimate, mp.nstr(truth, 20))
+
+            def evaluate(x):
+                value, error, slope = atoms.evaluate(np.array([x]))
+                return float(value[0]), float(error[0]), float(slope[0])
+
+            one_at_a_time = afa_atoms.verified_epsilon_bounds(evaluate, target, estimate, floor, atoms.top)
+            assert one_at_a_time[0] <= truth <= one_at_a_time[1]
+            assert (lower, upper) == (min(one_at_a_time[0], estimate), max(one_at_a_time[1], estimate))
+
+
 # ---------------------------------------------------------------------------
 # 3. speed of multi-mechanism compositions
 

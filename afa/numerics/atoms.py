@@ -1069,8 +1069,9 @@ STEP_MARGIN = 1e-4
 
 def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, float]], target: float, root: float,
                             floor: float, ceiling: float, tighten: bool = False,
-                            value_and_error: Callable[[float], tuple[float, float]] | None = None
-                            ) -> tuple[float, float]:
+                            value_and_error: Callable[[float], tuple[float, float]] | None = None,
+                            evaluate_many: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+                            | None = None) -> tuple[float, float]:
     """(lower, upper) on the smallest eps >= ``floor`` with delta(eps) <= ``target``, each verified.
 
     ``evaluate(eps)`` returns (delta estimate, a bound on its error, -d delta / d eps) of a
@@ -1084,7 +1085,9 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     lower bound).  A step is Newton's when the slope gives a finite one, else twice the last.  With
     ``tighten`` (for slopes that are only estimates), each bound is then moved back towards the last
     point that failed by bisection (:func:`_tighten`); ``value_and_error(eps)``, when given, returns the first
-    two of ``evaluate`` without the slope, for the bisection's checks.
+    two of ``evaluate`` without the slope, for the bisection's checks.  ``evaluate_many``, when given, is
+    ``evaluate`` over an array of points (value, error and slope arrays): the first step of each search, both
+    known once the root is evaluated, is then evaluated in one call.
     """
     tiny = 4 * np.finfo(float).eps
 
@@ -1102,24 +1105,60 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
         value, error = check(x)
         return value - error > target
 
+    def step_up(x: float, step: float, value: float, error: float, slope: float) -> tuple[float, float]:
+        """The next point of the upward search from x, where delta + error exceeds the target, and its step."""
+        # aimed a sixteenth of the error beyond, room for the next value's rounding (Python floats: an overflow is inf)
+        newton = (float(value + error - target) + float(error) / 16) / float(slope) * (1 + STEP_MARGIN) \
+            if slope > 0 else 0.0
+        step = max(newton if math.isfinite(newton) else 0.0, 2 * step, tiny * max(abs(x), 1e-300))
+        return (min(x + step, ceiling) if math.isfinite(ceiling) else x + step), step
+
+    def step_down(distance: float, failed: float, value: float, error: float, slope: float) -> tuple[float, float]:
+        """The next point of the downward search (``distance`` below the root so far, ``failed`` the last
+        point where delta - error did not exceed the target) and its distance; a point at or below the floor
+        halves the way to it instead."""
+        shortfall = target - (value - error)
+        newton = ((float(shortfall) + float(error) / 16) / float(slope) * (1 + STEP_MARGIN)
+                  if slope > 0 and shortfall >= 0 else 0.0)  # (likewise)
+        newton = newton if math.isfinite(newton) else 0.0
+        distance = max(distance + newton, 2 * distance, tiny * max(abs(root), 1e-300))
+        x = root - distance
+        if x <= floor:
+            x = floor + (failed - floor) / 2
+            distance = root - x
+        return x, distance
+
     at_root = evaluate(root)
+    known: dict[float, tuple[float, float, float]] = {root: at_root}
+    if evaluate_many is not None:
+        # Both searches' first points follow from the root's evaluation alone: one call evaluates them.
+        ahead = []
+        if at_root[0] + at_root[1] > target and root < ceiling:
+            ahead.append(step_up(root, 0.0, *at_root)[0])
+        if root > floor:
+            ahead.append(step_down(0.0, root, *at_root)[0])
+        ahead = [x for x in ahead if math.isfinite(x) and x > floor]
+        if ahead:
+            values, errors, slopes = evaluate_many(np.array(ahead))
+            known.update((x, (float(v), float(e), float(d))) for x, v, e, d in zip(ahead, values, errors, slopes))
+
+    def evaluated(x: float) -> tuple[float, float, float]:
+        answer = known.get(x)
+        return answer if answer is not None else evaluate(x)
+
     # upper
     x, step, failed = root, 0.0, root
     upper = math.inf
     for attempt in range(MAX_STEPS):
         budget.check("bracketing eps(delta)")
-        value, error, slope = at_root if x == root else evaluate(x)
-        excess = value + error - target
-        if excess <= 0:
+        value, error, slope = evaluated(x)
+        if value + error - target <= 0:
             upper = x
             break
         failed = x
         if x >= ceiling:
             break
-        # aimed a sixteenth of the error beyond, room for the next value's rounding (Python floats: an overflow is inf)
-        newton = (float(excess) + float(error) / 16) / float(slope) * (1 + STEP_MARGIN) if slope > 0 else 0.0
-        step = max(newton if math.isfinite(newton) else 0.0, 2 * step, tiny * max(abs(x), 1e-300))
-        x = min(x + step, ceiling) if math.isfinite(ceiling) else x + step
+        x, step = step_up(x, step, value, error, slope)
         if not math.isfinite(x):
             break
     if tighten and math.isfinite(upper) and upper > root:
@@ -1132,18 +1171,10 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     lower = floor
     for attempt in range(MAX_STEPS):
         budget.check("bracketing eps(delta)")
-        shortfall = target - (value - error)
-        newton = ((float(shortfall) + float(error) / 16) / float(slope) * (1 + STEP_MARGIN)
-                  if slope > 0 and shortfall >= 0 else 0.0)  # (likewise)
-        newton = newton if math.isfinite(newton) else 0.0
-        distance = max(distance + newton, 2 * distance, tiny * max(abs(root), 1e-300))
-        x = root - distance
-        if x <= floor:  # halve the way to the floor instead
-            x = floor + (failed - floor) / 2
-            distance = root - x
-            if x <= floor or x >= failed:
-                break
-        value, error, slope = evaluate(x)
+        x, distance = step_down(distance, failed, value, error, slope)
+        if x <= floor or x >= failed:
+            break
+        value, error, slope = evaluated(x)
         if value - error > target:
             lower = x
             break
@@ -1182,10 +1213,13 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
     """The smallest eps >= floor at which the computed finite part is <= target (> 0), to a few ulps.
 
     The atoms above the floor are searched, from approximate suffix sums, for the interval
-    (l_{j-1}, l_j] where the value crosses the target (checked by direct evaluation, and
-    moved until it holds); there the value is A - B e^eps with A, B the sums over atoms >= j,
-    solved in closed form, then polished by Newton steps kept inside the interval (the value
-    is concave on it, so a step from either side lands at or beyond the crossing).
+    (l_{j-1}, l_j] where the value crosses the target (the floor's value and the interval's ends checked
+    by direct evaluation unless the sums put them clearly, 1e-9 relative, on their sides, and the interval
+    moved until they hold); there the value is
+    A - B e^eps with A, B the sums over atoms >= j, solved in closed form, then polished by Newton steps
+    kept inside the interval (the value is concave on it, so a step from either side lands at or beyond
+    the crossing, and by at most half the step squared: a step below the root of the resolution from a
+    point inside the interval, where the slope is the interval's, is taken and the search ends).
     """
     def value_at(x: float) -> tuple[float, float]:
         """(value, slope) at x, without the error bound."""
@@ -1197,18 +1231,24 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
         log_value = log_sum_exp(log_masses + np.log(-np.expm1(gaps)))
         return float(np.exp(log_value)), float(np.exp(log_sum_exp(log_masses + gaps)))
 
-    if value_at(floor)[0] <= target:
-        return floor
     losses, log_masses = atoms.losses, atoms.log_masses
     k0 = int(np.searchsorted(losses, floor, side="right"))
     x, lw = losses[k0:], log_masses[k0:]
-    log_a, log_b = _suffix_log_sums(lw)[1:], _suffix_log_sums(lw - x)[1:]
+    suffix_a, suffix_b = _suffix_log_sums(lw), _suffix_log_sums(lw - x)
+    log_target = math.log(target)
+    gap = floor + float(suffix_b[0]) - float(suffix_a[0]) if x.size else 0.0
+    at_floor = float(suffix_a[0]) + math.log(-math.expm1(gap)) if gap < 0 else -math.inf
+    if not at_floor > log_target + 1e-9 and value_at(floor)[0] <= target:
+        return floor
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        approximate = log_a + np.log(-np.expm1(np.minimum(x + log_b - log_a, 0.0)))
-    below = np.flatnonzero(~(approximate > math.log(target)))
+        # the value at each atom l_i from the atoms above it (A - B e^l_i over the atoms > i)
+        approximate = suffix_a[1:] + np.log(-np.expm1(np.minimum(x + suffix_b[1:] - suffix_a[1:], 0.0)))
+    below = np.flatnonzero(~(approximate > log_target))
     j = k0 + (int(below[0]) if below.size else x.size - 1)
-    # Move j until value(l_j) <= target < value(l_{j-1}) (value(floor) > target is known).
-    for _ in range(MAX_STEPS):
+    clear = (below.size > 0 and approximate[j - k0] < log_target - 1e-9
+             and (j == k0 or approximate[j - k0 - 1] > log_target + 1e-9))
+    # Unless clear, move j until value(l_j) <= target < value(l_{j-1}) (value(floor) > target is known).
+    for _ in range(0 if clear else MAX_STEPS):
         budget.check("searching the atoms for eps(delta)")
         if value_at(float(losses[j]))[0] > target:
             j += 1
@@ -1218,10 +1258,10 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
             break
     low: float = float(losses[j - 1]) if j > k0 else floor
     high: float = float(losses[j])
-    tail_log_a = float(log_sum_exp(log_masses[j:]))
-    tail_log_b = float(log_sum_exp(log_masses[j:] - losses[j:]))
+    atom = high  # at the atom itself the slope computed is the next interval's
+    tail_log_a, tail_log_b = float(suffix_a[j - k0]), float(suffix_b[j - k0])
     with np.errstate(divide="ignore"):
-        guess = tail_log_a + math.log(-math.expm1(min(math.log(target) - tail_log_a, 0.0))) - tail_log_b
+        guess = tail_log_a + math.log(-math.expm1(min(log_target - tail_log_a, 0.0))) - tail_log_b
     point = min(max(guess, low), high) if math.isfinite(guess) else high
     for _ in range(MAX_STEPS):
         value, slope = value_at(point)
@@ -1235,6 +1275,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
             break
         if abs(step) <= resolution:  # converged: the crossing is within a step of the point
             return point if value <= target else min(high, point + abs(step) + resolution)
+        if step * step <= resolution and point < atom and low <= point + step <= high:
+            return point + step  # one step from the crossing, to rounding
         proposal = point + step
         if not low < proposal < high:
             proposal = 0.5 * (low + high)
@@ -1274,7 +1316,11 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
         if delta < inf_mass - inf_mass_error:
             return math.inf, math.inf, math.inf
         return math.inf, verified_epsilon_bounds(evaluate, delta, ceiling, floor, ceiling)[0], math.inf
-    lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, floor, ceiling)
+    def evaluate_many(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        values, errors, slopes = pld.evaluate(points)
+        return inf_mass + values, errors + inf_mass_error, slopes
+
+    lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, floor, ceiling, evaluate_many=evaluate_many)
     return estimate, min(lower, estimate), max(upper, estimate)
 
 
