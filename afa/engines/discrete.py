@@ -11,6 +11,7 @@ full composition is formed only when asked for.  Hopeless compositions are refus
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -113,7 +114,7 @@ class DiscreteComposition:
             return LossAtoms(np.empty(0), np.empty(0))
         if not self.terms:
             return LossAtoms(np.zeros(1), np.zeros(1))
-        if threshold == -math.inf:
+        if threshold == -math.inf and self.log_multisets > math.log(max_atoms()):
             estimate = self.estimated_size(log_cutoff)
             if clearly_beyond(estimate, max_atoms()):
                 raise CompositionTooLargeError(
@@ -122,6 +123,14 @@ class DiscreteComposition:
         tops = [count * atoms.top for atoms, count in self.terms]
         with pair_allowance():
             return self._compose(threshold, log_cutoff, tops)
+
+    @functools.cached_property
+    def log_multisets(self) -> float:
+        """log of the number of distinct sums the composition can have at most: the product over its terms of the
+        multisets of ``count`` of the term's atoms, C(count + size - 1, size - 1) (no estimate is needed below
+        the atom limit)."""
+        return math.fsum(math.lgamma(count + atoms.size) - math.lgamma(count + 1) - math.lgamma(atoms.size)
+                         for atoms, count in self.terms if atoms.size > 1)
 
     def estimated_size(self, log_cutoff: float) -> float:
         """A rough number of composed atoms heavier than e^``log_cutoff`` (:func:`estimated_atoms`)."""

@@ -977,26 +977,31 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
             c, lw, e = losses[None, k:], log_masses[None, k:], errors[None, k:]
             gap = eps - c
             above = gap < 0
-            log_factor = np.where(above, np.log(-np.expm1(np.minimum(gap, 0.0))), -np.inf)
+            below_zero = np.minimum(gap, 0.0)
+            log_factor = np.log(-np.expm1(below_zero))  # -inf where the atom is not above eps
             terms = lw + log_factor
             top = np.max(terms, axis=1, keepdims=True)
             safe_top = np.where(np.isfinite(top), top, 0.0)
             scaled = np.exp(terms - safe_top)
             total = scaled.sum(axis=1)
-            rounding = U * (6 + np.abs(np.where(above, log_factor, 0.0)) + np.abs(np.where(above, terms, 0.0))
-                            + np.abs(np.where(above, terms - safe_top, 0.0))) + alpha + beta * np.abs(lw)
+            # (where an atom is not above eps its scaled term is 0: its rounding need only be finite)
+            finite_factor = np.where(above, log_factor, 0.0)
+            finite_terms = lw + finite_factor
+            mass_error = alpha + beta * np.abs(lw)
+            rounding = U * (6 + np.abs(finite_factor) + np.abs(finite_terms)
+                            + np.abs(finite_terms - safe_top)) + mass_error
             with np.errstate(invalid="ignore"):
                 share = np.where(total > 0, (scaled * rounding).sum(axis=1) / total, 0.0)
             log_value = safe_top[:, 0] + np.log(total)
-            value = np.where(total > 0, np.exp(log_value), 0.0)
+            value = np.exp(log_value)  # 0 where total is
             size = above.sum(axis=1)
             relative = share + U * (2 * np.log2(size + 1) + 32 + 2 * np.abs(np.where(total > 0, log_value, 0.0))
                                     + 2 * np.abs(safe_top[:, 0]))
             # Position errors: every atom with l + e > eps, its mass up to e^{alpha + beta |log w|} larger; a
             # term is in [0, w] whatever the position (log expm1(e) = e beyond e = 40, without overflow).
             log_expm1 = np.where(e > 40, e, np.log(np.expm1(np.minimum(e, 40.0))))
-            shift = np.minimum(np.minimum(gap, 0.0) + log_expm1, 0.0)
-            near = np.where(gap < e, lw + (alpha + beta * np.abs(lw)) + shift, -np.inf)
+            shift = np.minimum(below_zero + log_expm1, 0.0)
+            near = np.where(gap < e, lw + mass_error + shift, -np.inf)
             position = np.exp(log_sum_exp(near, axis=1))
             slope = np.exp(log_sum_exp(np.where(above, lw + gap, -np.inf), axis=1))
             error = (relative * value + position) * PAD
