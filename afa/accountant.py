@@ -139,7 +139,8 @@ class Accountant:
         #: Grid step of the loss for method='pld' (None: chosen per composition, see _pld_interval).
         self.value_discretization_interval = value_discretization_interval
         self._counts: dict[Mechanism, int] = {}
-        self._losses: dict[Mechanism, tuple] = {}  # each mechanism's two directions, computed once
+        # each mechanism's two directions, computed once (those of pure Gaussian pairs when first needed)
+        self._losses: dict[Mechanism, tuple] = {}
         self._gaussian_mu: dict[Mechanism, float] = {}  # mu of the mechanisms whose pair is a pure Gaussian pair
         self._planner: Planner | None = None  # the engines of this state of the composition, built on first use
         self._loss_magnitude = 0.0  # sum over uses of each use's largest |loss|, |mean| or variance
@@ -190,19 +191,20 @@ class Accountant:
             raise TypeError(f"mechanism must be an afa.Mechanism declaring its dominating pair (Gaussian, Laplace, "
                             f"..., or a subclass implementing dominating_pair), got {type(mechanism).__name__}")
         times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
-        losses = mechanism.privacy_losses(self.neighboring)  # fails early if unsupported
-        mu = _gaussian_mu(losses)
+        mu = mechanism.gaussian_mu(self.neighboring)  # fails early if unsupported
+        losses = mechanism.privacy_losses(self.neighboring) if mu is None else None
         total = self._counts.get(mechanism, 0) + times
         if total > check.MAX_COUNT:
             raise ValueError(f"times is out of range: {mechanism!r} would be used {total} times in all, "
                              f"above 2**53")
-        magnitude = self._loss_magnitude + times * (mu ** 2 if mu is not None else _loss_magnitude(losses))
+        magnitude = self._loss_magnitude + times * (mu ** 2 if losses is None else _loss_magnitude(losses))
         if not magnitude <= check.MAX_LOSS:
             raise ValueError(f"times is out of range: {times} uses of {mechanism!r} bring the composed privacy "
                              f"loss to about {magnitude:.3g} (the sum over uses of each one's largest |loss|, "
                              f"|mean| or variance), above the {check.MAX_LOSS:g} the accountant computes with")
-        self._losses[mechanism] = losses
-        if mu is not None:
+        if losses is not None:
+            self._losses[mechanism] = losses
+        else:
             self._gaussian_mu[mechanism] = mu
         self._counts[mechanism] = total
         self._loss_magnitude = magnitude
@@ -432,6 +434,14 @@ class Accountant:
                           "lower bound is not one on the true epsilon or delta)",) + tuple(error.args[1:])
 
     # -- engines ---------------------------------------------------------
+    def _all_losses(self) -> dict[Mechanism, tuple]:
+        """Every composed mechanism's two directions, those of pure Gaussian pairs (composed by their mu alone)
+        formed now if not yet."""
+        if len(self._losses) < len(self._counts):  # in the order of composition, as the counts
+            self._losses = {mechanism: self._losses.get(mechanism) or mechanism.privacy_losses(self.neighboring)
+                            for mechanism in self._counts}
+        return self._losses
+
     @property
     def planner(self) -> Planner:
         """The engine planner of the composition as it stands (:class:`afa.engines.planner.Planner`).
@@ -453,7 +463,7 @@ class Accountant:
         planner = self._planner
         if (planner is None or planner.options is not self.options
                 or planner.value_discretization_interval != self.value_discretization_interval):
-            planner = self._planner = Planner(self.neighboring, self._counts, self._losses, self._gaussian_mu,
+            planner = self._planner = Planner(self.neighboring, self._counts, self._all_losses(), self._gaussian_mu,
                                               self.options, self.value_discretization_interval)
         return planner
 
@@ -629,7 +639,7 @@ class Accountant:
         lower bound found, as a bracket with upper +inf."""
         best = None
         groups = sorted(self._counts.items(), reverse=True,
-                        key=lambda item: item[1] * _loss_magnitude(self._losses[item[0]], bound=False))
+                        key=lambda item: item[1] * _loss_magnitude(self._all_losses()[item[0]], bound=False))
         for mechanism, count in groups:
             if budgets.remaining() <= 0:
                 break
@@ -989,13 +999,6 @@ def _relative_width(answer) -> float:
     widths = [0.0 if upper == lower else math.inf if math.isinf(upper) else (upper - lower) / max(value, 1e-300)
               for value, lower, upper in answer]
     return max(widths)
-
-
-def _gaussian_mu(losses: tuple) -> float | None:
-    """mu of a use whose directions are both the Gaussian mechanism's loss N(mu^2 / 2, mu^2)
-    (:attr:`afa.mechanisms.privacy_loss.PrivacyLoss.gaussian_mu`: a pure Gaussian pair), else None."""
-    first = losses[0].gaussian_mu
-    return first if first is not None and all(loss.gaussian_mu == first for loss in losses) else None
 
 
 def _loss_magnitude(losses: tuple, bound: bool = True) -> float:

@@ -229,10 +229,38 @@ def test_a_use_is_a_gaussian_exactly_when_its_losses_are_the_gaussian_mechanisms
     pair, whoever declares it, and None otherwise; such compositions answer by the closed form, to mpmath's."""
     for loss in mechanism.privacy_losses():
         assert loss.gaussian_mu == mu
+    for relation in mechanism.relations:
+        assert mechanism.gaussian_mu(relation) == mu  # the capability the accountant composes by
     if mu is not None:
         result = afa.Accountant().compose(mechanism, 9).compose(afa.Gaussian(2.0), 7).epsilon_result(1e-6)
         truth = mp_epsilon(1e-6, mp.sqrt(9 * mp.mpf(mu) ** 2 + 7 * mp.mpf(0.5) ** 2))
         assert result.method == "exact" and float(truth) == pytest.approx(result.value, rel=1e-12)
+
+
+def test_gaussians_compose_by_mu_and_form_their_losses_only_for_other_engines(monkeypatch):
+    """Composing Gaussians forms none of their losses (the closed form needs mu alone); the first query that
+    needs engines forms them, and a Gaussian composed with a Laplace then answers as before: the quadrature of
+    the composition within its stated error of the Laplace-and-Gaussian reference by a second engine (the
+    contour)."""
+    from afa.mechanisms import closed_forms
+    formed = []
+    original = closed_forms.gaussian_losses
+    monkeypatch.setattr(closed_forms, "gaussian_losses", lambda mu: formed.append(mu) or original(mu))
+    afa.mechanisms.catalog.Mechanism._cached_losses.cache_clear()
+    accountant = afa.Accountant()
+    for sigma in (3.0, 4.0, 5.0):
+        accountant.compose(afa.Gaussian(sigma), 2)
+    result = accountant.epsilon_result(1e-6)
+    assert formed == [] and result.method == "exact"
+    truth = mp_epsilon(1e-6, mp.sqrt(2 * (mp.mpf(1) / 9 + mp.mpf(1) / 16 + mp.mpf(1) / 25)))
+    assert float(truth) == pytest.approx(result.value, rel=1e-12)
+    accountant.compose(afa.Laplace(2.0), 3)
+    quadrature = accountant.delta_result(1.0, method="quadrature")
+    contour = accountant.delta_result(1.0, method="contour")
+    assert sorted(formed) == [1 / 5, 1 / 4, 1 / 3]
+    assert abs(quadrature.value - contour.value) <= quadrature.error + contour.error
+    with pytest.raises(ValueError, match="neighboring"):
+        afa.Gaussian(1.0).gaussian_mu("everything")
 
 
 def mp_log_delta_and_slope(eps, mu) -> tuple[mp.mpf, mp.mpf]:

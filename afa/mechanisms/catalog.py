@@ -261,6 +261,39 @@ class Mechanism:
     def _cached_losses(self, neighboring: str) -> tuple[PrivacyLoss, PrivacyLoss]:
         return self._losses(neighboring)
 
+    def gaussian_mu(self, neighboring: str = "add_remove") -> float | None:
+        """mu when both directions of one use are the Gaussian mechanism's loss N(mu^2 / 2, mu^2), else None.
+
+        The accountant composes such uses by adding mu^2 and answers them by the closed form (Dong, Roth &
+        Su 2022, Cor. 2.13), without forming their losses.  By default read off :meth:`privacy_losses`;
+        a mechanism that knows its mu overrides this.
+
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
+            The neighbouring relation, one of :attr:`relations`.
+
+        Returns
+        -------
+        float or None
+
+        Raises
+        ------
+        ValueError
+            As :meth:`privacy_losses`.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(sigma=4.0, sensitivity=2.0).gaussian_mu()
+        0.5
+        >>> afa.Laplace(1.0).gaussian_mu() is None
+        True
+        """
+        first, second = self.privacy_losses(neighboring)
+        mu = first.gaussian_mu
+        return mu if mu is not None and second.gaussian_mu == mu else None
+
     def dominating_pair(self, neighboring: str) -> pairs.AnyPair:
         """A dominating pair (P, Q) of one use under ``neighboring`` (Zhu, Dong & Wang 2022, Def. 7).
 
@@ -626,6 +659,19 @@ class Gaussian(Mechanism):
         """The closed form of :meth:`dominating_pair`'s losses (:func:`afa.mechanisms.closed_forms.gaussian_losses`
         of mu, without building the pair)."""
         return closed_forms.gaussian_losses(self.mu)
+
+    def gaussian_mu(self, neighboring: str = "add_remove") -> float | None:
+        """:attr:`mu` under every relation (the losses :meth:`privacy_losses` gives carry the same mu); see
+        :meth:`afa.Mechanism.gaussian_mu`.
+
+        Examples
+        --------
+        >>> import afa
+        >>> afa.Gaussian(2.0).gaussian_mu("substitution")
+        0.5
+        """
+        self._require_relation(neighboring)
+        return self.mu
 
     def truncated_poisson_subsampled(self, sampling_rate: float, batch_size: int, dataset_size: int) -> Mechanism:
         """This mechanism on a truncated Poisson sample (Google DP team 2025, Sec. 4.3; Ganesh 2025).
