@@ -192,19 +192,24 @@ class Accountant:
                             f"..., or a subclass implementing dominating_pair), got {type(mechanism).__name__}")
         times = check.positive_integer("times", times, maximum=check.MAX_COUNT)
         mu = mechanism.gaussian_mu(self.neighboring)  # fails early if unsupported
-        losses = mechanism.privacy_losses(self.neighboring) if mu is None else None
+        losses: tuple | None = None
+        if mu is not None:
+            per_use = mu ** 2
+        else:
+            formed = mechanism.privacy_losses(self.neighboring)
+            losses, per_use = formed, _loss_magnitude(formed)
         total = self._counts.get(mechanism, 0) + times
         if total > check.MAX_COUNT:
             raise ValueError(f"times is out of range: {mechanism!r} would be used {total} times in all, "
                              f"above 2**53")
-        magnitude = self._loss_magnitude + times * (mu ** 2 if losses is None else _loss_magnitude(losses))
+        magnitude = self._loss_magnitude + times * per_use
         if not magnitude <= check.MAX_LOSS:
             raise ValueError(f"times is out of range: {times} uses of {mechanism!r} bring the composed privacy "
                              f"loss to about {magnitude:.3g} (the sum over uses of each one's largest |loss|, "
                              f"|mean| or variance), above the {check.MAX_LOSS:g} the accountant computes with")
         if losses is not None:
             self._losses[mechanism] = losses
-        else:
+        elif mu is not None:
             self._gaussian_mu[mechanism] = mu
         self._counts[mechanism] = total
         self._loss_magnitude = magnitude
