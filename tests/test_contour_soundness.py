@@ -314,6 +314,63 @@ def test_newton_does_not_give_up_on_a_flat_start():
     assert epsilon == pytest.approx(100 + math.log(1e5), rel=1e-14)
 
 
+def test_newton_stops_once_the_target_is_within_the_values_error():
+    """delta(eps) = e^(-eps^2 / 2) stated to a relative 1e-8: Newton's method ends at the first eps whose delta is
+    within a quarter of that error of the target (the root is then within error / (4 slope) of it), in fewer
+    evaluations than the same delta stated exactly, which it follows to a few ulps."""
+    target = 1e-5
+    root = math.sqrt(2 * math.log(1e5))
+    calls = {1e-8: 0, 0.0: 0}
+
+    def stated(rtol):
+        def delta_and_slope(epsilon):
+            calls[rtol] += 1
+            value = math.exp(-epsilon ** 2 / 2)
+            return value, rtol * value, epsilon * value
+        return delta_and_slope
+
+    epsilon, (value, error, slope) = engines.newton_epsilon(stated(1e-8), target, 1.0, 10.0)
+    assert abs(value - target) <= error / 4
+    assert abs(epsilon - root) <= error / (4 * slope) * 1.01
+    exact, _ = engines.newton_epsilon(stated(0.0), target, 1.0, 10.0)
+    assert abs(exact - root) <= 8 * np.spacing(root)
+    assert calls[1e-8] < calls[0.0]
+
+
+def test_widened_contour_answers_as_a_new_wide_one_from_the_values_already_summed(monkeypatch):
+    """A few uses of a subsampled Gaussian with a small q at a tiny delta run the default contour out of nodes;
+    the planner's retry widens that engine.  The widened engine answers as a new wide-budget engine does (same
+    bracket to its width), both within the discretized PLD's certified bracket, after fewer numeric MGF sums
+    (it starts from the node values already formed); the default engine keeps its budget."""
+    from afa.engines.contour import NodeBudgetError
+    from afa.mechanisms import shifted_output
+    sums = [0]
+    original = shifted_output.log_sums
+    monkeypatch.setattr(shifted_output, "log_sums", lambda *a, **k: sums.__setitem__(0, sums[0] + 1) or original(*a, **k))
+    mechanism, count, delta = afa.Gaussian(0.8).poisson_subsampled(0.001), 1000, 1e-6
+    accountant = afa.Accountant().compose(mechanism, count)
+    planner = accountant.planner
+    default = planner.engines("contour")
+    budget_before = [engine.inversion.max_nodes for engine in default]
+    with pytest.raises(NodeBudgetError):
+        for engine in default:
+            engine.epsilon_bracket(delta)
+    sums[0] = 0
+    widened = [engine.widened(planner.options.contour.wide_numeric_nodes) for engine in default]
+    bracket = max(engine.epsilon_bracket(delta)[1:] for engine in widened)
+    from_summed = sums[0]
+    fresh = afa.Accountant().compose(mechanism, count)
+    sums[0] = 0
+    new = max(engine.epsilon_bracket(delta)[1:] for engine in fresh.planner.engines(
+        "contour (wide node budget)"))
+    assert from_summed < sums[0]
+    assert [engine.inversion.max_nodes for engine in default] == budget_before
+    assert bracket[0] <= new[1] and new[0] <= bracket[1]
+    assert bracket[1] - bracket[0] <= 1e-10 * bracket[1]
+    pld = afa.Accountant().compose(mechanism, count).epsilon_result(delta, method="pld")
+    assert pld.lower <= bracket[0] and bracket[1] <= pld.upper
+
+
 # -- the run-time check --------------------------------------------------------------------------------
 def test_second_line_refuses_a_corrupted_sum(monkeypatch):
     """The check re-sums delta on a second line: a contour sum whose node values carry a relative error of 1e-9

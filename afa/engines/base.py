@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import copy
 import math
 import numbers
 from collections.abc import Callable
@@ -1509,6 +1510,24 @@ class ContourEngine(_InversionEngine):
     certified = False
     inversion_class = staticmethod(contour_inversion)
 
+    def widened(self, numeric_nodes: int) -> ContourEngine:
+        """This engine with the node budget ``numeric_nodes``, sharing the node values its inversion has
+        evaluated (:meth:`afa.engines.contour.ContourInversion.widened`) but none of its answers.
+
+        Parameters
+        ----------
+        numeric_nodes : int
+            The new budget (see the class's ``numeric_nodes``).
+
+        Returns
+        -------
+        ContourEngine
+        """
+        engine = copy.copy(self)
+        engine.inversion = self.inversion.widened(numeric_nodes)
+        engine._answers = collections.OrderedDict()
+        return engine
+
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) and its error, each checked on a second contour line
         (:meth:`afa.engines.contour.ContourInversion.verify`: refused with AccuracyError if the two lines disagree
@@ -1583,7 +1602,9 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
     lower end is known, a step down is at most 3 ``spread`` (the loss's standard
     deviation, if given: below the root by more, delta nears 1, where a contour
     sum is at its costliest), and one below 0 checks eps = 0 first.  It stops at an eps
-    whose delta is at most the target once the step is below 4 ulps of eps;
+    whose delta is at most the target once the step is below 4 ulps of eps, or at any eps whose delta is
+    within a quarter of its stated error of the target (closer, the computed delta cannot tell where its
+    root lies: the bounds around the root are a few errors / slope wide either way);
     above the target (a steep delta, a step below resolution) it moves up by
     4 ulps (doubling on repeats), so the bracket closes on its upper end.
 
@@ -1603,7 +1624,7 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
     Returns
     -------
     epsilon : float
-        The root found.
+        The root found (to a few ulps, or within a quarter of delta's error over its slope).
     result : tuple
         ``delta_and_slope(epsilon)``.
 
@@ -1621,10 +1642,12 @@ def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,
     for _ in range(MAX_NEWTON_EPSILON):
         budget.check(f"Newton's method for eps(delta = {target:.3g})")
         result = delta_and_slope(epsilon)
-        value, _, slope = result
+        value, error, slope = result
         gap = math.log(value) - log_target if value > 0 else -math.inf
         if epsilon == 0.0 and gap <= 0:
             return 0.0, result
+        if abs(value - target) <= error / 4:  # the target within the value's error: no step resolves more
+            return epsilon, result
         if gap > 0:
             low = epsilon
         else:

@@ -69,6 +69,7 @@ e^{s (l - eps)} decays exponentially; its envelope is the sum of the groups' mod
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -234,6 +235,18 @@ class _SaddlePointContour:
         self.max_work = float(settings.current().contour.work_per_node) * self.max_nodes
         #: Work the current contour sum may still spend (:meth:`_spend`); None outside a sum.
         self._work_left: float | None = None
+
+    def widened(self, numeric_nodes: int) -> _SaddlePointContour:
+        """This inversion with the node budget ``numeric_nodes`` (a closed-form composition keeps MAX_NODES),
+        sharing what it has evaluated: the node values, log M by height and Chernoff bounds it keeps depend on the
+        lines and heights alone, not on the budget, so a retry after a :class:`NodeBudgetError` starts from
+        them.  Its own saddle and line memory starts as this one's and goes its own way."""
+        wide = copy.copy(self)
+        if self.max_nodes < MAX_NODES:
+            wide.max_nodes = numeric_nodes
+            wide.max_work = float(settings.current().contour.work_per_node) * numeric_nodes
+        wide._work_left = None
+        return wide
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         raise NotImplementedError

@@ -412,7 +412,12 @@ class Planner:
         return ContourEngine(self.composed(index))
 
     def _wide_contour_engine(self, index: int) -> ContourEngine:
-        return ContourEngine(self.composed(index), numeric_nodes=self.options.contour.wide_numeric_nodes)
+        """The contour with the wide node budget: the default-budget engine widened when it was built (a retry
+        after it ran out of nodes starts from the node values it evaluated), else a new one."""
+        nodes = self.options.contour.wide_numeric_nodes
+        built = self._engines.get("contour")
+        widen = getattr(built[list(self.distinct_directions).index(index)], "widened", None) if built else None
+        return widen(nodes) if widen is not None else ContourEngine(self.composed(index), numeric_nodes=nodes)
 
     def _certified_engine(self, index: int) -> CertifiedEngine:
         return CertifiedEngine(self.composed(index))
