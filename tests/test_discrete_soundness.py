@@ -230,9 +230,11 @@ def _random_atoms(rng, size):
 def test_atom_search_root_and_bracket_against_mpmath(seed):
     """The atom search's estimate is the crossing to 1e-12 relative (or to what a 1e-13 relative change of
     delta moves it, where delta is flat) and its verified bracket holds the mpmath root, for random atoms, floors and targets, including targets equal to delta at an atom (where
-    the search's approximate sums cannot tell the interval) and just beside them; the bracket is the same
-    with the two first steps evaluated in one call or one at a time."""
+    the search's approximate sums cannot tell the interval) and just beside them; the verified search (its two
+    first steps evaluated in one call or one at a time) and the bracket from the slope at the estimate
+    (:meth:`LossAtoms.slope_bracket`, where it applies) hold it too, and are about as wide."""
     rng = random.Random(1000 + seed)
+    checked = 0
     for _ in range(8):
         atoms, reference = _random_atoms(rng, rng.choice([1, 2, 5, 40, 300]))
         floor = rng.choice([0.0, 0.0, rng.uniform(0, 10)])
@@ -256,9 +258,41 @@ def test_atom_search_root_and_bracket_against_mpmath(seed):
                 value, error, slope = atoms.evaluate(np.array([x]))
                 return float(value[0]), float(error[0]), float(slope[0])
 
+            def evaluate_many(points):
+                return atoms.evaluate(points)
+
             one_at_a_time = afa_atoms.verified_epsilon_bounds(evaluate, target, estimate, floor, atoms.top)
-            assert one_at_a_time[0] <= truth <= one_at_a_time[1]
-            assert (lower, upper) == (min(one_at_a_time[0], estimate), max(one_at_a_time[1], estimate))
+            in_one_call = afa_atoms.verified_epsilon_bounds(evaluate, target, estimate, floor, atoms.top,
+                                                            evaluate_many=evaluate_many)
+            for searched in (one_at_a_time, in_one_call):
+                assert searched[0] <= truth <= searched[1]
+            from_slope = atoms.slope_bracket(estimate, *evaluate(estimate), target)
+            if from_slope is not None:
+                checked += 1
+                assert max(from_slope[0], floor) <= truth <= from_slope[1], (seed, target, from_slope)
+                assert from_slope[1] - from_slope[0] <= 4 * (in_one_call[1] - in_one_call[0]) + 1e-15 * truth
+    assert checked > 10  # the slope's bracket applied to most of them
+
+
+def test_slope_bracket_declines_next_to_an_atom_and_holds_the_root_between_atoms():
+    """Atoms at 1, 2, 3 (masses 0.5, 0.3, 0.2): where the crossing sits at the atom 2 (delta = target there) the
+    slope's bracket does not apply (the slope changes there); between atoms it holds the mpmath root, and a
+    delta beyond the largest atom's reach gets no bracket (no slope)."""
+    atoms = afa_atoms.LossAtoms.from_atoms([1.0, 2.0, 3.0], np.log([0.5, 0.3, 0.2]))
+    reference = [(mp.mpf(1), mp.mpf(0.5)), (mp.mpf(2), mp.mpf(0.3)), (mp.mpf(3), mp.mpf(0.2))]
+
+    def bracket_at(target):
+        estimate = atoms.root(target, 0.0)
+        value, error, slope = atoms.evaluate(np.array([estimate]))
+        return atoms.slope_bracket(estimate, float(value[0]), float(error[0]), float(slope[0]), target)
+
+    assert bracket_at(float(mp_delta(reference, 2))) is None
+    for eps in (0.5, 1.5, 2.5):
+        target = float(mp_delta(reference, eps))
+        lower, upper = bracket_at(target)
+        assert lower <= mp_epsilon(reference, target) <= upper
+        assert upper - lower <= 1e-13
+    assert atoms.slope_bracket(3.5, 0.0, 0.0, 0.0, 1e-3) is None
 
 
 # ---------------------------------------------------------------------------

@@ -224,6 +224,50 @@ class LossAtoms:
         pass of suffix sums finds it; ``hint`` is not needed)."""
         return _value_root(self, target, floor)
 
+    def slope_bracket(self, x: float, value: float, error: float, slope: float, target: float
+                      ) -> tuple[float, float] | None:
+        """(lower, upper) on the crossing of delta = ``target`` from delta's ``value``, ``error`` and ``slope``
+        (-d delta / d eps, as :meth:`evaluate` gives them, any constant mass at infinity included) at ``x`` alone;
+        None where it does not apply (no atom above x, or an atom within reach of the interval).
+
+        The true delta falls at the rate S(t) = sum over the true atoms above t of w e^{t - l}.  Upper: with no
+        true atom in (x, x_u], every atom above x is above x_u and each term w e^{t - l} grows with t, so
+        S(t) >= S(x) on [x, x_u] and delta(x_u) <= value + error - S(x) (x_u - x) (atoms dropped into the error
+        only lower delta(x_u) further).  Lower: on [x_l, x] the atoms above x alone give S(t) >= e^{t - x} S(x),
+        so delta(x_l) >= value - error + S(x) (1 - e^{x_l - x}).  S(x) is the computed slope lowered by its
+        error: the masses' (alpha + beta |log w|), the positions' (an atom moved by e moves its term by e^e) and
+        the rounding of the sum that formed it (``slack``).  "No atom within reach": no computed loss within
+        twice the largest loss error (and rounding) of (x, x_u], so that the atoms above x are the same for the
+        computed and the true losses.  Both ends then hold without evaluating delta again.
+        """
+        if not slope > 0 or self.size == 0:
+            return None
+        alpha, beta = self.log_mass_error
+        reach = 2 * float(np.max(self.loss_errors)) * PAD + 4 * U * (abs(x) + 1.0)
+        start = int(np.searchsorted(self.losses, x - reach, side="right"))
+        log_masses, losses = self.log_masses[start:], self.losses[start:]
+        if losses.size == 0 or losses[0] <= x + reach:  # an atom within reach of x
+            return None
+        largest_log_mass = float(np.max(np.abs(log_masses)))
+        largest_loss = float(np.max(np.abs(losses)))
+        slack = PAD * (alpha + beta * largest_log_mass + reach
+                       + U * (8 * (largest_log_mass + abs(x) + largest_loss + abs(math.log(slope))) + 2 * losses.size
+                              + 32))
+        lowest_slope = slope * math.exp(-slack)
+        tiny = 4 * U * max(abs(x), 1e-300)
+        excess = value + error - target
+        upper = x if excess <= 0 else x + excess / lowest_slope * PAD + tiny
+        if upper > x and losses[0] <= upper + reach:  # an atom within reach of (x, upper]
+            return None
+        shortfall = target - (value - error)
+        if shortfall < 0:
+            lower = x
+        elif shortfall < lowest_slope:
+            lower = x + math.log1p(-shortfall / lowest_slope) * PAD - tiny
+        else:
+            return None
+        return lower, upper
+
     def position_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(lowest, highest) true loss of each atom: losses -+ loss_errors, widened by the rounding of the
         sums that form them (2 u |loss|) and a relative 1e-9 of the error."""
@@ -1076,7 +1120,8 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
                             floor: float, ceiling: float, tighten: bool = False,
                             value_and_error: Callable[[float], tuple[float, float]] | None = None,
                             evaluate_many: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
-                            | None = None) -> tuple[float, float]:
+                            | None = None, at_root: tuple[float, float, float] | None = None
+                            ) -> tuple[float, float]:
     """(lower, upper) on the smallest eps >= ``floor`` with delta(eps) <= ``target``, each verified.
 
     ``evaluate(eps)`` returns (delta estimate, a bound on its error, -d delta / d eps) of a
@@ -1092,7 +1137,8 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     point that failed by bisection (:func:`_tighten`); ``value_and_error(eps)``, when given, returns the first
     two of ``evaluate`` without the slope, for the bisection's checks.  ``evaluate_many``, when given, is
     ``evaluate`` over an array of points (value, error and slope arrays): the first step of each search, both
-    known once the root is evaluated, is then evaluated in one call.
+    known once the root is evaluated, is then evaluated in one call.  ``at_root``, when given, is
+    ``evaluate(root)`` already formed.
     """
     tiny = 4 * np.finfo(float).eps
 
@@ -1133,7 +1179,8 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
             distance = root - x
         return x, distance
 
-    at_root = evaluate(root)
+    if at_root is None:
+        at_root = evaluate(root)
     known: dict[float, tuple[float, float, float]] = {root: at_root}
     if evaluate_many is not None:
         # Both searches' first points follow from the root's evaluation alone: one call evaluates them.
@@ -1325,7 +1372,14 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
         values, errors, slopes = pld.evaluate(points)
         return inf_mass + values, errors + inf_mass_error, slopes
 
-    lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, floor, ceiling, evaluate_many=evaluate_many)
+    at_estimate = evaluate(estimate)
+    from_slope = getattr(pld, "slope_bracket", None)
+    bracket = from_slope(estimate, *at_estimate, delta) if from_slope is not None and estimate > floor else None
+    if bracket is not None:
+        lower, upper = max(bracket[0], floor), bracket[1]
+    else:
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, floor, ceiling, evaluate_many=evaluate_many,
+                                               at_root=at_estimate)
     return estimate, min(lower, estimate), max(upper, estimate)
 
 
