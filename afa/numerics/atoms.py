@@ -1343,8 +1343,9 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
     """(estimate, lower, upper) of the smallest eps >= ``floor`` with delta(eps) <= ``delta``.
 
     delta(eps) = inf_mass + sum_j w_j (1 - e^{eps - l_j})_+.  The estimate is the crossing of
-    the computed delta; ``lower`` and ``upper`` are verified against delta -/+ its error bound
-    (:func:`verified_epsilon_bounds`), so the true smallest eps lies between them.  Each is
+    the computed delta; ``lower`` and ``upper`` follow from delta, its error bound and its slope at the estimate
+    where the atoms allow (``slope_bracket`` of :class:`LossAtoms`), else are verified against delta -/+ its
+    error bound (:func:`verified_epsilon_bounds`), so the true smallest eps lies between them.  Each is
     +inf where no finite eps reaches the target (delta below the mass at infinity).  ``floor``
     must be 0 or a value where the caller knows the true delta exceeds the target; ``hint``, if finite, an eps
     at or above the crossing where the search may start.
