@@ -358,6 +358,22 @@ def test_subsampled_hockey_sticks_are_the_mpmath_integral(noise, scheme):
             assert_relative(value, reference, RTOL if reference > 1e-3 * above else 1e-8, what=f"{relation}, eps={eps}")
 
 
+@pytest.mark.parametrize("noise, q, delta", [("gaussian", 0.01, 1e-5), ("gaussian", 0.001, 1e-10),
+                                            ("gaussian", 0.05, 1e-30), ("laplace", 0.1, 1e-5), ("laplace", 0.3, 1e-10)])
+def test_one_use_epsilon_brackets_the_mpmath_root(noise, q, delta):
+    """One use of a subsampled mechanism: eps(delta) from the loss tails by Newton's method with their slope
+    (add/remove: the larger direction).  The 25-digit integral has delta(lower) > delta >= delta(upper), and the
+    bracket is narrower than 1e-11 relative."""
+    base = afa.Gaussian(0.8) if noise == "gaussian" else afa.Laplace(0.8)
+    result = afa.Accountant().compose(base.poisson_subsampled(q)).epsilon_result(delta, method="exact")
+    assert result.upper - result.lower <= 1e-11 * result.value
+
+    def reference(eps):
+        return delta_one_use_mpmath(eps, noise, 0.8, q, 1.0, "add_remove", dps=25)
+
+    assert reference(result.lower) > delta >= reference(result.upper)
+
+
 def test_subsampled_gaussian_substitution_is_the_mpmath_integral():
     first, second = afa.Gaussian(0.8).poisson_subsampled(0.05).loss_tails("substitution")
     assert first is second and first.loss_range == (-math.inf, math.inf)
@@ -575,6 +591,10 @@ def test_slope_is_the_derivative_of_the_hockey_stick(neighboring, mechanism):
         slopes = tails.hockey_stick_slope(clear)
         differences = (tails.hockey_stick(clear + h) - tails.hockey_stick(clear - h)) / (2 * h)
         np.testing.assert_allclose(differences, slopes, rtol=1e-6, atol=1e-12)
+        # the one-pass form gives the same three (what the closed-form engine's Newton search reads)
+        values, errors, rates = tails.hockey_stick_error_and_slope(grid)
+        np.testing.assert_array_equal(np.stack([values, errors]), np.stack(tails.hockey_stick_with_error(grid)))
+        np.testing.assert_array_equal(rates, -tails.hockey_stick_slope(grid))
         if isinstance(tails, AtomTails):
             at = tails.atoms.losses[tails.atoms.losses.size // 2]
             forward = (tails.hockey_stick(at + 1e-7) - tails.hockey_stick(at)) / 1e-7

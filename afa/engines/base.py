@@ -708,6 +708,11 @@ class ClosedFormEngine(Engine):
     chernoff : callable, optional
         (eps, target) -> an upper bound on delta(eps) far cheaper than ``delta_and_error`` (e.g.
         :meth:`afa.engines.contour.ContourInversion.chernoff_bound`), for :meth:`chernoff_delta`.
+    with_slope : callable, optional
+        Maps an array of eps to (values, errors, slopes), the slopes -d delta / d eps (e.g.
+        :meth:`afa.mechanisms.loss_tails.LossTails.hockey_stick_error_and_slope`): eps(delta) is then found by
+        Newton's method (:func:`newton_epsilon`) and bracketed with those slopes, instead of Brent's method
+        and slopes by differences.
 
     Examples
     --------
@@ -728,9 +733,11 @@ class ClosedFormEngine(Engine):
 
     def __init__(self, delta_and_error: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], loss: ComposedLoss,
                  epsilon_scale: float | None = None,
-                 chernoff: Callable[[float, float | None], float] | None = None):
+                 chernoff: Callable[[float, float | None], float] | None = None,
+                 with_slope: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None):
         self.delta_and_error = delta_and_error
         self._chernoff = chernoff
+        self._with_slope = with_slope
         self.inf_mass = loss.inf_mass
         self.epsilon_scale = loss_epsilon_scale(loss) if epsilon_scale is None else float(epsilon_scale)
         #: delta -> (estimate, lower, upper) of the latest KEPT_ANSWERS eps(delta) queries answered
@@ -764,13 +771,29 @@ class ClosedFormEngine(Engine):
         def value(eps: float) -> float:
             return float(self.delta(np.array([eps]))[0][0])
 
+        with_slope = self._with_slope
+        if with_slope is not None and self.inf_mass < delta:
+            def evaluate_many(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                values, errors, slopes = with_slope(points)
+                return (np.asarray(values, dtype=float), np.asarray(errors, dtype=float),
+                        np.asarray(slopes, dtype=float))
+
+            def evaluate(eps: float) -> tuple[float, float, float]:
+                values, errors, slopes = evaluate_many(np.array([eps]))
+                return float(values[0]), float(errors[0]), float(slopes[0])
+
+            estimate, at_estimate = newton_epsilon(evaluate, delta, 0.0, self.epsilon_scale)
+            lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf,
+                                                   evaluate_many=evaluate_many, at_root=at_estimate)
+            return self._checked(estimate, min(lower, estimate), max(upper, estimate), delta)
+
         estimate = smallest_epsilon(value, delta, self.epsilon_scale)
         if math.isinf(estimate):
             lower = smallest_epsilon(lambda eps: float(np.subtract(*self.delta(np.array([eps])))[0]), delta,
                              self.epsilon_scale)
             return estimate, (0.0 if math.isfinite(lower) else lower), estimate
 
-        def evaluate(eps: float) -> tuple[float, float, float]:
+        def evaluate_by_differences(eps: float) -> tuple[float, float, float]:
             values, errors = self.delta(np.array([eps - step(eps), eps, eps + step(eps)]))
             slope = max((values[0] - values[2]) / (2 * step(eps)), 0.0)
             return float(values[1]), float(errors[1]), slope
@@ -782,9 +805,13 @@ class ClosedFormEngine(Engine):
             values, errors = self.delta(np.array([eps]))
             return float(values[0]), float(errors[0])
 
-        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf, tighten=True,
+        lower, upper = verified_epsilon_bounds(evaluate_by_differences, delta, estimate, 0.0, math.inf, tighten=True,
                                                value_and_error=value_and_error)
-        lower, upper = min(lower, estimate), max(upper, estimate)
+        return self._checked(estimate, min(lower, estimate), max(upper, estimate), delta)
+
+    @staticmethod
+    def _checked(estimate: float, lower: float, upper: float, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper), refused (AccuracyError) when wider than CLOSED_FORM_EPSILON_RTOL."""
         if not upper - lower <= CLOSED_FORM_EPSILON_RTOL * max(1.0, abs(estimate)):
             raise AccuracyError(
                 f"delta={delta:.3g} is below what method='exact' resolves for this mechanism: its closed form's "

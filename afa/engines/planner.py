@@ -521,7 +521,8 @@ class Planner:
         if mechanism is None:
             raise UnsupportedCompositionError("the closed form of one use needs a composition of one use")
         tails = mechanism.loss_tails(self.neighboring)[index]
-        return ClosedFormEngine(tails.hockey_stick_with_error, self.composed(index))
+        return ClosedFormEngine(tails.hockey_stick_with_error, self.composed(index),
+                                with_slope=tails.hockey_stick_error_and_slope)
 
     #: How each method's engine for one direction is built (the methods of METHODS but 'auto', WIDE_CONTOUR and
     #: COARSE_PLD).

@@ -126,6 +126,18 @@ class LossTails(abc.ABC):
         the error is that times delta plus P e^g times the error of g: small relative to delta
         unless L piles up just above eps (g near 0), where it stays small relative to P.
         """
+        values, errors, _ = self._from_tails(epsilons)
+        return values, errors
+
+    def hockey_stick_error_and_slope(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(delta(eps), a bound on its error, -d delta / d eps): :meth:`hockey_stick_with_error` and minus
+        :meth:`hockey_stick_slope` (a class whose tails are costly forms all three from one evaluation of them)."""
+        values, errors = self.hockey_stick_with_error(epsilons)
+        return values, errors, -self.hockey_stick_slope(epsilons)
+
+    def _from_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(delta, its error, -d delta / d eps) of :meth:`hockey_stick_with_error`'s formula, from one
+        evaluation of :meth:`log_tails`."""
         epsilons = np.asarray(epsilons, dtype=float)
         log_p, log_q = self.log_tails(epsilons)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -137,7 +149,8 @@ class LossTails(abc.ABC):
             q_error = self.log_rtol + self.log_ulps * U * (np.abs(np.where(log_q > -np.inf, log_q, 0.0)) + 4)
             gap_error = p_error + q_error + 2 * U * np.abs(np.where(finite, epsilons, 0.0))
             error = np.where(finite, finite_part * p_error + p * np.exp(gap) * gap_error, 0.0)
-        return self.inf_mass + finite_part, error + 4 * U * self.inf_mass
+            slope = np.exp(np.where(log_q > -np.inf, epsilons + log_q, -np.inf))
+        return self.inf_mass + finite_part, error + 4 * U * self.inf_mass, slope
 
     def exact_power(self, count: int, log_cutoff: float) -> tuple[LossTails, LossTails] | None:
         """``count`` uses composed exactly, as tails of a measure whose delta lies above the composed loss's and
@@ -535,6 +548,10 @@ class NoisePairTails(LossTails):
                 break
         return x
 
+    def hockey_stick_error_and_slope(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All three from one evaluation of the tails (see :meth:`LossTails.hockey_stick_error_and_slope`)."""
+        return self._from_tails(epsilons)
+
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         epsilons = _epsilons(epsilons)
         flat = epsilons.ravel()
@@ -709,6 +726,10 @@ class MixtureTails(LossTails):
         self.atomless = all(part.atomless for part in components)
         self.log_rtol = max(part.log_rtol for part in components) + 4 * U
         self.log_ulps = max(part.log_ulps for part in components)
+
+    def hockey_stick_error_and_slope(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All three from one evaluation of the tails (see :meth:`LossTails.hockey_stick_error_and_slope`)."""
+        return self._from_tails(epsilons)
 
     def log_tails(self, epsilons: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         epsilons = _epsilons(epsilons)
