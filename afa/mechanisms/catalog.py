@@ -664,6 +664,15 @@ class Gaussian(Mechanism):
         """:attr:`mu` under every relation (the losses :meth:`privacy_losses` gives carry the same mu); see
         :meth:`afa.Mechanism.gaussian_mu`.
 
+        Parameters
+        ----------
+        neighboring : {"add_remove", "substitution", "replace_special"}, default "add_remove"
+            The neighbouring relation (checked: an unknown one raises ValueError).
+
+        Returns
+        -------
+        float
+
         Examples
         --------
         >>> import afa
