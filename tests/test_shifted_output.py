@@ -122,3 +122,19 @@ def test_height_stays_inside_the_strip_and_the_inflation_cap(sigma, sensitivity)
     assert sensitivity * y / sigma ** 2 < math.pi / 2
     assert y ** 2 / (2 * sigma ** 2) <= shifted_output.INFLATION * (1 + 1e-12)
     assert shifted_output.height(pair.swapped()) == -y
+
+
+def test_one_coarse_line_serves_every_octave():
+    """The octaves' rules laid out on one coarse line of their real part are the rules each forms alone (the
+    coarse line depends on c only), and a pair without a shifted line has no coarse line either."""
+    pair = _pair(1.0, 0.01, "remove")
+    line = shifted_output.coarse_line(pair, 7.5)
+    for octave in (8.0, 64.0, 1024.0, 16384.0):
+        alone, shared = (shifted_output.rule(pair, 7.5, octave, NODES, WEIGHTS, coarse) for coarse in (None, line))
+        assert (alone is None) == (shared is None)
+        if alone is not None:
+            np.testing.assert_array_equal(alone.log_terms, shared.log_terms)
+            np.testing.assert_array_equal(alone.loss, shared.loss)
+            assert alone.log_magnitude == shared.log_magnitude
+    flat = NoiseMixturePair("gaussian", 1.0, (0.0,), (0.0,), (0.0,), (0.0,))
+    assert shifted_output.coarse_line(flat, 2.0) is None

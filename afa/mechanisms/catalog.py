@@ -264,9 +264,9 @@ class Mechanism:
     def gaussian_mu(self, neighboring: str = "add_remove") -> float | None:
         """mu when both directions of one use are the Gaussian mechanism's loss N(mu^2 / 2, mu^2), else None.
 
-        The accountant composes such uses by adding mu^2 and answers them by the composed Gaussian's closed form
-        (Sommer, Meiser & Mohammadi 2019, Thm 5), without forming their losses.  By default read off :meth:`privacy_losses`;
-        a mechanism that knows its mu overrides this.
+        The accountant composes such uses by adding mu^2 and answers them by the composed Gaussian's closed
+        form (Sommer, Meiser & Mohammadi 2019, Thm 5), without forming their losses.  By default read off
+        :meth:`privacy_losses`; a mechanism that knows its mu overrides this.
 
         Parameters
         ----------

@@ -215,6 +215,8 @@ class PairMGF:
         self._windows: dict[float, list | None] = {}
         #: Re s -> octave -> the shifted-line rule (:meth:`_shifted`) of the latest RULE_LINES lines
         self._shifted_rules: dict[float, dict[float, shifted_output.ShiftedRule | None]] = {}
+        #: Re s -> {"line": the coarse line its octaves' shifted rules are laid out on} (the same latest lines)
+        self._coarse_lines: dict[float, dict[str, shifted_output.CoarseLine | None]] = {}
 
     def _loss_and_log_integrand(self, o: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
         """L(o) and the real log-integrand log mu + log(A/mu) + c L = log(A^{1+c} B^{-c}) at the outputs ``o``."""
@@ -340,7 +342,12 @@ class PairMGF:
             window = self._window(c)
             real_nodes = 0 if window is None else self._rule_size(window, octave)
             if real_nodes >= 2 * self.SHIFT_MIN_NODES:
-                candidate = shifted_output.rule(self.pair, c, octave, self.nodes, self.weights)
+                coarse = _line_entry(self._coarse_lines, c, self.RULE_LINES)
+                if "line" not in coarse:
+                    coarse["line"] = shifted_output.coarse_line(self.pair, c)
+                line = coarse["line"]
+                candidate = (None if line is None else
+                             shifted_output.rule(self.pair, c, octave, self.nodes, self.weights, line))
                 if candidate is not None and 2 * candidate.size <= real_nodes:
                     _, scaled, top = self._rule(c, 1.0)
                     real = top + math.log(float(np.sum(scaled)))

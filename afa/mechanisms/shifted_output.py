@@ -108,25 +108,48 @@ def continued_log_integrand(pair: NoiseMixturePair, z: np.ndarray, c: float) -> 
     return log_mu + (1 + c) * sides[0] - c * sides[1], loss
 
 
+@dataclass(frozen=True)
+class CoarseLine:
+    """The log-integrand and the loss along o + i ``height`` at real part c, on the coarse grid from which every
+    octave's :func:`rule` picks its window (they depend on c alone, not on the octave)."""
+
+    height: float
+    grid: np.ndarray
+    log_f: np.ndarray
+    loss: np.ndarray
+
+
+def coarse_line(pair: NoiseMixturePair, c: float) -> CoarseLine | None:
+    """The :class:`CoarseLine` of real part ``c``: GRID_PER_SCALE points per noise scale out to (2 + 2 |c|) times
+    the largest shift plus 60 scales either way; None without a :func:`height`."""
+    y = height(pair)
+    if y is None:
+        return None
+    reach = (2 + 2 * abs(c)) * float(np.max(np.abs(pair.shifts))) + 60 * pair.scale
+    grid = np.linspace(-reach, reach, int(2 * GRID_PER_SCALE * reach / pair.scale) + 2)
+    log_f, loss = continued_log_integrand(pair, grid + 1j * y, c)
+    return CoarseLine(y, grid, log_f, loss)
+
+
 def rule(pair: NoiseMixturePair, c: float, frequency: float, nodes: np.ndarray,
-         weights: np.ndarray) -> ShiftedRule | None:
+         weights: np.ndarray, coarse: CoarseLine | None = None) -> ShiftedRule | None:
     """The :class:`ShiftedRule` at real part ``c`` for u in (``frequency`` / 2, ``frequency``], with
     Gauss-Legendre ``nodes`` and ``weights`` on each panel; None where the shifted line does not serve (no
     :func:`height`, an integrand that does not decay within the grid, or one that changes too fast between
-    the grid's points even after REFINEMENTS halvings of its spacing).
+    the grid's points even after REFINEMENTS halvings of its spacing).  ``coarse``, when given, is
+    :func:`coarse_line` of the same pair and ``c`` (formed once for all octaves).
 
     The window holds every point whose term can come within e^-DROP of the largest at some u of the octave;
     panels are at most PANEL noise scales wide and the log-integrand changes by at most PHASE across each."""
     if not frequency > 0:
         raise ValueError(f"frequency must be positive (the MGF at c - iu is the conjugate), got {frequency!r}")
-    y = height(pair)
-    if y is None:
-        return None
+    if coarse is None:
+        coarse = coarse_line(pair, c)
+        if coarse is None:
+            return None
+    y, grid, log_f, loss = coarse.height, coarse.grid, coarse.log_f, coarse.loss
     top_u = float(frequency)
     low_u = 0.5 * top_u
-    reach = (2 + 2 * abs(c)) * float(np.max(np.abs(pair.shifts))) + 60 * pair.scale
-    grid = np.linspace(-reach, reach, int(2 * GRID_PER_SCALE * reach / pair.scale) + 2)
-    log_f, loss = continued_log_integrand(pair, grid + 1j * y, c)
     # A term's log-magnitude is linear in u, so over the octave it is at most its larger end; the largest term
     # at any u of the octave is at least every term's smaller end.  Kept: every point that can come within
     # e^-DROP of the largest term at some u.
