@@ -1369,6 +1369,7 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
         if delta < inf_mass - inf_mass_error:
             return math.inf, math.inf, math.inf
         return math.inf, verified_epsilon_bounds(evaluate, delta, ceiling, floor, ceiling)[0], math.inf
+
     def evaluate_many(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         values, errors, slopes = pld.evaluate(points)
         return inf_mass + values, errors + inf_mass_error, slopes
