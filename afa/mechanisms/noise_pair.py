@@ -136,8 +136,13 @@ class NoiseMixturePair:
         o = np.asarray(o, dtype=float)
         sides = []
         for shifts, log_weights in ((self.a_shifts, self.a_log_weights), (self.b_shifts, self.b_log_weights)):
-            terms = [w + self.kappa(o, c) for c, w in zip(shifts, log_weights) if w > -np.inf]
-            sides.append(np.logaddexp.reduce(terms, axis=0) if len(terms) > 1 else terms[0])
+            # (an unshifted component's ratio is its weight alone: kappa(o, 0) = 0)
+            terms = [w + self.kappa(o, c) if c != 0 else np.full(o.shape, w)
+                     for c, w in zip(shifts, log_weights) if w > -np.inf]
+            side = terms[0]
+            for term in terms[1:]:
+                side = np.logaddexp(side, term)
+            sides.append(side)
         return sides[0], sides[1]
 
     def privacy_loss(self, o: np.ndarray) -> np.ndarray:
