@@ -1355,9 +1355,13 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
     target = delta - inf_mass
     ceiling = max(pld.top, floor) if pld.size else floor
 
+    def evaluate_many(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        values, errors, slopes = pld.evaluate(points)
+        return inf_mass + values, errors + inf_mass_error, slopes
+
     def evaluate(x: float) -> tuple[float, float, float]:
-        value, error, slope = pld.evaluate(np.array([x]))
-        return inf_mass + float(value[0]), float(error[0]) + inf_mass_error, float(slope[0])
+        value, error, slope = evaluate_many(np.array([x]))
+        return float(value[0]), float(error[0]), float(slope[0])
 
     if target < 0 or (target == 0 and pld.size == 0):
         estimate = math.inf
@@ -1369,10 +1373,6 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
         if delta < inf_mass - inf_mass_error:
             return math.inf, math.inf, math.inf
         return math.inf, verified_epsilon_bounds(evaluate, delta, ceiling, floor, ceiling)[0], math.inf
-
-    def evaluate_many(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        values, errors, slopes = pld.evaluate(points)
-        return inf_mass + values, errors + inf_mass_error, slopes
 
     at_estimate = evaluate(estimate)
     from_slope = getattr(pld, "slope_bracket", None)
