@@ -70,6 +70,27 @@ def test_unsubsampled_pairs_compose_to_the_gaussian_closed_form(sigma, k):
     assert np.all(np.abs(values - truth) <= errors + 1e-9 * truth)
 
 
+@pytest.mark.parametrize("sigma, k", [(1.0, 3), (0.7, 6)])
+def test_slopes_match_the_gaussian_closed_form(sigma, k):
+    # q = 1: -delta'(eps) of the Gaussian mechanism is e^eps Phi(-eps / mu - mu / 2) (Sommer, Meiser & Mohammadi
+    # 2019, Thm 5, differentiated); the recursion's slopes steer its root searches
+    pair = NoiseMixturePair("gaussian", sigma, (1.0,), (0.0,), (0.0,), (0.0,))
+    mu = math.sqrt(k) / sigma
+    eps = np.array([0.1, 0.5 * mu * mu, mu * mu + 2 * mu])
+    _, _, slopes = StepRecursion([pair] * k).delta_and_slope(eps)
+    truth = [float(mp.exp(x) * mp.ncdf(-x / mu - mu / 2)) for x in eps]
+    np.testing.assert_allclose(slopes, truth, rtol=1e-7)
+
+
+def test_slopes_of_subsampled_uses_match_differences_of_the_values():
+    recursion = StepRecursion([_remove(1.0, 0.01)] * 3)
+    eps, step = 0.3, 1e-5
+    values, _, slopes = recursion.delta_and_slope(np.array([eps]))
+    around, _ = recursion.delta(np.array([eps - step, eps + step]))
+    assert slopes[0] == pytest.approx((around[0] - around[1]) / (2 * step), rel=1e-6)
+    assert values[0] == recursion.delta(np.array([eps]))[0][0]  # the values are those without the slope
+
+
 def test_gaussians_start_the_recursion():
     # two Gaussian mechanisms and two unsubsampled pairs: again one Gaussian, mu^2 = 1/4 + 1/9 + 2
     pair = NoiseMixturePair("gaussian", 1.0, (1.0,), (0.0,), (0.0,), (0.0,))

@@ -406,7 +406,8 @@ class Planner:
         # a direction shown below another by the MGF's Chernoff bound is not fitted at all
         return ClosedFormEngine(recursion.delta, composed,
                                 epsilon_scale=loss_epsilon_scale(composed, smallest=RECURSION_SCALE),
-                                chernoff=ContourInversion(composed).chernoff_bound)
+                                chernoff=ContourInversion(composed).chernoff_bound,
+                                with_slope=recursion.delta_and_slope)
 
     def _contour_engine(self, index: int) -> ContourEngine:
         return ContourEngine(self.composed(index))

@@ -31,6 +31,10 @@ x - l_j(o) meets a piece edge of delta_{j-1} (outputs interpolated in a table of
 polynomial of a smooth function of o, wherever the previous level's steep parts (the pile's edge near
 j log(1 - q)) fall.  Terms below e^-DROP of a sum's largest are left out.
 
+Slope.  -delta_k'(x) = E_{o ~ A_k}[-delta_{k-1}'(x - l_k(o))], on the last level's nodes, from the derivative of
+the last stage's fit (-delta_{k-1}' = delta_{k-1} times -(log delta_{k-1})'); it steers eps(delta)'s Newton steps
+and the first steps of the bound searches, whose bounds are then checked against delta and its error.
+
 Error.  Each stage's fit is compared, at two points per piece, with the stage computed by a finer rule
 (CHECK_ORDER points, panels CHECK_WIDTH scales wide): the differences cover the fit and the quadrature together.
 For a final delta, a stage's difference counts relatively (times delta) at points where delta_j is above
@@ -60,7 +64,7 @@ __all__ = ["StepRecursion"]
 #: The most uses of noise pairs a recursion takes (each is one level of fitting, some 20-100 ms).
 MAX_USES = 12
 #: Chebyshev points per piece, and the largest of a piece's last three coefficients accepted (absolute, in log delta).
-FIT_ORDER, FIT_TOL = 16, 1e-11
+FIT_ORDER, FIT_TOL = 20, 1e-11
 #: A level needing more pieces than this is refused; pieces are not halved below MIN_PIECE (relative to the range).
 MAX_PIECES, MIN_PIECE = 400, 1e-6
 #: Gauss-Legendre points per panel and the widest panel (noise scales); the check's finer rule.
@@ -106,6 +110,19 @@ def _chebyshev_points() -> tuple[np.ndarray, np.ndarray]:
     return points, transform
 
 
+def _clenshaw(by_order: np.ndarray, index: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """sum_j c_j T_j(t) with c_j = by_order[j, index], by Clenshaw's recurrence (in place)."""
+    coefficients = by_order[:, index]  # one contiguous row per order
+    first, second = coefficients[-1].copy(), np.zeros_like(t)
+    twice, scratch = 2 * t, np.empty_like(t)
+    for j in range(len(by_order) - 2, 0, -1):  # first <- 2 t first - second + c_j
+        np.multiply(twice, first, out=scratch)
+        scratch -= second
+        scratch += coefficients[j]
+        first, second, scratch = scratch, first, second
+    return t * first - second + coefficients[0]
+
+
 class _Piecewise:
     """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below FIT_TOL or
     8 times the noise of f's values (``function`` returns (values, bounds on their errors), both of log delta)."""
@@ -119,6 +136,7 @@ class _Piecewise:
         self.edges = np.array([piece[0] for piece in pieces] + [pieces[-1][1]])
         #: Coefficients per piece; a piece taken as -inf has a NaN row.
         self.coefficients = np.array([piece[2] for piece in pieces])
+        self._tabulate()
 
     def extend(self, function, high: float) -> np.ndarray:
         """Fit ``function`` on [self.high, high] too; returns the new pieces' check points."""
@@ -126,6 +144,7 @@ class _Piecewise:
         first = len(self.coefficients)
         self.edges = np.concatenate([self.edges[:-1], [piece[0] for piece in pieces], [pieces[-1][1]]])
         self.coefficients = np.concatenate([self.coefficients, [piece[2] for piece in pieces]])
+        self._tabulate()
         self.high = high
         return self.check_points(first)
 
@@ -168,21 +187,47 @@ class _Piecewise:
             pending = kept
         return sorted(pieces, key=lambda piece: piece[0])
 
+    def _tabulate(self) -> None:
+        """The coefficients by order (one contiguous row per order, a column per piece), and those of the
+        derivative in x: d/dt sum_j c_j T_j(t) = sum_j c'_j T_j(t) with c'_{j-1} = c'_{j+1} + 2 j c_j, times
+        dt/dx = 2 / (right - left)."""
+        self._by_order = np.ascontiguousarray(self.coefficients.T)
+        derivative = np.zeros_like(self._by_order)
+        for j in range(FIT_ORDER - 1, 0, -1):
+            derivative[j - 1] = (derivative[j + 1] if j + 1 < FIT_ORDER else 0.0) + 2 * j * self._by_order[j]
+        derivative[0] /= 2
+        self._derivative_by_order = derivative * (2 / np.diff(self.edges))
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The fit at ``x`` (-inf in pieces taken as 0)."""
+        index, t = self._locate(x)
+        values = _clenshaw(self._by_order, index, t)
+        return np.where(np.isnan(values), -np.inf, values)
+
+    def derivative(self, x: np.ndarray) -> np.ndarray:
+        """The fit's derivative at ``x`` (NaN in pieces taken as 0)."""
+        index, t = self._locate(x)
+        return _clenshaw(self._derivative_by_order, index, t)
+
+    def _locate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The piece of each x and its position there, in [-1, 1]."""
         index = np.clip(np.searchsorted(self.edges, x, side="right") - 1, 0, len(self.coefficients) - 1)
         left, right = self.edges[index], self.edges[index + 1]
-        t = (2 * x - left - right) / (right - left)
-        coefficients = self.coefficients[index]
-        first, second = np.zeros_like(x), np.zeros_like(x)
-        for j in range(FIT_ORDER - 1, 0, -1):  # Clenshaw
-            first, second = 2 * t * first - second + coefficients[:, j], first
-        values = t * first - second + coefficients[:, 0]
-        return np.where(np.isnan(values), -np.inf, values)
+        return index, (2 * x - left - right) / (right - left)
 
     def check_points(self, first: int = 0) -> np.ndarray:
         """Two points inside each piece from number ``first`` on, between its Chebyshev points."""
         left, right = self.edges[first:-1], self.edges[first + 1:]
         return np.concatenate([left + 0.31 * (right - left), left + 0.77 * (right - left)])
+
+
+def _row_log_sums(terms: np.ndarray) -> np.ndarray:
+    """log sum_j e^terms[i, j] for each row i (-inf for a row of -inf)."""
+    top = np.max(terms, axis=1, keepdims=True)
+    finite = np.isfinite(top)
+    safe = np.where(finite, top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.where(finite[:, 0], safe[:, 0] + np.log(np.sum(np.exp(terms - safe), axis=1)), -np.inf)
 
 
 class _Use:
@@ -208,6 +253,22 @@ class _Use:
         Terms that cannot come within e^-DROP of the row's largest are not evaluated: previous <= 0, so a node
         whose weight times density is below e^-DROP of the largest term among the densest nodes is dropped.
         """
+        return _row_log_sums(self._terms(previous, previous_edges, x, order, width)[0])
+
+    def level_and_slope(self, stage: _Stage, x: np.ndarray, order: int, width: float
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`level` of ``stage`` at each x, and log -delta_j'(x) = log E_A[-delta_{j-1}'(x - l(o))] from the
+        stage's slope (:meth:`_Stage.log_slope`) on the nodes the level keeps."""
+        terms, density, arguments = self._terms(stage, stage.fit.edges, x, order, width)
+        kept = np.isfinite(terms)
+        slope_terms = np.full(terms.shape, -np.inf)
+        slope_terms[kept] = density[kept] + stage.log_slope(arguments[kept])
+        return _row_log_sums(terms), _row_log_sums(slope_terms)
+
+    def _terms(self, previous, previous_edges: np.ndarray, x: np.ndarray, order: int, width: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The log terms of :meth:`level` (-inf where left out), the log densities times weights, and the
+        arguments x - l(o), one row per x."""
         low, high = self.span
         base = panel_edges(low, high, width * self.pair.scale)
         losses, outputs = self._image_table
@@ -218,17 +279,14 @@ class _Use:
         o, log_w = composite_rule(edges, *gauss_legendre(order))  # (images beyond the span: panels of width 0)
         log_a, log_b = self.pair.log_ratios(o)
         density = log_w + self.pair.log_mu(o) + log_a
+        arguments = x[:, None] - (log_a - log_b)
         terms = np.full(o.shape, -np.inf)
         # first the nodes within DROP of each row's densest, then the others that can still matter
         dense = density >= np.max(density, axis=1, keepdims=True) - DROP
-        terms[dense] = density[dense] + previous((x[:, None] - (log_a - log_b))[dense])
+        terms[dense] = density[dense] + previous(arguments[dense])
         wanted = ~dense & (density >= np.max(terms, axis=1, keepdims=True) - DROP)
-        terms[wanted] = density[wanted] + previous((x[:, None] - (log_a - log_b))[wanted])
-        top = np.max(terms, axis=1, keepdims=True)
-        finite = np.isfinite(top)
-        safe = np.where(finite, top, 0.0)
-        with np.errstate(divide="ignore"):
-            return np.where(finite[:, 0], safe[:, 0] + np.log(np.sum(np.exp(terms - safe), axis=1)), -np.inf)
+        terms[wanted] = density[wanted] + previous(arguments[wanted])
+        return terms, density, arguments
 
 
 class _Stage:
@@ -245,6 +303,20 @@ class _Stage:
         out[exact] = _log1mexp(np.minimum(x[exact], -np.finfo(float).tiny))
         inside = ~exact & (x < self.fit.high)
         out[inside] = self.fit(np.maximum(x[inside], self.low))
+        return out
+
+    def log_slope(self, x: np.ndarray) -> np.ndarray:
+        """log -delta_j'(x): x itself up to ``exact_below`` (delta_j = 1 - e^x), log delta_j + log -(log
+        delta_j)' from the fit (-inf where the fit does not fall), -inf beyond it.  A guide for the root
+        search only: the bounds are checked against delta_j's values."""
+        x = np.asarray(x, dtype=float)
+        out = np.full(x.shape, -np.inf)
+        exact = x <= self.exact_below
+        out[exact] = x[exact]
+        inside = ~exact & (x < self.fit.high)
+        where = np.maximum(x[inside], self.low)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[inside] = np.nan_to_num(self.fit(where) + np.log(-self.fit.derivative(where)), nan=-np.inf)
         return out
 
 
@@ -295,8 +367,9 @@ class StepRecursion:
         self._rest: list[_Use] = []
         self._checks: list[tuple[np.ndarray, np.ndarray]] = []
         self._dropped = 0.0
-        #: eps -> (delta, error) of the latest KEPT_ANSWERS eps asked since the stages were last fitted or extended
-        self._answers: dict[float, tuple[float, float]] = {}
+        #: eps -> (delta, error, slope) of the latest KEPT_ANSWERS eps asked since the stages were last fitted
+        #: or extended
+        self._answers: dict[float, tuple[float, float, float]] = {}
         #: sup L: delta is 0 from there on
         self.loss_top = math.inf if self.mu > 0 else math.fsum(use.highest for use in self.uses)
 
@@ -392,6 +465,38 @@ class StepRecursion:
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(delta(eps), an estimate of its error) at each eps.
 
+        Parameters
+        ----------
+        epsilons : numpy.ndarray
+            The eps asked.
+
+        Returns
+        -------
+        values, errors : numpy.ndarray
+            delta(eps) and an estimate of its error, of the shape of ``epsilons``.
+
+        Raises
+        ------
+        AccuracyError
+            A level cannot be fitted to RTOL.
+        """
+        values, errors, _ = self.delta_and_slope(epsilons)
+        return values, errors
+
+    def delta_and_slope(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(delta(eps), an estimate of its error, -delta'(eps)) at each eps; the slope, from the last stage's
+        derivative, guides root searches (their bounds are checked against the values and errors).
+
+        Parameters
+        ----------
+        epsilons : numpy.ndarray
+            The eps asked.
+
+        Returns
+        -------
+        values, errors, slopes : numpy.ndarray
+            Each of the shape of ``epsilons``.
+
         Raises
         ------
         AccuracyError
@@ -399,16 +504,20 @@ class StepRecursion:
         """
         epsilons = np.asarray(epsilons, dtype=float)
         flat = epsilons.ravel()
-        values, errors = np.zeros(flat.shape), np.zeros(flat.shape)
+        values, errors, slopes = np.zeros(flat.shape), np.zeros(flat.shape), np.zeros(flat.shape)
+
+        def shaped() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return values.reshape(epsilons.shape), errors.reshape(epsilons.shape), slopes.reshape(epsilons.shape)
+
         below = flat < self.loss_top  # at or above it, delta is 0 exactly
         if not np.any(below):
-            return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
+            return shaped()
         known = np.array([float(epsilon) in self._answers for epsilon in flat]) & below
         for index in np.flatnonzero(known):
-            values[index], errors[index] = self._answers[float(flat[index])]
+            values[index], errors[index], slopes[index] = self._answers[float(flat[index])]
         below &= ~known
         if not np.any(below):
-            return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
+            return shaped()
         asked = flat[below]
         smallest, largest = min(float(np.min(asked)), 0.0), float(np.max(asked))
         built = self._built_for
@@ -420,13 +529,13 @@ class StepRecursion:
             self._answers.clear()
         last = self._rest[-1]
         stage = self._stages[-1]
-        log_values = last.level(stage, stage.fit.edges, asked, ORDER, WIDTH)
+        log_values, log_slopes = last.level_and_slope(stage, asked, ORDER, WIDTH)
         log_checks = last.level(stage, stage.fit.edges, asked, CHECK_ORDER, CHECK_WIDTH)
-        values[below], checks = np.exp(log_values), np.exp(log_checks)
+        values[below], checks, slopes[below] = np.exp(log_values), np.exp(log_checks), np.exp(log_slopes)
         dropped = self._dropped + math.fsum(stage.fit.dropped for stage in self._stages)
         errors[below] = np.abs(values[below] - checks) + self._stage_errors(log_values) + dropped
         for index in np.flatnonzero(below):
-            self._answers[float(flat[index])] = (float(values[index]), float(errors[index]))
+            self._answers[float(flat[index])] = (float(values[index]), float(errors[index]), float(slopes[index]))
         while len(self._answers) > KEPT_ANSWERS:
             del self._answers[next(iter(self._answers))]
-        return values.reshape(epsilons.shape), errors.reshape(epsilons.shape)
+        return shaped()
