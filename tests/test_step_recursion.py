@@ -166,3 +166,28 @@ def test_a_mixed_substitution_composition_at_tiny_delta_lies_in_the_certified_br
     assert answer.method == "exact" and answer.error <= 1e-10 * answer.value
     certified = accountant.epsilon_result(1e-23, method="pld")
     assert certified.lower <= answer.value <= certified.upper
+
+
+def test_two_or_three_uses_go_to_the_recursion_before_the_contour():
+    accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=3)
+    answer = accountant.epsilon_result(1e-5)
+    assert answer.method == "exact"
+    assert [attempt.method for attempt in answer.attempts] == [planner.STEP_RECURSION]  # no contour before it
+    assert answer.error <= 1e-9 * answer.value
+    more = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=planner.RECURSION_FIRST + 1)
+    assert more.epsilon_result(1e-5).attempts[0].method == "contour"
+
+
+@pytest.mark.parametrize("sigma, q, k, delta", [(2.0, 0.001, 16, 1e-5), (0.8, 0.001, 13, 1e-10)])
+def test_a_few_dozen_uses_of_a_small_q_answer_to_1e_6_inside_the_certified_bracket(sigma, q, k, delta):
+    # beyond a dozen uses of q = 0.001 the contour runs out of nodes and its wide retry can take seconds, where
+    # 'auto' answered with a PLD bracket 3e-5 to 2e-4 wide; the recursion takes them (after the wide retry's
+    # limited time), to 1e-6 or better, inside the PLD's certified bracket (a second, independent algorithm)
+    accountant = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=k)
+    answer = accountant.epsilon_result(delta)
+    assert answer.error <= 1e-6 * answer.value
+    assert answer.upper - answer.lower <= 2e-6 * answer.value
+    certified = accountant.delta_result(answer.value, method="pld")
+    assert certified.lower <= delta <= certified.upper
+    recursion = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=k)
+    assert recursion.epsilon_result(delta, method="exact").value == pytest.approx(answer.value, rel=1e-9)

@@ -68,6 +68,15 @@ LARGE_PLD_POINTS = 2 ** 21
 #: Engine key of method 'exact' served by the step recursion (:class:`afa.engines.step_recursion.StepRecursion`),
 #: which 'auto' tries after the contour: the contour is faster wherever it answers.
 STEP_RECURSION = "exact (step recursion)"
+#: An eps(delta) query of at most this many uses of noise pairs goes to the step recursion first (some 10-25 ms:
+#: no more than the contour takes to answer, or to refuse for its node budget); a delta(eps) query, which may lie
+#: far out in the tail, stays the contour's, whose error stays relative there.
+RECURSION_FIRST = 3
+#: Beyond RECURSION_AFTER_CONTOUR uses the step recursion comes after the contour's wide retry, which gets at most
+#: RECURSION_SECONDS_PER_USE per use (about the recursion's own time): a few dozen uses of a small q are the
+#: recursion's in about that time, where the wide contour can take seconds; with a larger q the contour answers.
+RECURSION_AFTER_CONTOUR = 12
+RECURSION_SECONDS_PER_USE = 0.02
 #: The methods a composition of Gaussians alone answers from its closed form without building engines.
 CLOSED_FORM_METHODS = ("auto", "exact")
 #: The least first bracket of the step recursion's eps searches (its stages are fitted up to the eps asked).
@@ -249,6 +258,14 @@ class Planner:
     def recursion_available(self) -> bool:
         """Whether every direction is a step recursion (:meth:`step_recursion`)."""
         return all(self.step_recursion(index) is not None for index in self.distinct_directions)
+
+    def recursion_uses(self) -> int | None:
+        """The most uses of noise pairs among the directions' step recursions (:meth:`step_recursion`), None
+        unless every direction is one."""
+        recursions = [self.step_recursion(index) for index in self.distinct_directions]
+        if any(recursion is None for recursion in recursions):
+            return None
+        return max(len(recursion.uses) for recursion in recursions if recursion is not None)
 
     def step_recursion(self, index: int) -> StepRecursion | None:
         """Direction ``index`` as a recursion over a few uses (:class:`afa.engines.step_recursion.StepRecursion`) when
@@ -614,11 +631,19 @@ class Planner:
         attempts = [Attempt(name, "passed over", reason) for name, reason in passed_over.items()]
         candidates = [first] + [name for name in ("contour",) + self.options.auto.fallbacks
                                 if name != first and name not in passed_over]
-        if first != "exact" and self.recursion_available():  # right after the contour: before the wide retries
-            candidates.insert(candidates.index("contour") + 1 if "contour" in candidates else 1, STEP_RECURSION)
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
             candidates.remove("contour")  # both contours failed an earlier query: the PLD first
             candidates.insert(candidates.index("pld") + 1, "contour")
+        recursion_uses = self.recursion_uses() if first != "exact" else None
+        if recursion_uses is not None:
+            # first for an eps(delta) query of a few uses; else right after the contour (before the wide
+            # retries), and before the PLD
+            position = candidates.index("contour") + 1 if "contour" in candidates else 1
+            if "pld" in candidates:
+                position = min(position, candidates.index("pld"))
+            if delta is not None and recursion_uses <= RECURSION_FIRST:
+                position = 0
+            candidates.insert(position, STEP_RECURSION)
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
         coarse_seconds = 0.0
         wide_tried, node_retry = self._contour_demoted, False
@@ -637,6 +662,8 @@ class Planner:
             if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
                 share = max(policy.share, 1 - policy.wide_share)
             share = budgets.remaining() * (share if later else 1.0)
+            if name == WIDE_CONTOUR and candidates[:1] == [STEP_RECURSION] and recursion_uses is not None:
+                share = min(share, RECURSION_SECONDS_PER_USE * recursion_uses)
             if name == "pld" and kept is not None and kept[0] == COARSE_PLD:
                 predicted = coarse_seconds * policy.coarse_grid  # the work grows with the grid's points
                 if predicted > share:
@@ -667,6 +694,9 @@ class Planner:
                     position = 0
                     if "pld" in candidates:
                         position = candidates.index("pld") + (0 if self.all_continuous() else 1)
+                    if recursion_uses is not None and recursion_uses > RECURSION_AFTER_CONTOUR \
+                            and STEP_RECURSION in candidates:
+                        position = candidates.index(STEP_RECURSION)  # the wide retry first, for a limited time
                     candidates.insert(position, WIDE_CONTOUR)
                 elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True

@@ -61,8 +61,9 @@ from ..results import AccuracyError, UnsupportedCompositionError
 
 __all__ = ["StepRecursion"]
 
-#: The most uses of noise pairs a recursion takes (each is one level of fitting, some 20-100 ms).
-MAX_USES = 12
+#: The most uses of noise pairs a recursion takes (each is one level of fitting, some 10-30 ms; beyond, the
+#: contour with its wide node budget is usually faster).
+MAX_USES = 40
 #: Chebyshev points per piece, and the largest of a piece's last three coefficients accepted (absolute, in log delta).
 FIT_ORDER, FIT_TOL = 20, 1e-11
 #: A level needing more pieces than this is refused; pieces are not halved below MIN_PIECE (relative to the range).
