@@ -166,7 +166,7 @@ def test_invalid_accountant_arguments():
     with pytest.raises(ValueError, match="empty"):
         afa.Accountant().delta(1.0)
     with pytest.raises(ValueError, match="exact"):
-        afa.Accountant().compose(afa.Laplace(1.0), times=2).delta(1.0, method="exact")
+        afa.Accountant().compose(afa.Laplace(1.0), times=2).compose(afa.Laplace(2.0)).delta(1.0, method="exact")
     with pytest.raises(ValueError, match="continuous"):
         afa.Accountant().compose(afa.RandomizedResponse(0.7)).delta(1.0, method="quadrature")
 

@@ -469,7 +469,8 @@ def test_array_argument_errors(gauss, values, kind):
     (lambda acc: afa.Accountant().epsilon(1e-5), ["compose"]),
     (lambda acc: afa.Accountant().delta_result(1.0), ["compose"]),
     (lambda acc: afa.Accountant().cdf(0.5), ["compose"]),
-    (lambda acc: afa.Accountant().compose(afa.Laplace(1.0), 2).epsilon(1e-5, method="exact"), ["exact"]),
+    (lambda acc: afa.Accountant().compose(afa.Laplace(1.0), 2).compose(afa.Laplace(2.0)).epsilon(1e-5, method="exact"),
+     ["exact"]),
 ], ids=["method bogus", "method None", "method int", "direction", "direction int", "direction of other relation",
         "validate neither", "validate both", "validate pld", "validate method", "empty epsilon", "empty delta",
         "empty cdf", "exact unavailable"])

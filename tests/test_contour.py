@@ -91,7 +91,7 @@ LAPLACE_100_EPSILONS = [60.0, 80.0, 90.0, 95.5, 98.0 - 1e-9, 98.0, 98.0 + 1e-9, 
 def test_laplace_x100_delta_is_relatively_accurate_to_1e_30(epsilon):
     truth = laplace_delta_mpmath(epsilon, 100, 1.0)
     result = afa.Accountant().compose(afa.Laplace(1.0), times=100).delta_result(epsilon)
-    assert result.method == "contour"  # auto picks it
+    assert result.method == "contour"  # auto picks it for delta(eps) (the Laplace top series: eps(delta) only)
     assert result.value == pytest.approx(truth, rel=1e-9)
     assert abs(result.value - truth) <= max(result.error, 1e-300)  * 10 + 1e-13 * truth
 

@@ -335,7 +335,7 @@ def test_a_named_method_records_one_attempt_and_refusals_carry_theirs():
     assert refusal.value.attempts and all(a.outcome in ("passed over", "out of time", "refused")
                                           for a in refusal.value.attempts)
     with pytest.raises(afa.UnsupportedCompositionError, match="method='exact' needs"):
-        afa.Accountant().compose(afa.Laplace(1.0), 2).epsilon_result(1e-6, method="exact")
+        afa.Accountant().compose(afa.Laplace(1.0), 2).compose(afa.Laplace(2.0)).epsilon_result(1e-6, method="exact")
 
 
 def test_a_refusal_out_of_time_carries_a_single_mechanism_lower_bound(monkeypatch):

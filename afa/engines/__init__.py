@@ -7,7 +7,8 @@
 * the numerical methods behind them: :mod:`~afa.engines.contour` (saddle-point contour),
   :mod:`~afa.engines.quadrature` (real-line Levy inversion), :mod:`~afa.engines.discrete` and
   :mod:`~afa.engines.two_factor` (exact composition of finite-output mechanisms),
-  :mod:`~afa.engines.quadratic` (data-dependent Gaussians), :mod:`~afa.engines.pld` and
+  :mod:`~afa.engines.quadratic` (data-dependent Gaussians), :mod:`~afa.engines.step_recursion` (a few uses of
+  Gaussian noise pairs), :mod:`~afa.engines.laplace_top` (Laplace uses near their top), :mod:`~afa.engines.pld` and
   :mod:`~afa.engines.mixed_pld` (the discretized PLD), :mod:`~afa.engines.certified` (Zhu, Dong & Wang 2022,
   Algorithm 2).
 
@@ -17,6 +18,6 @@ The engines read mechanisms only through their dominating pairs, privacy losses 
 
 from .._lazy import lazy_submodules
 
-_MODULES = ("base", "certified", "composition", "contour", "discrete", "mixed_pld", "planner", "pld", "quadratic",
-            "quadrature", "two_factor")
+_MODULES = ("base", "certified", "composition", "contour", "discrete", "laplace_top", "mixed_pld", "planner", "pld",
+            "quadratic", "quadrature", "step_recursion", "two_factor")
 __getattr__, __dir__ = lazy_submodules(__name__, _MODULES)

@@ -47,6 +47,7 @@ from .base import (
 )
 from .composition import ComposedLoss
 from .contour import ContourInversion, NodeBudgetError
+from .laplace_top import LaplaceTopEngine
 from .mixed_pld import MixedPLDEngine, exact_part
 from .pld import PLDTooLargeError
 from .quadratic import QuadraticComposition
@@ -77,6 +78,9 @@ RECURSION_FIRST = 3
 #: recursion's in about that time, where the wide contour can take seconds; with a larger q the contour answers.
 RECURSION_AFTER_CONTOUR = 12
 RECURSION_SECONDS_PER_USE = 0.02
+#: Engine key of method 'exact' served by the Laplace top series (:class:`afa.engines.laplace_top.LaplaceTopEngine`),
+#: which 'auto' tries first for an eps(delta) query it reaches (delta below its value at eps = (k - 2) a).
+LAPLACE_TOP = "exact (Laplace top)"
 #: The methods a composition of Gaussians alone answers from its closed form without building engines.
 CLOSED_FORM_METHODS = ("auto", "exact")
 #: The least first bracket of the step recursion's eps searches (its stages are fitted up to the eps asked).
@@ -107,7 +111,7 @@ class Answer(NamedTuple):
 def label(name: str) -> str:
     """The method name a result reports for engine key ``name`` (the wide-budget contour is the contour, the
     coarse-grid PLD the PLD)."""
-    return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld", STEP_RECURSION: "exact"}.get(name, name)
+    return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld", STEP_RECURSION: "exact", LAPLACE_TOP: "exact"}.get(name, name)
 
 
 def closed_form_mu(counts: Mapping[Mechanism, int], gaussian_mu: Mapping[Mechanism, float],
@@ -245,15 +249,30 @@ class Planner:
         loss): then delta = 1 at every eps, whatever the other uses."""
         return any(self.composed(index).log_finite_mass == -math.inf for index in self.distinct_directions)
 
-    def exact_available(self, recursion: bool = True) -> bool:
+    def exact_available(self, scheduled: bool = True) -> bool:
         """Whether method="exact" can serve the composition: Gaussian and finite-output mechanisms only, one
         use of a single mechanism, quadratic losses sharing their curvature with Gaussians
-        (:meth:`quadratic_composition`), a few uses of Gaussian noise pairs (:meth:`step_recursion`; not when
-        ``recursion`` is False, as 'auto''s first choice), or a certain reveal."""
+        (:meth:`quadratic_composition`), or a certain reveal; and, unless ``scheduled`` is False (as 'auto''s
+        first choice: 'auto' schedules these itself), a few uses of Gaussian noise pairs (:meth:`step_recursion`)
+        or uses of one Laplace loss (near their top only, :meth:`laplace_top`)."""
         return self.certain_reveal() or self.single_use() is not None or all(
             m in self.gaussian_mu or not losses[0].continuous for m, losses in self.losses.items()) or all(
             self.quadratic_composition(index) is not None for index in self.distinct_directions) or (
-            recursion and self.recursion_available())
+            scheduled and (self.recursion_available() or self.laplace_top() is not None))
+
+    def laplace_top(self) -> tuple[float, int] | None:
+        """(a, k) when the composition is k uses of Laplace losses of one a = sensitivity / scale (both
+        directions; no mass at infinity), which :class:`afa.engines.laplace_top.LaplaceTopEngine` answers
+        within 2a of their top k a; else None."""
+        shifts = {loss.laplace_shift if loss.inf_mass == 0 else None
+                  for losses in self.losses.values() for loss in losses}
+        count = sum(self.counts.values())
+        if len(shifts) != 1 or count != int(count) or self.gaussian_mu:
+            return None
+        a, = shifts
+        if a is None or not LaplaceTopEngine.serves(float(a), int(count)):
+            return None
+        return float(a), int(count)
 
     def recursion_available(self) -> bool:
         """Whether every direction is a step recursion (:meth:`step_recursion`)."""
@@ -328,7 +347,7 @@ class Planner:
         UnsupportedCompositionError
             ``method="exact"`` for a composition it cannot serve.
         """
-        if method in (WIDE_CONTOUR, COARSE_PLD, STEP_RECURSION):  # internal: auto's retries and fallbacks
+        if method in (WIDE_CONTOUR, COARSE_PLD, STEP_RECURSION, LAPLACE_TOP):  # internal: auto's own schedule
             return method
         check.choice("method", method, METHODS)
         if not self.counts:
@@ -347,14 +366,18 @@ class Planner:
         """'auto''s first choice (see :meth:`auto_first`)."""
         return self.auto_first()[0]
 
-    def auto_first(self) -> tuple[str, dict[str, str]]:
-        """'auto''s first choice and the candidates passed over with their reasons: closed forms first, then
-        relative accuracy (contour), then the real line if every mechanism is continuous, else the PLD (which
-        composes finite-output terms exactly, :class:`afa.engines.mixed_pld.MixedPLDEngine`, where the real line would
+    def auto_first(self, delta: float | None = None) -> tuple[str, dict[str, str]]:
+        """'auto''s first choice and the candidates passed over with their reasons: closed forms first (for an
+        eps(``delta``) query the Laplace top series where it reaches ``delta``), then relative accuracy
+        (contour), then the real line if every mechanism is continuous, else the PLD (which composes
+        finite-output terms exactly, :class:`afa.engines.mixed_pld.MixedPLDEngine`, where the real line would
         evaluate their atoms at every node).  Building a candidate's engines gets AutoOptions.share of the time
         left, as trying it would."""
+        if delta is not None and self.laplace_top() is not None and all(
+                getattr(engine, "reaches", lambda delta: False)(delta) for engine in self.engines(LAPLACE_TOP)):
+            return LAPLACE_TOP, {}
         passed_over = {}
-        for candidate, available in (("exact", lambda: self.exact_available(recursion=False)),
+        for candidate, available in (("exact", lambda: self.exact_available(scheduled=False)),
                                      ("contour", lambda: True)):
             if not available():
                 continue
@@ -401,12 +424,14 @@ class Planner:
         self._exact_powers.clear()
         self._contour_demoted = False
 
-    def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine:
+    def _exact_engine(self, index: int) -> ExactEngine | ClosedFormEngine | LaplaceTopEngine:
         if self.single_use() is not None:
             return self._single_use_engine(index)
         quadratic = self.quadratic_composition(index)
         if quadratic is not None:
             return ClosedFormEngine(quadratic.delta, self.composed(index))
+        if self.laplace_top() is not None:
+            return self._laplace_top_engine(index)
         if self.step_recursion(index) is not None:
             return self._step_recursion_engine(index)
         mu = math.sqrt(sum(count * self.gaussian_mu[m] ** 2 for m, count in self.counts.items()
@@ -425,6 +450,12 @@ class Planner:
                                 epsilon_scale=loss_epsilon_scale(composed, smallest=RECURSION_SCALE),
                                 chernoff=ContourInversion(composed).chernoff_bound,
                                 with_slope=recursion.delta_and_slope)
+
+    def _laplace_top_engine(self, index: int) -> LaplaceTopEngine:
+        laplace = self.laplace_top()
+        if laplace is None:
+            raise UnsupportedCompositionError("the Laplace top series needs uses of one Laplace loss only")
+        return LaplaceTopEngine(*laplace)
 
     def _contour_engine(self, index: int) -> ContourEngine:
         return ContourEngine(self.composed(index))
@@ -547,7 +578,7 @@ class Planner:
     _BUILDERS: dict[str, Callable[[Planner, int], Engine]] = {
         "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
         "certified": _certified_engine, "pld": _pld_engine, COARSE_PLD: _coarse_pld_engine,
-        "quadrature": _quadrature_engine, STEP_RECURSION: _step_recursion_engine,
+        "quadrature": _quadrature_engine, STEP_RECURSION: _step_recursion_engine, LAPLACE_TOP: _laplace_top_engine,
     }
 
     # -- running a query ------------------------------------------------------
@@ -627,7 +658,7 @@ class Planner:
     def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None) -> Answer:
         if not self.counts:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
-        first, passed_over = self.auto_first()
+        first, passed_over = self.auto_first(delta)
         attempts = [Attempt(name, "passed over", reason) for name, reason in passed_over.items()]
         candidates = [first] + [name for name in ("contour",) + self.options.auto.fallbacks
                                 if name != first and name not in passed_over]
@@ -644,6 +675,7 @@ class Planner:
             if delta is not None and recursion_uses <= RECURSION_FIRST:
                 position = 0
             candidates.insert(position, STEP_RECURSION)
+
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
         coarse_seconds = 0.0
         wide_tried, node_retry = self._contour_demoted, False

@@ -405,9 +405,14 @@ class PrivacyLoss:
     def magnitude(self) -> float:
         """An upper bound on the finite loss's |mean| and variance: the noise pair's
         (:attr:`afa.mechanisms.noise_pair.NoiseMixturePair.magnitude_bound`, no quadrature) when the loss comes
-        from one, else the larger of them (:attr:`cumulants`)."""
+        from one, max(a, min(a^2, 6)) for a Laplace-type loss (it lies in [-a, a], and its variance is at most its
+        second moment about a, 4 int_0^a u^2 e^-u / 2 du + 4 a^2 e^-a / 2 <= 4 + 8 e^-2), else the larger of them
+        (:attr:`cumulants`)."""
         if self.noise_pair is not None:
             return self.noise_pair.magnitude_bound
+        if self.laplace_shift is not None:
+            a = self.laplace_shift
+            return max(a, min(a * a, 6.0))
         mean, variance = self.cumulants
         return max(abs(mean), variance)
 

@@ -1,0 +1,232 @@
+"""k uses of the Laplace mechanism within 2a of their largest loss k a: delta(eps) and eps(delta) as positive series.
+
+With a = sensitivity / scale, one use's loss is +a (mass 1/2), -a (mass e^-a / 2) or a - 2u with u of density
+e^-u / 2 on (0, a) (Zhu, Dong & Wang 2022, Lemma 34).  Write eps = k a - 2 w.  For 0 <= w <= a no use at -a
+can reach eps, and the n uses in the continuous part need u's summing to V < w <= a, where their density is
+e^-v v^(n-1) / (n-1)! / 2^n (the box (0, a)^n does not bind below a).  So
+
+    delta(eps) = 2^-k sum_n C(k, n) int_0^w (e^-v - e^(-2w) e^v) v^(n-1) / (n-1)! dv        (n = 0: 1 - e^(-2w))
+
+and its derivative in w, 2 (-delta'(eps)) = 2 E[e^(eps - L); L > eps], sums to
+
+    -delta'(eps) = 2^-k e^-w sum_{p=0}^{k-1} C(k-1, p) w^p / p!
+
+(the alternating sums of binomials that appear are C(k-1, p)); integrating from delta = 0 at w = 0,
+
+    delta(eps) = 2^(1-k) e^-w sum_{j >= 1} c_j w^j / j!,    c_j = sum_{p < min(j, k)} C(k-1, p).
+
+Every term is positive: each is formed to a relative error of a few ulps of its log's parts, so delta is accurate
+relative to itself however small -- the rows where delta is far below the bulk (Laplace(1) x 100 at
+delta = 1e-30: eps = 99.87 of a top at 100), which the contour reaches only through cancelling sums.  The series
+is cut where the terms have fallen below e^-TAIL_DROP of the largest, past the index J where
+c_{j+1} / c_j * w / (j + 1) <= k w / (j (j + 1)) <= 1/2, so what is left out is at most the last term kept.
+
+Outside that range (w > a: eps below (k - 2) a) the engine refuses, and 'auto' moves on to the contour.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy.special import gammaln
+
+from .._accurate import UNIT_ROUNDOFF
+from ..numerics.atoms import verified_epsilon_bounds
+from ..results import AccuracyError, UnsupportedCompositionError
+from .base import Engine
+
+__all__ = ["LaplaceTopEngine"]
+
+#: Terms below e^-TAIL_DROP of the largest end the series (once the ratio bound holds).
+TAIL_DROP = 50.0
+#: Rounding allowance per unit of a term's log magnitude (its parts carry a few ulps each).
+ROUNDING_ULPS = 16.0
+SMALLEST_SUBNORMAL = 5e-324
+LOG_2 = math.log(2)
+#: The most terms the series is formed with: a composition whose terms peak beyond (max(a, sqrt(k a)) > PEAK_LIMIT)
+#: is not served (the terms peak near j = max(w, sqrt(k w))).
+MAX_TERMS, PEAK_LIMIT = 1 << 16, 2_000.0
+#: Newton steps of an eps(delta) query (a few suffice; bisection takes over where a step leaves the bracket).
+MAX_NEWTON = 100
+
+
+class LaplaceTopEngine(Engine):
+    """delta(eps) and eps(delta) of ``count`` uses of a Laplace loss of parameter ``a`` for eps in [(k-2) a, k a]
+    (see the module docstring); a query outside refuses with :class:`afa.AccuracyError`.
+
+    Parameters
+    ----------
+    a : float
+        sensitivity / scale, > 0 and finite.
+    count : int
+        The number of uses, >= 1.
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        ``a`` or ``count`` out of range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from afa.engines.laplace_top import LaplaceTopEngine
+    >>> engine = LaplaceTopEngine(1.0, 1)  # one use: delta = 1 - e^((eps - a) / 2) on [-a, a]
+    >>> values, errors = engine.delta(np.array([0.5]))
+    >>> bool(abs(values[0] - (1 - np.exp(-0.25))) < 1e-15)
+    True
+    """
+
+    method = "exact"
+    certified = False
+
+    def __init__(self, a: float, count: int):
+        if not (math.isfinite(a) and a > 0) or int(count) != count or count < 1:
+            raise UnsupportedCompositionError(f"the Laplace top series needs a > 0 and a count >= 1, got a={a!r}, "
+                                              f"count={count!r}")
+        if not self.serves(a, int(count)):
+            raise UnsupportedCompositionError(f"the Laplace top series of a = {a:.6g}, {count} uses would need "
+                                              f"more than {MAX_TERMS} terms")
+        self.a, self.count = float(a), int(count)
+        self.top = self.count * self.a
+        self.bottom = (self.count - 2) * self.a  # eps >= bottom: w <= a
+        self._j = np.empty(0)  # the tables of the terms formed so far (:meth:`_extend`)
+        self._log_c_over_factorial = np.empty(0)
+        self._log_binomial_over_factorial = np.empty(0)
+
+    @staticmethod
+    def serves(a: float, count: int) -> bool:
+        """Whether the series of ``count`` uses of a Laplace loss of parameter ``a`` stays within MAX_TERMS terms
+        (its terms peak near max(w, sqrt(k w)), w <= a).
+
+        Parameters
+        ----------
+        a : float
+            sensitivity / scale.
+        count : int
+            The number of uses.
+
+        Returns
+        -------
+        bool
+        """
+        return max(a, math.sqrt(count * a)) <= PEAK_LIMIT
+
+    def _series(self, w: float) -> tuple[float, float, float]:
+        """(log delta, relative error bound, log -delta'(eps)) at w = (k a - eps) / 2 in (0, a]."""
+        k, log_w = self.count, math.log(w)
+        # the index beyond which each term is at most half the one before (k w / (j (j + 1)) <= 1/2)
+        ratio_end = int(math.ceil(math.sqrt(2 * k * w))) + 1
+        size = max(ratio_end, 16)
+        while True:
+            self._extend(size)
+            log_terms = self._log_c_over_factorial[:size] + self._j[:size] * log_w
+            top = float(log_terms.max())
+            if size >= ratio_end and log_terms[size - 1] < top - TAIL_DROP:
+                break
+            if size >= MAX_TERMS:
+                raise AccuracyError(f"the Laplace top series at w = {w:.6g} needs more than {MAX_TERMS} terms")
+            size *= 2
+        log_sum = top + math.log(float(np.exp(log_terms - top).sum()))
+        tail = math.exp(float(log_terms[size - 1]) - log_sum)  # the terms left out sum to at most the last one
+        log_delta = (1 - k) * LOG_2 - w + log_sum
+        # each term's log is formed from parts of at most log c_j <= (k - 1) log 2, log j! and j |log w|, each to
+        # a few ulps
+        magnitude = (k - 1) * LOG_2 + math.lgamma(size + 1) + size * abs(log_w)
+        error = ROUNDING_ULPS * UNIT_ROUNDOFF * (magnitude + w + k + math.log(size)) + tail
+        p = min(k, size)
+        slope_terms = self._log_binomial_over_factorial[:p] + self._j[:p] * log_w
+        slope_top = float(slope_terms.max())
+        log_slope = -k * LOG_2 - w - log_w + slope_top + math.log(float(np.exp(slope_terms - slope_top).sum()))
+        return log_delta, error, log_slope
+
+    def _extend(self, size: int) -> None:
+        """The tables for the terms j = 1 .. size: j, log c_j - log j!, and log C(k-1, j-1) - log (j-1)! for
+        j <= k (c_j = 2^(k-1) from j = k on)."""
+        if size <= self._j.size:
+            return
+        k = self.count
+        j = np.arange(1, size + 1, dtype=float)
+        inside = j[j <= k]
+        log_binomials = math.lgamma(k) - gammaln(inside) - gammaln(k - inside + 1)  # log C(k-1, j-1)
+        log_c = np.logaddexp.accumulate(log_binomials)
+        log_c = np.concatenate([log_c, np.full(size - inside.size, (k - 1) * LOG_2)])
+        log_factorials = gammaln(j + 1)
+        self._j = j
+        self._log_c_over_factorial = log_c - log_factorials
+        self._log_binomial_over_factorial = log_binomials - gammaln(inside)
+
+    def _evaluate(self, epsilon: float) -> tuple[float, float, float]:
+        """(delta, error bound, -delta'(eps)) at eps in [bottom, top]; 0 at and above the top."""
+        if epsilon >= self.top:
+            return 0.0, 0.0, 0.0
+        log_delta, error, log_slope = self._series(0.5 * (self.top - epsilon))
+        value = math.exp(log_delta)
+        if value == 0.0:  # positive but below the double range: bounded by the smallest subnormal
+            return 0.0, SMALLEST_SUBNORMAL, math.exp(log_slope)
+        return value, error * value, math.exp(log_slope)
+
+    def _refuse(self, what: str) -> AccuracyError:
+        return AccuracyError(f"{what} lies below eps = {self.bottom:.17g}, where k = {self.count} uses of the "
+                             f"Laplace loss (a = {self.a:.6g}) leave their top's range (the contour answers there)")
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(delta, error bound) at each eps (all in [(k-2) a, inf); AccuracyError otherwise)."""
+        epsilons = np.asarray(epsilons, dtype=float)
+        if np.any(epsilons < self.bottom):
+            raise self._refuse(f"eps = {float(np.min(epsilons)):.17g}")
+        answers = [self._evaluate(float(epsilon)) for epsilon in epsilons.ravel()]
+        values = np.array([answer[0] for answer in answers]).reshape(epsilons.shape)
+        errors = np.array([answer[1] for answer in answers]).reshape(epsilons.shape)
+        return values, errors
+
+    def reaches(self, delta: float) -> bool:
+        """Whether eps(``delta``) provably lies in the engine's range: delta at its lower end, (k-2) a, minus the
+        error bound is above ``delta``.
+
+        Parameters
+        ----------
+        delta : float
+            The delta asked, in (0, 1).
+
+        Returns
+        -------
+        bool
+        """
+        log_value, error, _ = self._at_range_end
+        return math.exp(log_value) * (1 - error) > delta
+
+    @functools.cached_property
+    def _at_range_end(self) -> tuple[float, float, float]:
+        """:meth:`_series` at w = a (eps = (k-2) a), where every eps(delta) search starts."""
+        return self._series(self.a)
+
+    def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of eps(delta): Newton's method on log delta against log w from the range's
+        end w = a, kept in the bracket found so far, the bounds then verified against delta -/+ its error;
+        AccuracyError when the crossing may lie below (k-2) a."""
+        log_target = math.log(delta)
+        low, high, w = 0.0, self.a, self.a  # in w: delta(low) <= delta < delta(high)
+        if not self.reaches(delta):
+            raise self._refuse(f"eps({delta:.3g})")
+        for iteration in range(MAX_NEWTON):
+            log_value, error, log_slope = self._at_range_end if iteration == 0 else self._series(w)
+            gap = log_value - log_target
+            if gap > 0:
+                high = w
+            else:
+                low = w
+            # d log delta / d log w = w 2 (-delta') / delta
+            rate = 2 * w * math.exp(log_slope - log_value)
+            step = gap / rate if rate > 0 else math.inf
+            if abs(step) <= 4 * UNIT_ROUNDOFF or high - low <= 4 * UNIT_ROUNDOFF * high:
+                break
+            proposal = w * math.exp(-step) if abs(step) < 700 else 0.0
+            w = proposal if low < proposal < high else 0.5 * (low + high)
+        value = math.exp(log_value)
+        estimate = self.top - 2 * w
+        at_root = (value, error * value, math.exp(log_slope))
+        lower, upper = verified_epsilon_bounds(self._evaluate, delta, estimate, self.bottom, self.top,
+                                               at_root=at_root)
+        return estimate, min(lower, estimate), max(upper, estimate)
