@@ -115,6 +115,13 @@ class LaplaceTopEngine(Engine):
 
     def _series(self, w: float) -> tuple[float, float, float]:
         """(log delta, relative error bound, log -delta'(eps)) at w = (k a - eps) / 2 in (0, a]."""
+        log_delta, error, _, _ = self._terms(w)
+        return log_delta, error, self._log_slope(w)
+
+    def _terms(self, w: float) -> tuple[float, float, float, float]:
+        """(log delta, relative error bound, d log delta / d log w, d^2 log delta / d (log w)^2) at w in (0, a]: the
+        derivatives from the same terms (the mean and the variance of their index under their weights, less w),
+        for Halley's steps."""
         k, log_w = self.count, math.log(w)
         # the index beyond which each term is at most half the one before (k w / (j (j + 1)) <= 1/2)
         ratio_end = int(math.ceil(math.sqrt(2 * k * w))) + 1
@@ -128,18 +135,32 @@ class LaplaceTopEngine(Engine):
             if size >= MAX_TERMS:
                 raise AccuracyError(f"the Laplace top series at w = {w:.6g} needs more than {MAX_TERMS} terms")
             size *= 2
-        log_sum = top + math.log(float(np.exp(log_terms - top).sum()))
+        weights = np.exp(log_terms - top)
+        total = float(weights.sum())
+        log_sum = top + math.log(total)
         tail = math.exp(float(log_terms[size - 1]) - log_sum)  # the terms left out sum to at most the last one
         log_delta = (1 - k) * LOG_2 - w + log_sum
         # each term's log is formed from parts of at most log c_j <= (k - 1) log 2, log j! and j |log w|, each to
         # a few ulps
         magnitude = (k - 1) * LOG_2 + math.lgamma(size + 1) + size * abs(log_w)
         error = ROUNDING_ULPS * UNIT_ROUNDOFF * (magnitude + w + k + math.log(size)) + tail
-        p = min(k, size)
-        slope_terms = self._log_binomial_over_factorial[:p] + self._j[:p] * log_w
-        slope_top = float(slope_terms.max())
-        log_slope = -k * LOG_2 - w - log_w + slope_top + math.log(float(np.exp(slope_terms - slope_top).sum()))
-        return log_delta, error, log_slope
+        j = self._j[:size]
+        mean = float(j @ weights) / total
+        return log_delta, error, mean - w, float((j - mean) ** 2 @ weights) / total - w
+
+    def _log_slope(self, w: float) -> float:
+        """log -delta'(eps) = log(2^-k e^-w sum_{p < k} C(k-1, p) w^p / p!) at w in (0, a]."""
+        k, log_w = self.count, math.log(w)
+        size = max(int(math.ceil(math.sqrt(2 * k * w))) + 1, 16)
+        while True:  # (the same cut as the series': past the ratio bound, e^-TAIL_DROP below the largest)
+            self._extend(size)
+            p = min(k, size)
+            slope_terms = self._log_binomial_over_factorial[:p] + self._j[:p] * log_w
+            top = float(slope_terms.max())
+            if p == k or slope_terms[p - 1] < top - TAIL_DROP or size >= MAX_TERMS:
+                break
+            size *= 2
+        return -k * LOG_2 - w - log_w + top + math.log(float(np.exp(slope_terms - top).sum()))
 
     def _extend(self, size: int) -> None:
         """The tables for the terms j = 1 .. size: j, log c_j - log j!, and log C(k-1, j-1) - log (j-1)! for
@@ -194,16 +215,16 @@ class LaplaceTopEngine(Engine):
         -------
         bool
         """
-        log_value, error, _ = self._at_range_end
+        log_value, error, _, _ = self._at_range_end
         return math.exp(log_value) * (1 - error) > delta
 
     @functools.cached_property
-    def _at_range_end(self) -> tuple[float, float, float]:
-        """:meth:`_series` at w = a (eps = (k-2) a), where every eps(delta) search starts."""
-        return self._series(self.a)
+    def _at_range_end(self) -> tuple[float, float, float, float]:
+        """:meth:`_terms` at w = a (eps = (k-2) a), where every eps(delta) search starts."""
+        return self._terms(self.a)
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
-        """(estimate, lower, upper) of eps(delta): Newton's method on log delta against log w from the range's
+        """(estimate, lower, upper) of eps(delta): Halley's method on log delta against log w from the range's
         end w = a, kept in the bracket found so far, the bounds then verified against delta -/+ its error;
         AccuracyError when the crossing may lie below (k-2) a."""
         log_target = math.log(delta)
@@ -211,22 +232,22 @@ class LaplaceTopEngine(Engine):
         if not self.reaches(delta):
             raise self._refuse(f"eps({delta:.3g})")
         for iteration in range(MAX_NEWTON):
-            log_value, error, log_slope = self._at_range_end if iteration == 0 else self._series(w)
+            log_value, error, rate, curvature = self._at_range_end if iteration == 0 else self._terms(w)
             gap = log_value - log_target
             if gap > 0:
                 high = w
             else:
                 low = w
-            # d log delta / d log w = w 2 (-delta') / delta
-            rate = 2 * w * math.exp(log_slope - log_value)
-            step = gap / rate if rate > 0 else math.inf
+            # Halley's step on log delta against log w (Newton's where its denominator is not positive)
+            denominator = 2 * rate * rate - gap * curvature
+            step = 2 * gap * rate / denominator if denominator > 0 else gap / rate if rate > 0 else math.inf
             if abs(step) <= 4 * UNIT_ROUNDOFF or high - low <= 4 * UNIT_ROUNDOFF * high:
                 break
             proposal = w * math.exp(-step) if abs(step) < 700 else 0.0
             w = proposal if low < proposal < high else 0.5 * (low + high)
         value = math.exp(log_value)
         estimate = self.top - 2 * w
-        at_root = (value, error * value, math.exp(log_slope))
+        at_root = (value, error * value, math.exp(self._log_slope(w)))
         lower, upper = verified_epsilon_bounds(self._evaluate, delta, estimate, self.bottom, self.top,
                                                at_root=at_root)
         return estimate, min(lower, estimate), max(upper, estimate)
