@@ -100,6 +100,17 @@ def test_laplace_uses_of_one_ratio_compose_and_others_do_not():
     assert with_gaussian.planner.laplace_top() is None
 
 
+@pytest.mark.parametrize("scale, k, delta", [(0.6940473194594705, 8, 2.7806267333503244e-22),
+                                             (4.065052193376514, 1, 3.169036039764737e-30)])
+def test_a_crossing_within_rounding_of_the_top_has_a_finite_bracket(scale, k, delta):
+    # fuzz seeds 1183 and 1285: eps = k a - 2 w with w below half an ulp of the top rounds onto it, where delta
+    # is 0; the bracket ends there (the upper bound had been +inf)
+    answer = afa.Accountant().compose(afa.Laplace(scale), times=k).epsilon_result(delta)
+    top = k / scale
+    assert answer.method == "exact" and answer.lower <= answer.value <= answer.upper <= top
+    assert answer.upper - answer.lower <= 1e-12 * answer.value
+
+
 def test_a_series_too_long_is_not_served():
     # the terms peak near max(w, sqrt(k w)): a = 1e8 would need about 1e8 of them; the contour answers instead
     assert not LaplaceTopEngine.serves(1e8, 1) and LaplaceTopEngine.serves(1.0, 10 ** 6)

@@ -245,9 +245,11 @@ class LaplaceTopEngine(Engine):
                 break
             proposal = w * math.exp(-step) if abs(step) < 700 else 0.0
             w = proposal if low < proposal < high else 0.5 * (low + high)
-        value = math.exp(log_value)
         estimate = self.top - 2 * w
-        at_root = (value, error * value, math.exp(self._log_slope(w)))
+        at_root = None  # (the estimate's own w, unless rounding moved it: e.g. onto the top, where delta is 0)
+        if 0.5 * (self.top - estimate) == w:
+            value = math.exp(log_value)
+            at_root = (value, error * value, math.exp(self._log_slope(w)))
         lower, upper = verified_epsilon_bounds(self._evaluate, delta, estimate, self.bottom, self.top,
                                                at_root=at_root)
         return estimate, min(lower, estimate), max(upper, estimate)
