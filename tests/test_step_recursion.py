@@ -178,11 +178,13 @@ def test_two_or_three_uses_go_to_the_recursion_before_the_contour():
     assert more.epsilon_result(1e-5).attempts[0].method == "contour"
 
 
-@pytest.mark.parametrize("sigma, q, k, delta", [(2.0, 0.001, 16, 1e-5), (0.8, 0.001, 13, 1e-10)])
+@pytest.mark.parametrize("sigma, q, k, delta", [(2.0, 0.001, 16, 1e-5), (0.8, 0.001, 13, 1e-10),
+                                                (2.0, 0.001, 20, 1e-10)])
 def test_a_few_dozen_uses_of_a_small_q_answer_to_1e_6_inside_the_certified_bracket(sigma, q, k, delta):
     # beyond a dozen uses of q = 0.001 the contour runs out of nodes and its wide retry can take seconds, where
-    # 'auto' answered with a PLD bracket 3e-5 to 2e-4 wide; the recursion takes them (after the wide retry's
-    # limited time), to 1e-6 or better, inside the PLD's certified bracket (a second, independent algorithm)
+    # 'auto' answered with a PLD bracket 3e-5 to 2e-4 wide, or (the last row) a wide contour 1e-8 off the
+    # recursion with 3e-11 stated; the recursion takes them, before the wide retry, to 1e-6 or better, inside
+    # the PLD's certified bracket (a second, independent algorithm)
     accountant = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=k)
     answer = accountant.epsilon_result(delta)
     assert answer.error <= 1e-6 * answer.value
@@ -191,3 +193,16 @@ def test_a_few_dozen_uses_of_a_small_q_answer_to_1e_6_inside_the_certified_brack
     assert certified.lower <= delta <= certified.upper
     recursion = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=k)
     assert recursion.epsilon_result(delta, method="exact").value == pytest.approx(answer.value, rel=1e-9)
+
+
+@pytest.mark.xfail(strict=True, reason="the wide contour's stated error does not hold for a small q * k at tiny delta "
+                                       "(issue 22's open soundness point: its sums cancel beyond what it counts)")
+def test_the_wide_contour_agrees_with_the_recursion_within_its_stated_error_at_tiny_delta():
+    # sigma = 2, q = 0.001, 20 uses, eps(1e-10): the recursion (stable to 1e-13 across its rule and fit settings,
+    # and agreeing with the contour to 1e-14 where the contour's sums are well conditioned) against the contour
+    # with its wide node budget, which states 3e-11 (relative) and is 1e-8 off
+    accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=20)
+    recursion = accountant.epsilon_result(1e-10, method="exact")
+    contour, lower, upper = max((engine.epsilon_bracket(1e-10) for engine in
+                                 accountant.planner.engines(planner.WIDE_CONTOUR)), key=lambda answer: answer[0])
+    assert lower - recursion.error <= recursion.value <= upper + recursion.error

@@ -73,11 +73,6 @@ STEP_RECURSION = "exact (step recursion)"
 #: no more than the contour takes to answer, or to refuse for its node budget); a delta(eps) query, which may lie
 #: far out in the tail, stays the contour's, whose error stays relative there.
 RECURSION_FIRST = 3
-#: Beyond RECURSION_AFTER_CONTOUR uses the step recursion comes after the contour's wide retry, which gets at most
-#: RECURSION_SECONDS_PER_USE per use (about the recursion's own time): a few dozen uses of a small q are the
-#: recursion's in about that time, where the wide contour can take seconds; with a larger q the contour answers.
-RECURSION_AFTER_CONTOUR = 12
-RECURSION_SECONDS_PER_USE = 0.02
 #: Engine key of method 'exact' served by the Laplace top series (:class:`afa.engines.laplace_top.LaplaceTopEngine`),
 #: which 'auto' tries first for an eps(delta) query it reaches (delta below its value at eps = (k - 2) a).
 LAPLACE_TOP = "exact (Laplace top)"
@@ -694,8 +689,6 @@ class Planner:
             if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
                 share = max(policy.share, 1 - policy.wide_share)
             share = budgets.remaining() * (share if later else 1.0)
-            if name == WIDE_CONTOUR and candidates[:1] == [STEP_RECURSION] and recursion_uses is not None:
-                share = min(share, RECURSION_SECONDS_PER_USE * recursion_uses)
             if name == "pld" and kept is not None and kept[0] == COARSE_PLD:
                 predicted = coarse_seconds * policy.coarse_grid  # the work grows with the grid's points
                 if predicted > share:
@@ -726,9 +719,6 @@ class Planner:
                     position = 0
                     if "pld" in candidates:
                         position = candidates.index("pld") + (0 if self.all_continuous() else 1)
-                    if recursion_uses is not None and recursion_uses > RECURSION_AFTER_CONTOUR \
-                            and STEP_RECURSION in candidates:
-                        position = candidates.index(STEP_RECURSION)  # the wide retry first, for a limited time
                     candidates.insert(position, WIDE_CONTOUR)
                 elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True
