@@ -13,15 +13,20 @@ and its derivative in w, 2 (-delta'(eps)) = 2 E[e^(eps - L); L > eps], sums to
 
 (the alternating sums of binomials that appear are C(k-1, p)); integrating from delta = 0 at w = 0,
 
-    delta(eps) = 2^(1-k) e^-w sum_{j >= 1} c_j w^j / j!,    c_j = sum_{p < min(j, k)} C(k-1, p).
+    delta(eps) = 2^(1-k) e^-w sum_{j >= 1} c_j w^j / j!,    c_j = sum_{p < min(j, k)} C(k-1, p),
+
+that is delta(eps) = P(N > B) and -delta'(eps) = P(N = B) / 2 for N ~ Poisson(w) and B ~ Binomial(k - 1, 1/2)
+independent.
 
 Every term is positive: each is formed to a relative error of a few ulps of its log's parts, so delta is accurate
 relative to itself however small -- the rows where delta is far below the bulk (Laplace(1) x 100 at
 delta = 1e-30: eps = 99.87 of a top at 100), which the contour reaches only through cancelling sums.  The series
-is cut where the terms have fallen below e^-TAIL_DROP of the largest, past the index J where
-c_{j+1} / c_j * w / (j + 1) <= k w / (j (j + 1)) <= 1/2, so what is left out is at most the last term kept.
+is cut where the terms have fallen below e^-TAIL_DROP of the largest, past the index J from which the ratio of
+successive terms, c_{j+1} / c_j * w / (j + 1) <= max(k / j, 1) w / (j + 1), is at most 1/2 (c_{j+1} - c_j =
+C(k-1, j) <= c_j (k - j) / j), so what is left out is at most the last term kept.
 
-Outside that range (w > a: eps below (k - 2) a) the engine refuses, and 'auto' moves on to the contour.
+Outside that range (w > a: eps below (k - 2) a) the engine refuses; 'auto' asks it only for an eps(delta) it
+reaches (:meth:`LaplaceTopEngine.reaches`) and leaves the rest to the contour.
 """
 
 from __future__ import annotations
@@ -43,13 +48,20 @@ __all__ = ["LaplaceTopEngine"]
 TAIL_DROP = 50.0
 #: Rounding allowance per unit of a term's log magnitude (its parts carry a few ulps each).
 ROUNDING_ULPS = 16.0
+#: The bound given for a positive delta below the double range.
 SMALLEST_SUBNORMAL = 5e-324
 LOG_2 = math.log(2)
 #: The most terms the series is formed with: a composition whose terms peak beyond (max(a, sqrt(k a)) > PEAK_LIMIT)
 #: is not served (the terms peak near j = max(w, sqrt(k w))).
 MAX_TERMS, PEAK_LIMIT = 1 << 16, 2_000.0
-#: Newton steps of an eps(delta) query (a few suffice; bisection takes over where a step leaves the bracket).
+#: Halley's steps of an eps(delta) query (a few suffice; bisection takes over where a step leaves the bracket).
 MAX_NEWTON = 100
+
+
+def _ratio_end(k: int, w: float) -> int:
+    """An index from which each term of the series is at most half the one before: max(k / j, 1) w / (j + 1)
+    <= 1/2 once j >= sqrt(2 k w) and j + 1 >= 2 w."""
+    return max(int(math.ceil(math.sqrt(2 * k * w))) + 1, int(math.ceil(2 * w)) + 1)
 
 
 class LaplaceTopEngine(Engine):
@@ -123,8 +135,7 @@ class LaplaceTopEngine(Engine):
         derivatives from the same terms (the mean and the variance of their index under their weights, less w),
         for Halley's steps."""
         k, log_w = self.count, math.log(w)
-        # the index beyond which each term is at most half the one before (k w / (j (j + 1)) <= 1/2)
-        ratio_end = int(math.ceil(math.sqrt(2 * k * w))) + 1
+        ratio_end = _ratio_end(k, w)
         size = max(ratio_end, 16)
         while True:
             self._extend(size)
@@ -151,7 +162,7 @@ class LaplaceTopEngine(Engine):
     def _log_slope(self, w: float) -> float:
         """log -delta'(eps) = log(2^-k e^-w sum_{p < k} C(k-1, p) w^p / p!) at w in (0, a]."""
         k, log_w = self.count, math.log(w)
-        size = max(int(math.ceil(math.sqrt(2 * k * w))) + 1, 16)
+        size = max(_ratio_end(k, w), 16)
         while True:  # (the same cut as the series': past the ratio bound, e^-TAIL_DROP below the largest)
             self._extend(size)
             p = min(k, size)

@@ -67,7 +67,7 @@ WIDE_CONTOUR = "contour (wide node budget)"
 COARSE_PLD = "pld (coarse grid)"
 LARGE_PLD_POINTS = 2 ** 21
 #: Engine key of method 'exact' served by the step recursion (:class:`afa.engines.step_recursion.StepRecursion`),
-#: which 'auto' tries after the contour: the contour is faster wherever it answers.
+#: which 'auto' tries after the contour (faster wherever it answers) and before the contour's wide retry.
 STEP_RECURSION = "exact (step recursion)"
 #: An eps(delta) query of at most this many uses of noise pairs goes to the step recursion first (some 10-25 ms:
 #: no more than the contour takes to answer, or to refuse for its node budget); a delta(eps) query, which may lie
@@ -670,7 +670,6 @@ class Planner:
             if delta is not None and recursion_uses <= RECURSION_FIRST:
                 position = 0
             candidates.insert(position, STEP_RECURSION)
-
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
         coarse_seconds = 0.0
         wide_tried, node_retry = self._contour_demoted, False
