@@ -135,13 +135,12 @@ class LaplaceTopEngine(Engine):
         derivatives from the same terms (the mean and the variance of their index under their weights, less w),
         for Halley's steps."""
         k, log_w = self.count, math.log(w)
-        ratio_end = _ratio_end(k, w)
-        size = max(ratio_end, 16)
+        size = max(_ratio_end(k, w), 16)  # (only doubled: every size tried is past the ratio bound)
         while True:
             self._extend(size)
             log_terms = self._log_c_over_factorial[:size] + self._j[:size] * log_w
             top = float(log_terms.max())
-            if size >= ratio_end and log_terms[size - 1] < top - TAIL_DROP:
+            if log_terms[size - 1] < top - TAIL_DROP:
                 break
             if size >= MAX_TERMS:
                 raise AccuracyError(f"the Laplace top series at w = {w:.6g} needs more than {MAX_TERMS} terms")
