@@ -138,3 +138,23 @@ def test_one_coarse_line_serves_every_octave():
             assert alone.log_magnitude == shared.log_magnitude
     flat = NoiseMixturePair("gaussian", 1.0, (0.0,), (0.0,), (0.0,), (0.0,))
     assert shifted_output.coarse_line(flat, 2.0) is None
+
+
+@pytest.mark.parametrize("u", [300.0, 1000.0])
+def test_both_output_rules_keep_the_numeric_error_model_far_up_a_near_atom_line(monkeypatch, u):
+    """sigma = 2, q = 0.001 at Re s = 54.125 (the saddle of 20 steps at delta = 1e-10), against the 30-digit
+    integral over the real output line: PairMGF's rule (the shifted line) and the real-line rule are each within
+    NUMERIC_RTOL of M(c), the error model the contour's node error bound relies on.  (The shifted line's
+    mixtures as log(1 + z) formed after 1 + z erred by an ulp of 1, times 1 + c: 5e-15 to 1.3e-14 of M(c).)"""
+    from afa.mechanisms.privacy_loss import NUMERIC_RTOL
+    pair, c = _pair(2.0, 0.001, "remove"), 54.125
+    with mp.workdps(30):
+        truth = complex(log_mgf_mpmath(complex(c, u), "gaussian", 2.0, 0.001, 1.0, "remove"))
+        at_real = float(mp.re(log_mgf_mpmath(c, "gaussian", 2.0, 0.001, 1.0, "remove")))
+    shifted = PairMGF(pair)
+    assert shifted._shifted(c, _octave(u)) is not None
+    got = [shifted.log_mgf(np.array([complex(c, u)]))[0]]
+    monkeypatch.setattr(PairMGF, "SHIFT_FROM", math.inf)
+    got.append(PairMGF(pair).log_mgf(np.array([complex(c, u)]))[0])
+    for value in got:
+        assert abs(np.exp(value - at_real) - np.exp(truth - at_real)) <= NUMERIC_RTOL, (value, truth)

@@ -102,10 +102,20 @@ def continued_log_integrand(pair: NoiseMixturePair, z: np.ndarray, c: float) -> 
             sides.append(terms[0])
             continue
         stacked = np.array(terms)
-        top = np.max(stacked.real, axis=0)  # real: the principal logarithm of the (positive-real-part) sum
-        sides.append(top + np.log(np.sum(np.exp(stacked - top), axis=0)))
+        first = np.argmax(stacked.real, axis=0)
+        top = np.take_along_axis(stacked, first[None], axis=0)[0]
+        rest = np.exp(stacked - top)
+        np.put_along_axis(rest, first[None], 0.0, axis=0)
+        sides.append(top + _log1p(np.sum(rest, axis=0)))
     loss = sides[0] - sides[1]
     return log_mu + (1 + c) * sides[0] - c * sides[1], loss
+
+
+def _log1p(z: np.ndarray) -> np.ndarray:
+    """The principal log(1 + z) for complex ``z`` with Re z > -1, to a few ulps of |log(1 + z)| (numpy's complex
+    log1p forms 1 + z first and so errs by an ulp of 1): log|1 + z| = log1p(2x + x^2 + y^2) / 2."""
+    x, y = z.real, z.imag
+    return 0.5 * np.log1p(x * (2 + x) + y * y) + 1j * np.arctan2(y, 1 + x)
 
 
 @dataclass(frozen=True)
