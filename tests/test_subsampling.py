@@ -136,16 +136,16 @@ def test_a_second_rule_differs_in_rounding_only():
 
 def test_near_atom_regime_real_line_inside_the_certified_brackets():
     """sigma 2, q 0.001, 1000 steps (q k = 1): the contour refuses at its default node budget (the tilted
-    loss is bimodal) and 'auto' retries it with a larger one.  Its answer and the real line's (to 1e-6
+    loss is bimodal) and 'auto' retries it with a larger one.  Its answer and the real line's (to 2e-6
     relative by its own error estimate) lie inside the discretized PLD's certified bracket and the
     certified Algorithm 2 bracket (independent algorithms)."""
     acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=1000)
     with pytest.raises(afa.AccuracyError, match="nodes"):
         acc.epsilon_result(1e-6, method="contour")
     real_line = acc.epsilon_result(1e-6, method="quadrature")
-    assert real_line.upper - real_line.lower <= 1e-6 * real_line.value
+    assert real_line.upper - real_line.lower <= 2e-6 * real_line.value
     auto = acc.epsilon_result(1e-6)
-    assert auto.method == "contour" and auto.upper - auto.lower <= 1e-10 * auto.value
+    assert auto.method == "contour" and auto.upper - auto.lower <= 1e-9 * auto.value
     assert auto.lower <= real_line.upper and real_line.lower <= auto.upper
     for method in ("pld", "certified"):
         bracket = acc.epsilon_result(1e-6, method=method)
@@ -358,7 +358,7 @@ def test_three_thousand_steps_of_small_q_by_the_contour_inside_the_pld_bracket()
     by the contour, inside the PLD's certified bracket (relative width 3.4e-4)."""
     acc = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=3000)
     result = acc.epsilon_result(1e-5)
-    assert result.method == "contour" and result.upper - result.lower <= 1e-11 * result.value
+    assert result.method == "contour" and result.upper - result.lower <= 1e-10 * result.value
     pld = acc.epsilon_result(1e-5, method="pld")
     assert pld.lower <= result.value <= pld.upper and pld.upper - pld.lower < 1e-3 * pld.value
 
@@ -369,7 +369,7 @@ def test_fifty_steps_contour_inside_the_pld_bracket():
     bracket (relative width 1.8e-6), an independent discretization of the loss."""
     acc = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=50)
     result = acc.epsilon_result(1e-5)
-    assert result.method == "contour" and result.upper - result.lower <= 1e-12 * result.value
+    assert result.method == "contour" and result.upper - result.lower <= 1e-11 * result.value
     bracket = acc.epsilon_result(1e-5, method="pld")
     assert bracket.lower <= result.value <= bracket.upper
 
@@ -444,7 +444,7 @@ def test_a_sum_cancelling_beyond_its_rounding_is_refused_at_once():
     bracket."""
     acc = afa.Accountant(options=afa.Options(contour=afa.ContourOptions(numeric_nodes=786_432))).compose(
         afa.Gaussian(2.0).poisson_subsampled(0.001), 10)
-    with pytest.raises(afa.AccuracyError, match="cancels by a factor"):
+    with pytest.raises(afa.AccuracyError, match="cancels beyond its nodes' accuracy"):
         acc.epsilon_result(1e-14, method="contour")
     result = acc.epsilon_result(1e-14)
     assert result.method == "exact" and result.error < 1e-10 * result.value

@@ -35,6 +35,14 @@ left out and their bound added to the error too; numeric MGF terms are evaluated
 last, only at the nodes kept.  What is assumed, not checked: that the decaying
 (continuous) parts of E do not grow again beyond the last node.
 
+Node errors.  The sum's error from its node values is bounded node by node and summed
+(:func:`_node_errors`): a few ulps of each part of the log-integrand, the rounding of the
+sum, and what its terms' values carry -- a numeric MGF's error is a share of its value on
+the real line, M_i(c), not of |M_i(c + it)|, and so is a sum of atoms' -- times |f| at
+the node.  Where the integrand's values cancel (a loss piled up near one value: most of
+|M(c + it)| stays near M(c) far up the line) this, not the step, sets the error: at
+sigma = 2, q = 0.001, 20 uses and delta = 1e-10 the nodes sum to 2e7 times delta.
+
 Run-time check (:meth:`_SaddlePointContour.verify`).  Every delta the contour
 engine returns -- delta(eps) queries, and the bracket ends that bound eps(delta)
 -- is summed a second time on another vertical line, Re s = c + 2g (else -2g, g,
@@ -43,12 +51,13 @@ whose integrand peaks at most e^2 above the first line's, with a step 0.9 times
 twice the first line's last one (once more halved if they disagree).  The two
 values must agree within the sum of their errors (the first line's stated relative
 error; the second line's last change, or after one level the first line's error,
-plus its node rounding times its cancellation sum |terms| / |sum terms| and its
-truncation bound); otherwise AccuracyError, so method='auto' moves on.  This tests
-the step (Poisson aliases differ between the lines), the rounding and the node
-values; it cannot test the truncation: by Cauchy's theorem two lines cut where the
-integrand is negligible agree whatever lies beyond -- which is why the cut follows
-the envelope above.
+plus its nodes' errors and its truncation bound); otherwise AccuracyError, so
+method='auto' moves on.  This tests the step (Poisson aliases differ between the
+lines).  It cannot test an error the lines share: the truncation (by Cauchy's
+theorem two lines cut where the integrand is negligible agree whatever lies beyond
+-- which is why the cut follows the envelope above), or node errors that are
+themselves analytic in s, such as the MGF of a quadrature rule's atoms -- which is
+why the node errors are bounded, not checked.
 
 Costly nodes.  Numeric MGF terms (subsampled mechanisms) cost an output rule per
 vertical line and a sum per node, so with them the line is snapped to a grid
@@ -132,6 +141,9 @@ LOG_TINY = -750.0
 LOG_HUGE = 709.0
 
 
+#: Rounding units allowed for each part of a node's log-integrand, for the rounding of a node sum (pairwise
+#: summation of chunks of at most NODE_CHUNK nodes, and the chunks' totals), and for a sum of a term's atoms.
+NODE_ULPS, SUM_ULPS, ATOM_ULPS = 4.0, 32.0, 4.0
 #: The node sums end once the envelope's bound on the nodes left is below this fraction of their sum.
 TAIL_RTOL = 1e-15
 #: The fewest nodes a node sum's later chunk takes (each chunk of numeric MGF terms costs a call).
@@ -443,26 +455,23 @@ class _SaddlePointContour:
         tolerance = max(RTOL, ROUNDING_FACTOR * rounding)
         history: list[float] = []
 
-        def converged(estimate: float, change: float, condition: float) -> bool:
-            # The nodes' rounding, scaled by the sum's cancellation, is a floor no halving goes below: above
-            # STALL_LIMIT the sum could only stall beyond what is accepted, so it is refused now.
-            if condition * rounding > STALL_LIMIT:
-                raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} cancels by a factor {condition:.2g}: "
-                                    f"its nodes' rounding ({rounding:.1g}) allows no error below "
-                                    f"{condition * rounding:.1g}; use method='pld'")
+        def converged(estimate: float, change: float, noise: float) -> bool:
+            # The nodes' errors, summed over the nodes relative to the sum, are a floor no halving goes below:
+            # above STALL_LIMIT the sum could only stall beyond what is accepted, so it is refused now.
+            if not noise <= STALL_LIMIT:
+                raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} cancels beyond its nodes' accuracy: "
+                                    f"their errors allow no relative error below {noise:.1g}; use method='pld'")
             previous = history[-1] if history else math.inf
             history.append(change)
             return change <= tolerance or change < previous <= STALL_LIMIT
 
-        estimate, change, condition, ratio, final_step, truncation, reach = self._trapezoid(
+        estimate, change, noise, ratio, final_step, truncation, reach = self._trapezoid(
             epsilon, c, psi, curvature, step, MAX_HALVINGS, converged, predict=tolerance)
         if not change <= MAX_UNCONVERGED:
             raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} did not converge under {MAX_HALVINGS} "
                                 f"halvings of its step (last change {change:.1e}; the integrand is not one bump, "
                                 "e.g. subsampling with small q * count); use method='certified' or 'quadrature'")
-        # The node values' rounding, relative to the integral: the second line (verify) checks it where the
-        # sum cancels (condition > 1), with its own rounding scaled by its own condition.
-        relative = change + rounding + truncation
+        relative = change + noise + truncation
         self._last = (epsilon, c, psi, curvature, final_step, reach, estimate, relative)
         return psi + math.log(estimate), relative, ratio
 
@@ -547,12 +556,13 @@ class _SaddlePointContour:
 
     def _trapezoid_sum(self, epsilon: float, c: float, psi: float, curvature: float, step: float, halvings: int,
                        done, predict: float | None = None, reach: float = 0.0) -> tuple:
-        """(I e^{-psi}, last relative change, condition, S / I, last step, truncation, reach) of the trapezoid
-        sum on the contour through c.  The condition sum |terms| / |sum terms| scales the nodes' rounding to
-        the sum's; truncation bounds the nodes left out, relative to the sum; reach is the largest |Im u| summed.
+        """(I e^{-psi}, last relative change, noise, S / I, last step, truncation, reach) of the trapezoid sum on
+        the contour through c.  The noise bounds the error of the sum that its nodes' errors make (each node's
+        |term| times :func:`_node_errors`), relative to the sum; truncation bounds the nodes left out, relative
+        to the sum; reach is the largest |Im u| summed.
 
         The step starts at ``step`` and is halved at most ``halvings`` times, until ``done(estimate, change,
-        condition)`` (called after every level, the first with change = inf).  ``predict``: the tolerance
+        noise)`` (called after every level, the first with change = inf).  ``predict``: the tolerance
         by which a sum predicted to exceed the node budget is refused before it is spent.  ``reach``: how
         far the first chunk of nodes should go (a previous line's reach).
         """
@@ -567,10 +577,12 @@ class _SaddlePointContour:
         base = psi + c * epsilon  # log M(c) - log c - log(1 + c): Psi(c) without its eps term
 
         def relative_nodes(s: np.ndarray) -> tuple:
-            """(log f, log E, log D) at the nodes ``s``, each minus psi (log D None if no node is left out)."""
+            """(log f, log E, log D) at the nodes ``s``, each minus psi (log D None if no node is left out), and
+            log R (:meth:`_node_log_integrand`)."""
             if chunks is None:
-                log_f, log_envelope, log_skipped = self._node_log_integrand(s, epsilon, psi)
-                return log_f - psi, log_envelope - psi, None if log_skipped is None else log_skipped - psi
+                log_f, log_envelope, log_skipped, log_relative = self._node_log_integrand(s, epsilon, psi)
+                return (log_f - psi, log_envelope - psi, None if log_skipped is None else log_skipped - psi,
+                        log_relative)
             key = (float(s.imag[0]), float(s.imag[-1]), s.size)
             if key not in chunks:  # at eps = 0 the integrand is M(s) / (s (s + 1)); the floor is the same
                 # The first level: its usual halvings' nodes too, in one batch -- not for a sum allowed one
@@ -581,11 +593,12 @@ class _SaddlePointContour:
                 if density > 1 and s.size > 1 and s.imag[1] - s.imag[0] == step:
                     count = (s.size + PREFETCH_BEYOND) * density
                     self._prefetch(c + 1j * (s.imag[0] - step + step / density * np.arange(1, count + 1)))
-                log_f, log_envelope, log_skipped = self._node_log_integrand(s, 0.0, base)
-                chunks[key] = (log_f - base, log_envelope - base, None if log_skipped is None else log_skipped - base)
-            free_f, free_envelope, free_skipped = chunks[key]
+                log_f, log_envelope, log_skipped, log_relative = self._node_log_integrand(s, 0.0, base)
+                chunks[key] = (log_f - base, log_envelope - base, None if log_skipped is None else log_skipped - base,
+                               log_relative)
+            free_f, free_envelope, free_skipped, free_relative = chunks[key]
             # e^{-s eps} / e^{psi} = e^{-i Im(s) eps} / e^{base}
-            return free_f - 1j * s.imag * epsilon, free_envelope, free_skipped
+            return free_f - 1j * s.imag * epsilon, free_envelope, free_skipped, free_relative
 
         # Numeric MGF terms: refuse early if the integrand's envelope has not decayed where a quarter of the
         # budget ends -- the first two levels and the usual third (twice the second's nodes) would exceed it
@@ -606,8 +619,9 @@ class _SaddlePointContour:
                     raise self._no_decay(epsilon)
 
         def node_sum(h: float, first: int, stride: int) -> np.ndarray:
-            """sums of Re[f s'/i], Re[s f s'/i] and |Re[f s'/i]| over u = j h, j = first, first + stride, ...,
-            until the envelope's bound on the rest of the sum (TAIL_RTOL) is negligible."""
+            """sums of Re[f s'/i], Re[s f s'/i] and of a bound on the error of Re[f s'/i] (:func:`_node_errors`)
+            over u = j h, j = first, first + stride, ..., until the envelope's bound on the rest of the sum
+            (TAIL_RTOL) is negligible."""
             total, start, chunk = np.zeros(3), first, first_chunk
             if tails[1] > 0:  # a halving: its first chunk reaches as far as the levels before (PREFETCH_BEYOND)
                 chunk = min(NODE_CHUNK, max(chunk, int((tails[1] + PREFETCH_BEYOND * step - h * first)
@@ -632,7 +646,7 @@ class _SaddlePointContour:
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
-                log_f, log_envelope, log_skipped = relative_nodes(s)
+                log_f, log_envelope, log_skipped, log_relative = relative_nodes(s)
                 if log_skipped is None:
                     nodes_left[0] -= chunk
                 else:  # nodes left out: at most their bound each
@@ -643,7 +657,10 @@ class _SaddlePointContour:
                 terms = np.exp(log_f)
                 if bend:
                     terms *= 1 + 2j * bend * (root - width) * u / root
-                total += [terms.real.sum(), (s * terms).real.sum(), np.abs(terms.real).sum()]
+                summed = terms != 0
+                errors = _node_errors(log_f[summed] + psi, s[summed], epsilon,
+                                      None if log_relative is None else log_relative[summed])
+                total += [terms.real.sum(), (s * terms).real.sum(), float(np.sum(errors * np.abs(terms[summed])))]
                 start += stride * chunk
                 # Beyond the last node u_n the envelope E(u) >= |f(u)| is taken non-increasing and |s (s + 1)|
                 # grows like u^2, so the nodes left (spacing H = h stride) sum to at most E(u_n) u_n / H.
@@ -661,7 +678,10 @@ class _SaddlePointContour:
                             NODE_CHUNK)
 
         # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
-        total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5]
+        origin = np.array([c], dtype=complex)
+        origin_relative = relative_nodes(origin)[3]
+        total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5 * float(_node_errors(
+            np.array([psi], dtype=complex), origin, epsilon, origin_relative)[0])]
         far_check[0] = False
         estimate, change = total[0] * step / math.pi, math.inf
         if not done(estimate, change, abs(total[2] / total[0])):
@@ -675,7 +695,7 @@ class _SaddlePointContour:
                     raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({refined:.3g}): "
                                         "cancellation beyond double precision; use method='quadrature'")
                 change, estimate = abs(refined - estimate) / refined, refined
-                if done(estimate, change, total[2] / total[0]):
+                if done(estimate, change, abs(total[2] / total[0])):
                     break
                 if (predict is not None and change < PREDICT_BELOW
                         and _halvings_cost(change, predict, before - nodes_left[0]) > nodes_left[0]):
@@ -683,7 +703,7 @@ class _SaddlePointContour:
         if not estimate > 0:
             raise AccuracyError(f"the contour sum for eps = {epsilon:.6g} is not positive ({estimate:.3g}): "
                                 "cancellation beyond double precision; use method='quadrature'")
-        return (estimate, change, float(total[2] / total[0]), float(total[1] / total[0]), step,
+        return (estimate, change, float(abs(total[2] / total[0])), float(total[1] / total[0]), step,
                 tails[0] / abs(total[0]), tails[1])
 
     def verify(self, epsilon: float) -> None:
@@ -693,10 +713,11 @@ class _SaddlePointContour:
         one (the level before it had converged to the first line's stated error), so its nodes and its
         Poisson-summation aliases differ; it is summed once, and once more with its step halved if the
         two disagree.  They must agree within the sum of their errors: the first line's stated one, and
-        the second's last change (after one level: the first line's relative error) plus its rounding and
-        truncation bound.  Both sums end where the same envelope says the rest is negligible, so
+        the second's last change (after one level: the first line's relative error) plus its nodes' errors
+        and truncation bound.  Both sums end where the same envelope says the rest is negligible, so
         the check does not test that bound (by Cauchy's theorem two lines truncated where the integrand
-        is negligible agree whatever lies beyond); it tests the step, the rounding and the node values.
+        is negligible agree whatever lies beyond); it tests the step, and the node values where their errors
+        differ between the lines (those they share are bounded by the nodes' errors, not checked).
         """
         if self._last is None or self._last[0] != epsilon:
             self.contour_integral(epsilon)
@@ -705,14 +726,13 @@ class _SaddlePointContour:
         _, c, psi, curvature, last_step, reach, estimate, relative = self._last
         other, other_psi, other_curvature = self._second_line(c, psi, curvature, epsilon)
         step = self._snapped_step(min(1.8 * last_step, _alias_limit(other, psi + math.log(estimate))))
-        rounding = self._rounding(other, other_psi, epsilon)
         scale = math.exp(other_psi - psi)
         found = []
 
-        def agrees(other_estimate: float, change: float, condition: float) -> bool:
+        def agrees(other_estimate: float, change: float, noise: float) -> bool:
             value = other_estimate * scale
             discretization = change if math.isfinite(change) else relative
-            found.append((value, discretization + rounding * condition))
+            found.append((value, discretization + noise))
             return abs(value - estimate) <= relative * estimate + found[-1][1] * abs(value)
 
         truncation = self._trapezoid(epsilon, other, other_psi, other_curvature, step, 1, agrees, reach=reach)[5]
@@ -773,16 +793,17 @@ class _SaddlePointContour:
         return c, psi, curvature
 
     def _node_log_integrand(self, s: np.ndarray, epsilon: float, psi: float | None = None) -> tuple:
-        """(log f, log E, log D) at the contour's nodes: the log-integrand (:meth:`_log_integrand`), the log
-        of an envelope E >= |f| that does not increase further along the contour (what ends the node sums),
-        and, if a subclass leaves out nodes whose |f| is below SKIP_RTOL e^psi, a bound D >= |f| there
-        (-inf elsewhere; None if none is left out).
+        """(log f, log E, log D, log R) at the contour's nodes: the log-integrand (:meth:`_log_integrand`), the
+        log of an envelope E >= |f| that does not increase further along the contour (what ends the node sums),
+        if a subclass leaves out nodes whose |f| is below SKIP_RTOL e^psi, a bound D >= |f| there (-inf
+        elsewhere; None if none is left out), and the log of the relative error R of f that its terms' values
+        carry beyond the log-integrand's own rounding (:meth:`_trapezoid_sum`), independent of eps (None: 0).
 
-        Here E = |f| and no node is left out; subclasses bound the parts of M that do not decay along the
-        contour.
+        Here E = |f|, no node is left out and R = 0; subclasses bound the parts of M that do not decay along the
+        contour and the error of terms summed from atoms or numerically.
         """
         log_f = self._log_integrand(s, epsilon)
-        return log_f, log_f.real, None
+        return log_f, log_f.real, None, None
 
     def _no_decay(self, epsilon: float) -> AccuracyError:
         return NodeBudgetError(f"the contour sum for eps = {epsilon:.6g} needs more than {self.max_nodes} nodes "
@@ -873,8 +894,9 @@ class ContourInversion(_SaddlePointContour):
         return log_m
 
     def log_mgf_and_envelope(self, s: np.ndarray, log_floor: np.ndarray | None = None, keep: int = 0) -> tuple:
-        """(log M(s), log B(s), log D(s)) at complex ``s``: B(s) >= |M(s)| and, where ``log_floor`` is given,
-        a bound D on the nodes left out.
+        """(log M(s), log B(s), log D(s), log R(s)) at complex ``s``: B(s) >= |M(s)|, where ``log_floor`` is
+        given a bound D on the nodes left out, and R(s) the relative error of M(s) its finite, mixed and numeric
+        terms carry (None if it has none).
 
         The parts of :func:`_mgf_parts` are evaluated cheapest first: closed-form atomless terms and terms
         with atoms and a continuous part at every node, then the finite terms (fewest atoms first), then
@@ -885,6 +907,12 @@ class ContourInversion(_SaddlePointContour):
         running bound (|M| of the terms evaluated so far times M_j(c) of the others) is already below
         ``log_floor`` is left out (except the last ``keep`` nodes): log M is -inf there and D (-inf at the
         nodes kept) is that bound.  Without a floor D is None.
+
+        Those terms' values err by a small multiple of their values on the real line, not of |M_i(s)|: a numeric
+        MGF by ``log_phi_rtol`` of M_i(c) (a sum of terms of modulus M_i(c) in all), a finite or mixed term by a
+        few ulps of its envelope times 1 + |s| max |l| (each atom's phase s l is rounded).  Relative to M_i(s) and
+        for count_i uses that is count_i r_i B_i(c) / |M_i(s)|; R sums it over the terms (at the nodes left out it
+        is not formed: -inf).
         """
         s = np.asarray(s, dtype=complex)
         closed, mixed, finite, numeric = self._parts
@@ -893,12 +921,16 @@ class ContourInversion(_SaddlePointContour):
         real_lines = -1j * lines.astype(complex)
         log_m = closed.log_phi_numeric(nodes) if closed.terms else np.zeros(s.shape, dtype=complex)
         log_bound = log_m.real.copy()
+        relative = np.zeros(s.shape)
         for term, count in mixed:  # |M_i(c + it)| <= |M_i(c + it) - A_i(c + it)| + A_i(c)
             log_term, log_rest = log_phi_and_continuous_part(term, nodes)
             log_m = log_m + count * log_term
-            log_bound += count * np.logaddexp(log_rest, term.atoms.log_phi(real_lines).real[line_of])
+            log_envelope = np.logaddexp(log_rest, term.atoms.log_phi(real_lines).real[line_of])
+            log_bound += count * log_envelope
+            relative += count * _atoms_rounding(term, s) * np.exp(log_envelope - log_term.real)
+        log_relative = np.log(relative) if mixed else None
         if not finite and not numeric:
-            return log_m, log_bound, None if log_floor is None else np.full(s.shape, -np.inf)
+            return log_m, log_bound, None if log_floor is None else np.full(s.shape, -np.inf), log_relative
         # |M_j(c + it)| <= M_j(c) for every term j: the bound of a term not evaluated (yet)
         at_line = [count * _finite_log_mgf(term, lines.astype(complex)).real[line_of] for term, count in finite]
         at_line += [count * self._numeric_term(len(finite) + index, term, lines.astype(complex)).real[line_of]
@@ -913,16 +945,23 @@ class ContourInversion(_SaddlePointContour):
             if index < len(finite):
                 self._spend(float(np.count_nonzero(kept)) * term.atoms.size)
                 log_term = count * _finite_log_mgf(term, s[kept])
+                rtol = _atoms_rounding(term, s[kept])
             else:
                 log_term = count * self._numeric_term(index, term, s[kept])
                 log_bound += np.where(kept, 0.0, constant)
                 log_bound[kept] += log_term.real
+                rtol = term.log_phi_rtol
             log_m[kept] += log_term
             running[kept] += log_term.real - constant[kept]
+            with np.errstate(over="ignore"):  # |M_i(s)| below the smallest double: its node is not summed
+                relative[kept] += count * rtol * np.exp((constant[kept] - log_term.real) / count)
+        with np.errstate(divide="ignore"):
+            log_relative = np.log(relative)
         if log_floor is None:
-            return log_m, log_bound, None
+            return log_m, log_bound, None, log_relative
         log_m[~kept] = -np.inf
-        return log_m, log_bound, np.where(kept, -np.inf, running)
+        log_relative[~kept] = -np.inf
+        return log_m, log_bound, np.where(kept, -np.inf, running), log_relative
 
     def _prefetch(self, s: np.ndarray) -> None:
         """The numeric terms' log M at the nodes ``s`` of one vertical line, kept (:meth:`_numeric_term`): a
@@ -980,14 +1019,14 @@ class ContourInversion(_SaddlePointContour):
         return log_mgf - s * epsilon - np.log(s) - np.log1p(s)
 
     def _node_log_integrand(self, s, epsilon, psi=None):
-        """(log f, log E, log D) from the bounds of :meth:`log_mgf_and_envelope`, nodes left out below
+        """(log f, log E, log D, log R) from the bounds of :meth:`log_mgf_and_envelope`, nodes left out below
         SKIP_RTOL e^psi (never the last 8: they end the node sums)."""
         scale = s.real * epsilon + np.log(np.abs(s)) + np.log(np.abs(1 + s))  # |f| = |M| / e^scale
         floor = None if psi is None else psi + math.log(SKIP_RTOL) + scale
-        log_m, log_bound, log_skipped = self.log_mgf_and_envelope(s, floor, keep=8)
+        log_m, log_bound, log_skipped, log_relative = self.log_mgf_and_envelope(s, floor, keep=8)
         with np.errstate(invalid="ignore"):  # -inf - s eps at the nodes left out
             log_f = np.where(np.isneginf(log_m.real), -np.inf, self._integrand_from(log_m, s, epsilon))
-        return log_f, log_bound - scale, None if log_skipped is None else log_skipped - scale
+        return log_f, log_bound - scale, None if log_skipped is None else log_skipped - scale, log_relative
 
 
 class _HeightCache:
@@ -1042,6 +1081,25 @@ def _finite_log_mgf(term, s: np.ndarray) -> np.ndarray:
         top = np.max(exponents.real, axis=1)
         out[shifted] = s[shifted] * losses[-1] + top + np.log(np.exp(exponents - top[:, None]).sum(axis=1))
     return out
+
+
+def _node_errors(log_f: np.ndarray, s: np.ndarray, epsilon: float, log_relative: np.ndarray | None) -> np.ndarray:
+    """Bounds on the relative error of the integrand's values f at the nodes ``s`` (``log_f`` its logarithm):
+    NODE_ULPS ulps of each part of log f = log M(s) - s eps - log s - log(1 + s) (|log M| at most |log f| plus
+    the others), the rounding of the node sum (SUM_ULPS), and the terms' own errors R (``log_relative``,
+    :meth:`_SaddlePointContour._node_log_integrand`)."""
+    parts = np.abs(log_f) + 2 * (np.abs(s) * abs(epsilon) + np.abs(np.log(s)) + np.abs(np.log1p(s)))
+    errors = np.finfo(float).eps * (SUM_ULPS + NODE_ULPS * parts)
+    if log_relative is not None:
+        errors = errors + np.exp(log_relative)
+    return errors
+
+
+def _atoms_rounding(term, s: np.ndarray) -> np.ndarray:
+    """Relative error, as a share of the term's envelope (its modulus sum on the real line), of a term's atoms'
+    MGF at complex ``s``: ATOM_ULPS ulps per sum, plus the rounding of each atom's phase s l."""
+    largest = float(np.max(np.abs(term.atoms.losses))) if term.atoms.size else 0.0
+    return ATOM_ULPS * np.finfo(float).eps * (1.0 + math.log2(term.atoms.size + 1) + np.abs(s) * largest)
 
 
 def _mgf_parts(loss: ComposedLoss):
@@ -1123,7 +1181,8 @@ class LatticeContourInversion(_SaddlePointContour):
         return self._node_log_integrand(s, epsilon)[0]
 
     def _node_log_integrand(self, s, epsilon, psi=None):
-        """(log f, log E) with E the sum of the groups' moduli (each decays along the bent contour)."""
+        """(log f, log E, None, log R) with E the sum of the groups' moduli (each decays along the bent contour)
+        and R = E / |f| times the groups' sum's rounding: ATOM_ULPS ulps per sum and each phase s (l - eps)."""
         far = self._above(epsilon, near=False)
         with np.errstate(divide="ignore"):
             log_r = np.log(s) - np.log1p(s)
@@ -1136,7 +1195,11 @@ class LatticeContourInversion(_SaddlePointContour):
         with np.errstate(divide="ignore"):
             log_f = top[:, 0] + np.log(scaled.sum(axis=1)) + rest
             log_envelope = top[:, 0] + np.log(np.abs(scaled).sum(axis=1)) + rest.real
-        return log_f, log_envelope, None
+            rounding = ATOM_ULPS * np.finfo(float).eps * (
+                1.0 + math.log2(np.count_nonzero(far) + 1)
+                + np.abs(s) * float(np.max(np.abs(self.shifts[far] - epsilon), initial=0.0)))
+            log_relative = np.log(rounding) + log_envelope - log_f.real
+        return log_f, log_envelope, None, log_relative
 
     def _bend(self, epsilon):
         gaps = self.shifts - epsilon
