@@ -73,6 +73,9 @@ STEP_RECURSION = "exact (step recursion)"
 #: no more than the contour takes to answer, or to refuse for its node budget); a delta(eps) query, which may lie
 #: far out in the tail, stays the contour's, whose error stays relative there.
 RECURSION_FIRST = 3
+#: method='auto' tries a step recursion of at most this many uses right after the default contour; one of more
+#: uses only after the contour with its wide node budget, just before the PLD (its time grows with the uses).
+RECURSION_EARLY = 40
 #: Engine key of method 'exact' served by the Laplace top series (:class:`afa.engines.laplace_top.LaplaceTopEngine`),
 #: which 'auto' tries first for an eps(delta) query it reaches (delta below its value at eps = (k - 2) a).
 LAPLACE_TOP = "exact (Laplace top)"
@@ -669,7 +672,10 @@ class Planner:
                 position = min(position, candidates.index("pld"))
             if delta is not None and recursion_uses <= RECURSION_FIRST:
                 position = 0
+            if recursion_uses > RECURSION_EARLY:
+                position = candidates.index("pld") if "pld" in candidates else len(candidates)
             candidates.insert(position, STEP_RECURSION)
+        late_recursion = recursion_uses is not None and recursion_uses > RECURSION_EARLY
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
         coarse_seconds = 0.0
         wide_tried, node_retry = self._contour_demoted, False
@@ -718,6 +724,8 @@ class Planner:
                     position = 0
                     if "pld" in candidates:
                         position = candidates.index("pld") + (0 if self.all_continuous() else 1)
+                    if late_recursion and STEP_RECURSION in candidates:  # the faster retry first
+                        position = min(position, candidates.index(STEP_RECURSION))
                     candidates.insert(position, WIDE_CONTOUR)
                 elif name == WIDE_CONTOUR and node_retry:
                     self._contour_demoted = True

@@ -61,9 +61,9 @@ from ..results import AccuracyError, UnsupportedCompositionError
 
 __all__ = ["StepRecursion"]
 
-#: The most uses of noise pairs a recursion takes (each is one level of fitting, some 10-30 ms; beyond, the
-#: contour with its wide node budget is usually faster).
-MAX_USES = 40
+#: The most uses of noise pairs a recursion takes (each is one level of fitting, some 10-30 ms: 200 uses take
+#: about 7 s, where the contour answers in well under a second unless its sums cancel beyond its nodes' accuracy).
+MAX_USES = 200
 #: Chebyshev points per piece, and the largest of a piece's last three coefficients accepted (absolute, in log delta).
 FIT_ORDER, FIT_TOL = 20, 1e-11
 #: A level needing more pieces than this is refused; pieces are not halved below MIN_PIECE (relative to the range).
