@@ -227,3 +227,9 @@ def test_beyond_forty_uses_the_recursion_answers_after_both_contours_refuse():
     assert answer.method == "exact" and answer.error <= 1e-10 * answer.value
     certified = accountant.epsilon_result(1e-10, method="pld")
     assert certified.lower <= answer.value <= certified.upper
+
+
+def test_identical_pairs_share_one_use():
+    """A use's output rule and loss tails are built once per distinct pair (100 uses of one pair: one)."""
+    recursion = StepRecursion([_remove(1.0, 0.01)] * 100)
+    assert len({id(use) for use in recursion.uses}) == 1 and len(recursion.uses) == 100

@@ -360,7 +360,10 @@ class StepRecursion:
             raise ValueError(f"mu must be a finite number >= 0, got {mu}")
         self.mu = float(mu)
         distinct: dict[NoiseMixturePair, _Use] = {}
-        self.uses = [distinct.setdefault(pair, _Use(pair)) for pair in pairs]
+        for pair in pairs:
+            if pair not in distinct:
+                distinct[pair] = _Use(pair)
+        self.uses = [distinct[pair] for pair in pairs]
         self._built_for: tuple[float, float] | None = None  # the final eps the stages serve
         self._stages: list[_Stage] = []
         self._raws: list = []  # the functions the stages are fitted to
