@@ -578,11 +578,11 @@ class _SaddlePointContour:
 
         def relative_nodes(s: np.ndarray) -> tuple:
             """(log f, log E, log D) at the nodes ``s``, each minus psi (log D None if no node is left out), and
-            log R (:meth:`_node_log_integrand`)."""
+            the eps-free part of the nodes' errors (:func:`_fixed_errors`)."""
             if chunks is None:
                 log_f, log_envelope, log_skipped, log_relative = self._node_log_integrand(s, epsilon, psi)
                 return (log_f - psi, log_envelope - psi, None if log_skipped is None else log_skipped - psi,
-                        log_relative)
+                        _fixed_errors(s, log_relative))
             key = (float(s.imag[0]), float(s.imag[-1]), s.size)
             if key not in chunks:  # at eps = 0 the integrand is M(s) / (s (s + 1)); the floor is the same
                 # The first level: its usual halvings' nodes too, in one batch -- not for a sum allowed one
@@ -595,10 +595,10 @@ class _SaddlePointContour:
                     self._prefetch(c + 1j * (s.imag[0] - step + step / density * np.arange(1, count + 1)))
                 log_f, log_envelope, log_skipped, log_relative = self._node_log_integrand(s, 0.0, base)
                 chunks[key] = (log_f - base, log_envelope - base, None if log_skipped is None else log_skipped - base,
-                               log_relative)
-            free_f, free_envelope, free_skipped, free_relative = chunks[key]
+                               _fixed_errors(s, log_relative))
+            free_f, free_envelope, free_skipped, fixed = chunks[key]
             # e^{-s eps} / e^{psi} = e^{-i Im(s) eps} / e^{base}
-            return free_f - 1j * s.imag * epsilon, free_envelope, free_skipped, free_relative
+            return free_f - 1j * s.imag * epsilon, free_envelope, free_skipped, fixed
 
         # Numeric MGF terms: refuse early if the integrand's envelope has not decayed where a quarter of the
         # budget ends -- the first two levels and the usual third (twice the second's nodes) would exceed it
@@ -646,7 +646,7 @@ class _SaddlePointContour:
                 u = h * (start + stride * np.arange(chunk))
                 root = np.sqrt(u * u + width * width)
                 s = c + 1j * u - bend * (root - width) ** 2
-                log_f, log_envelope, log_skipped, log_relative = relative_nodes(s)
+                log_f, log_envelope, log_skipped, fixed = relative_nodes(s)
                 if log_skipped is None:
                     nodes_left[0] -= chunk
                 else:  # nodes left out: at most their bound each
@@ -658,8 +658,7 @@ class _SaddlePointContour:
                 if bend:
                     terms *= 1 + 2j * bend * (root - width) * u / root
                 summed = terms != 0
-                errors = _node_errors(log_f[summed] + psi, s[summed], epsilon,
-                                      None if log_relative is None else log_relative[summed])
+                errors = _node_errors(log_f[summed] + psi, fixed[0][summed], fixed[1][summed], epsilon)
                 total += [terms.real.sum(), (s * terms).real.sum(), float(np.sum(errors * np.abs(terms[summed])))]
                 start += stride * chunk
                 # Beyond the last node u_n the envelope E(u) >= |f(u)| is taken non-increasing and |s (s + 1)|
@@ -678,10 +677,9 @@ class _SaddlePointContour:
                             NODE_CHUNK)
 
         # The u = 0 node weighs 1/2; each level adds only the odd multiples of its step.
-        origin = np.array([c], dtype=complex)
-        origin_relative = relative_nodes(origin)[3]
+        fixed, modulus = relative_nodes(np.array([c], dtype=complex))[3]
         total = node_sum(step, 1, 1) + [0.5, 0.5 * c, 0.5 * float(_node_errors(
-            np.array([psi], dtype=complex), origin, epsilon, origin_relative)[0])]
+            np.array([psi], dtype=complex), fixed, modulus, epsilon)[0])]
         far_check[0] = False
         estimate, change = total[0] * step / math.pi, math.inf
         if not done(estimate, change, abs(total[2] / total[0])):
@@ -1083,16 +1081,22 @@ def _finite_log_mgf(term, s: np.ndarray) -> np.ndarray:
     return out
 
 
-def _node_errors(log_f: np.ndarray, s: np.ndarray, epsilon: float, log_relative: np.ndarray | None) -> np.ndarray:
-    """Bounds on the relative error of the integrand's values f at the nodes ``s`` (``log_f`` its logarithm):
-    NODE_ULPS ulps of each part of log f = log M(s) - s eps - log s - log(1 + s) (|log M| at most |log f| plus
-    the others), the rounding of the node sum (SUM_ULPS), and the terms' own errors R (``log_relative``,
-    :meth:`_SaddlePointContour._node_log_integrand`)."""
-    parts = np.abs(log_f) + 2 * (np.abs(s) * abs(epsilon) + np.abs(np.log(s)) + np.abs(np.log1p(s)))
-    errors = np.finfo(float).eps * (SUM_ULPS + NODE_ULPS * parts)
+def _fixed_errors(s: np.ndarray, log_relative: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The part of :func:`_node_errors` at the nodes ``s`` that does not depend on eps, and |s|."""
+    modulus = np.abs(s)
+    fixed = np.finfo(float).eps * (SUM_ULPS + 2 * NODE_ULPS * (np.abs(np.log(s)) + np.abs(np.log1p(s))))
     if log_relative is not None:
-        errors = errors + np.exp(log_relative)
-    return errors
+        fixed += np.exp(log_relative)
+    return fixed, modulus
+
+
+def _node_errors(log_f: np.ndarray, fixed: np.ndarray, modulus: np.ndarray, epsilon: float) -> np.ndarray:
+    """Bounds on the relative error of the integrand's values f at nodes s (``log_f`` = log f, ``modulus`` = |s|):
+    NODE_ULPS ulps of each part of log f = log M(s) - s eps - log s - log(1 + s) (|log M| at most |log f| plus
+    the others), the rounding of the node sum (SUM_ULPS), and the terms' own errors R
+    (:meth:`_SaddlePointContour._node_log_integrand`) -- all but the eps terms in ``fixed``
+    (:func:`_fixed_errors`)."""
+    return fixed + np.finfo(float).eps * NODE_ULPS * (np.abs(log_f) + 2 * abs(epsilon) * modulus)
 
 
 def _atoms_rounding(term, s: np.ndarray) -> np.ndarray:
