@@ -665,15 +665,16 @@ class Planner:
             candidates.insert(candidates.index("pld") + 1, "contour")
         recursion_uses = self.recursion_uses() if first != "exact" else None
         if recursion_uses is not None:
-            # first for an eps(delta) query of a few uses; else right after the contour (before the wide
-            # retries), and before the PLD
-            position = candidates.index("contour") + 1 if "contour" in candidates else 1
-            if "pld" in candidates:
-                position = min(position, candidates.index("pld"))
+            # first for an eps(delta) query of a few uses; up to RECURSION_EARLY uses right after the contour
+            # (before the wide retries) and before the PLD; beyond, just before the PLD
             if delta is not None and recursion_uses <= RECURSION_FIRST:
                 position = 0
-            if recursion_uses > RECURSION_EARLY:
+            elif recursion_uses > RECURSION_EARLY:
                 position = candidates.index("pld") if "pld" in candidates else len(candidates)
+            else:
+                position = candidates.index("contour") + 1 if "contour" in candidates else 1
+                if "pld" in candidates:
+                    position = min(position, candidates.index("pld"))
             candidates.insert(position, STEP_RECURSION)
         late_recursion = recursion_uses is not None and recursion_uses > RECURSION_EARLY
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried

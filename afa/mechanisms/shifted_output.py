@@ -101,6 +101,8 @@ def continued_log_integrand(pair: NoiseMixturePair, z: np.ndarray, c: float) -> 
         if len(terms) == 1:
             sides.append(terms[0])
             continue
+        # Inside the strip each component's phase is at most pi / 2 in modulus, and so is the sum's: top plus the
+        # principal log(1 + z), z = sum / e^top - 1, is the sum's principal logarithm.
         stacked = np.array(terms)
         first = np.argmax(stacked.real, axis=0)
         top = np.take_along_axis(stacked, first[None], axis=0)[0]
@@ -112,8 +114,8 @@ def continued_log_integrand(pair: NoiseMixturePair, z: np.ndarray, c: float) -> 
 
 
 def _log1p(z: np.ndarray) -> np.ndarray:
-    """The principal log(1 + z) for complex ``z`` with Re z > -1, to a few ulps of |log(1 + z)| (numpy's complex
-    log1p forms 1 + z first and so errs by an ulp of 1): log|1 + z| = log1p(2x + x^2 + y^2) / 2."""
+    """The principal log(1 + z) for complex ``z`` != -1, to a few ulps of |log(1 + z)| (numpy's complex log1p
+    forms 1 + z first and so errs by an ulp of 1): log|1 + z| = log1p(2x + x^2 + y^2) / 2."""
     x, y = z.real, z.imag
     return 0.5 * np.log1p(x * (2 + x) + y * y) + 1j * np.arctan2(y, 1 + x)
 
