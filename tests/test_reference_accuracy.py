@@ -262,35 +262,22 @@ def test_afa_laplace_against_reference(scale, sensitivity, k):
     _check_honest(results, reference, epsilons, label)
 
 
-_ZERO_PILEUP = ("Known limitation (near-atom regime, the subsampling issue): MixtureOfGaussians with a zero-sensitivity component of mass p_0: the loss piles up "
-                "near log p_0, so |phi(t)| decays slowly; the numeric CF's output quadrature stops at "
-                "MAX_PANELS, which truncates the inversion at a t where the tail is not negligible. "
-                "delta is off by {diff} (error estimate {error}: honest, but above the 1e-9 target)")
-
-# (sensitivities, probabilities, sigma, k, id, slow, xfail reason for the 1e-9 accuracy check)
+# (sensitivities, probabilities, sigma, k, id, slow)
 AFA_MOG = [
-    ([0, 1, 2], [0.2, 0.5, 0.3], 1.5, 1, "3comp-k=1", False, None),
-    ([0, 1, 2], [0.2, 0.5, 0.3], 1.5, 2, "3comp-k=2", False, None),
-    ([0, 1], [0.5, 0.5], 1.0, 1, "2comp-k=1", True, _ZERO_PILEUP.format(diff="up to 1.9e-7 at eps=0",
-                                                                       error="1.5e-5")),
-    ([0, 1], [0.5, 0.5], 1.0, 2, "2comp-k=2", True, None),
-    ([1, 3], [0.4, 0.6], 2.0, 1, "nozero-k=1", True, None),
-    ([1, 3], [0.4, 0.6], 2.0, 2, "nozero-k=2", True, None),
-    ([0, 0.3], [0.9, 0.1], 0.2, 1, "steep-k=1", True, _ZERO_PILEUP.format(diff="1.1e-3 at eps=0",
-                                                                         error="6.2e-3")),
-    ([0, 0.3], [0.9, 0.1], 0.2, 2, "steep-k=2", True, _ZERO_PILEUP.format(diff="2.0e-4 at eps=0",
-                                                                         error="1.9e-3")),
+    ([0, 1, 2], [0.2, 0.5, 0.3], 1.5, 1, "3comp-k=1", False),
+    ([0, 1, 2], [0.2, 0.5, 0.3], 1.5, 2, "3comp-k=2", False),
+    ([0, 1], [0.5, 0.5], 1.0, 1, "2comp-k=1", True),
+    ([0, 1], [0.5, 0.5], 1.0, 2, "2comp-k=2", True),
+    ([1, 3], [0.4, 0.6], 2.0, 1, "nozero-k=1", True),
+    ([1, 3], [0.4, 0.6], 2.0, 2, "nozero-k=2", True),
+    ([0, 0.3], [0.9, 0.1], 0.2, 1, "steep-k=1", True),
+    ([0, 0.3], [0.9, 0.1], 0.2, 2, "steep-k=2", True),
 ]
 
 
-def _mog_params(with_xfail: bool):
-    params = []
-    for s, p, sigma, k, name, slow, bug in AFA_MOG:
-        marks = [pytest.mark.slow] if slow else []
-        if with_xfail and bug:
-            marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=bug))
-        params.append(pytest.param(s, p, sigma, k, id=name, marks=marks))
-    return params
+def _mog_params():
+    return [pytest.param(s, p, sigma, k, id=name, marks=[pytest.mark.slow] if slow else [])
+            for s, p, sigma, k, name, slow in AFA_MOG]
 
 
 def _mog_case(sensitivities, probabilities, sigma, k):
@@ -302,13 +289,13 @@ def _mog_case(sensitivities, probabilities, sigma, k):
     return results, reference, f"MoG({sensitivities}, {probabilities}, sigma={sigma}) x{k}"
 
 
-@pytest.mark.parametrize("sensitivities, probabilities, sigma, k", _mog_params(with_xfail=True))
+@pytest.mark.parametrize("sensitivities, probabilities, sigma, k", _mog_params())
 def test_afa_mixture_of_gaussians_within_1e9(sensitivities, probabilities, sigma, k):
     results, reference, label = _mog_case(sensitivities, probabilities, sigma, k)
     _check_accurate(results, reference, MOG_EPSILONS, label)
 
 
-@pytest.mark.parametrize("sensitivities, probabilities, sigma, k", _mog_params(with_xfail=False))
+@pytest.mark.parametrize("sensitivities, probabilities, sigma, k", _mog_params())
 def test_afa_mixture_of_gaussians_error_estimate_is_honest(sensitivities, probabilities, sigma, k):
     results, reference, label = _mog_case(sensitivities, probabilities, sigma, k)
     _check_honest(results, reference, MOG_EPSILONS, label)
