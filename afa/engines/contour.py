@@ -925,7 +925,7 @@ class ContourInversion(_SaddlePointContour):
             log_m = log_m + count * log_term
             log_envelope = np.logaddexp(log_rest, term.atoms.log_phi(real_lines).real[line_of])
             log_bound += count * log_envelope
-            relative += count * _atoms_rounding(term, s) * np.exp(log_envelope - log_term.real)
+            relative += count * _term_rounding(term, s) * np.exp(log_envelope - log_term.real)
         log_relative = np.log(relative) if mixed else None
         if not finite and not numeric:
             return log_m, log_bound, None if log_floor is None else np.full(s.shape, -np.inf), log_relative
@@ -943,7 +943,7 @@ class ContourInversion(_SaddlePointContour):
             if index < len(finite):
                 self._spend(float(np.count_nonzero(kept)) * term.atoms.size)
                 log_term = count * _finite_log_mgf(term, s[kept])
-                rtol = _atoms_rounding(term, s[kept])
+                rtol = _term_rounding(term, s[kept])
             else:
                 log_term = count * self._numeric_term(index, term, s[kept])
                 log_bound += np.where(kept, 0.0, constant)
@@ -1099,11 +1099,17 @@ def _node_errors(log_f: np.ndarray, fixed: np.ndarray, modulus: np.ndarray, epsi
     return fixed + np.finfo(float).eps * NODE_ULPS * (np.abs(log_f) + 2 * abs(epsilon) * modulus)
 
 
-def _atoms_rounding(term, s: np.ndarray) -> np.ndarray:
-    """Relative error, as a share of the term's envelope (its modulus sum on the real line), of a term's atoms'
-    MGF at complex ``s``: ATOM_ULPS ulps per sum, plus the rounding of each atom's phase s l."""
+def _sum_rounding(size: int, largest: float, s: np.ndarray) -> np.ndarray:
+    """Relative error, as a share of its modulus sum, of a sum of ``size`` terms w_j e^{s l_j} at complex ``s``
+    with |l_j| <= ``largest``: ATOM_ULPS ulps per sum, plus the rounding of each phase s l_j."""
+    return ATOM_ULPS * np.finfo(float).eps * (1.0 + math.log2(size + 1) + np.abs(s) * largest)
+
+
+def _term_rounding(term, s: np.ndarray) -> np.ndarray:
+    """:func:`_sum_rounding` of a term's atoms' MGF (a share of the term's envelope, its modulus sum on the real
+    line)."""
     largest = float(np.max(np.abs(term.atoms.losses))) if term.atoms.size else 0.0
-    return ATOM_ULPS * np.finfo(float).eps * (1.0 + math.log2(term.atoms.size + 1) + np.abs(s) * largest)
+    return _sum_rounding(term.atoms.size, largest, s)
 
 
 def _mgf_parts(loss: ComposedLoss):
@@ -1186,7 +1192,7 @@ class LatticeContourInversion(_SaddlePointContour):
 
     def _node_log_integrand(self, s, epsilon, psi=None):
         """(log f, log E, None, log R) with E the sum of the groups' moduli (each decays along the bent contour)
-        and R = E / |f| times the groups' sum's rounding: ATOM_ULPS ulps per sum and each phase s (l - eps)."""
+        and R = E / |f| times the groups' sum's rounding (:func:`_sum_rounding`, phases s (l - eps))."""
         far = self._above(epsilon, near=False)
         with np.errstate(divide="ignore"):
             log_r = np.log(s) - np.log1p(s)
@@ -1199,9 +1205,8 @@ class LatticeContourInversion(_SaddlePointContour):
         with np.errstate(divide="ignore"):
             log_f = top[:, 0] + np.log(scaled.sum(axis=1)) + rest
             log_envelope = top[:, 0] + np.log(np.abs(scaled).sum(axis=1)) + rest.real
-            rounding = ATOM_ULPS * np.finfo(float).eps * (
-                1.0 + math.log2(np.count_nonzero(far) + 1)
-                + np.abs(s) * float(np.max(np.abs(self.shifts[far] - epsilon), initial=0.0)))
+            largest = float(np.max(np.abs(self.shifts[far] - epsilon), initial=0.0))
+            rounding = _sum_rounding(int(np.count_nonzero(far)), largest, s)
             log_relative = np.log(rounding) + log_envelope - log_f.real
         return log_f, log_envelope, None, log_relative
 
