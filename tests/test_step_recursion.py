@@ -1,10 +1,13 @@
-"""delta(eps) of a few uses of Gaussian noise pairs by recursion over the uses (afa.engines.step_recursion).
+"""delta(eps) of a few uses of Gaussian noise pairs by recursion over the uses, and of many uses of one pair by
+doubling (afa.engines.step_recursion).
 
 Independent references: the closed form of composed Gaussians (a Gaussian pair with q = 1 composed k times is
 N(mu^2/2, mu^2) with mu = sqrt(k) / sigma; Sommer, Meiser & Mohammadi 2019, Thm 5); a 30-digit mpmath integral of two
 uses of a Poisson-subsampled Gaussian (the one-use hockey stick in closed form, integrated over the other use's
 output); the identity delta_{P||Q}(0) = delta_{Q||P}(0) (both are the total variation distance); the contour engine
 (a second algorithm) where it answers; and the certified bracket of the PLD at tiny delta, where the contour cannot.
+The doubling is checked against the recursion use by use (a second algorithm, k <= 200), the contour, the identity
+at 0 and the PLD's certified bracket.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pytest
 
 import afa
 from afa.engines import planner, step_recursion
-from afa.engines.step_recursion import StepRecursion
+from afa.engines.step_recursion import DoublingRecursion, StepRecursion
 from afa.mechanisms.noise_pair import NoiseMixturePair
 from afa.numerics.exact import gaussian_delta
 from afa.results import UnsupportedCompositionError
@@ -151,9 +154,21 @@ def test_refuses_what_it_cannot_serve():
         StepRecursion([_remove(1.0, 0.01)])
     with pytest.raises(ValueError, match="mu"):
         StepRecursion([_remove(1.0, 0.01)] * 2, mu=-1.0)
-    accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01),
-                                          times=step_recursion.MAX_USES + 1)
-    assert not accountant.planner.recursion_available()
+    # beyond MAX_USES only one pair without Gaussians is served (by doubling), up to MAX_DOUBLING_USES
+    mixed = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=step_recursion.MAX_USES) \
+        .compose(afa.Gaussian(2.0).poisson_subsampled(0.01))
+    assert not mixed.planner.recursion_available()
+    with_gaussians = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01),
+                                              times=step_recursion.MAX_USES + 1).compose(afa.Gaussian(3.0))
+    assert not with_gaussians.planner.recursion_available()
+    many = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01),
+                                    times=step_recursion.MAX_DOUBLING_USES + 1)
+    assert not many.planner.recursion_available()
+    for count in (3, step_recursion.MAX_DOUBLING_USES + 1, 2.5):
+        with pytest.raises(UnsupportedCompositionError, match="4 to"):
+            DoublingRecursion(_remove(1.0, 0.01), count)
+    with pytest.raises(UnsupportedCompositionError, match="Gaussian noise"):
+        DoublingRecursion(laplace, 10)
 
 
 def test_a_mixed_substitution_composition_at_tiny_delta_lies_in_the_certified_bracket():
@@ -218,15 +233,87 @@ def test_the_wide_contour_holds_its_stated_error_against_the_recursion_or_refuse
 
 def test_beyond_forty_uses_the_recursion_answers_after_both_contours_refuse():
     """sigma = 2, q = 0.001, 50 uses at delta = 1e-10: both contours refuse (their sums cancel beyond their
-    nodes' accuracy) and 'auto' asks the recursion before the PLD, whose certified bracket (1.6e-4 wide, the
-    answer before) holds the recursion's eps."""
+    nodes' accuracy) and 'auto' asks the recursion (here by doubling) before the PLD, whose certified bracket
+    (1.6e-4 wide, the answer before) holds its eps; so does the recursion use by use (a second algorithm)."""
     accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=50)
     answer = accountant.epsilon_result(1e-10)
     assert [attempt.method for attempt in answer.attempts] == ["contour", planner.WIDE_CONTOUR,
                                                                planner.STEP_RECURSION]
-    assert answer.method == "exact" and answer.error <= 1e-10 * answer.value
+    assert answer.method == "exact" and answer.error <= 1e-8 * answer.value  # (by doubling: estimates summed)
+    one_by_one = StepRecursion([_remove(2.0, 0.001)] * 50)  # the remove direction decides eps here
+    assert one_by_one.delta(np.array([answer.lower]))[0][0] >= 1e-10 >= one_by_one.delta(np.array([answer.upper]))[0][0]
     certified = accountant.epsilon_result(1e-10, method="pld")
     assert certified.lower <= answer.value <= certified.upper
+
+
+@pytest.mark.parametrize("sigma, q, count, eps", [(1.0, 0.01, 16, (0.0, 0.2, 0.6, 1.2)),
+                                                   (2.0, 0.001, 37, (0.0, 0.01, 0.03, 0.06)),
+                                                   (0.8, 0.001, 50, (0.0, 0.02, 0.1, 0.4))])
+def test_doubling_agrees_with_the_recursion_use_by_use(sigma, q, count, eps):
+    """Two algorithms for the same delta: sums of stages of 2^j uses (G of one, the survival function of the
+    other) and one level per use.  Both directions; delta from about 1e-1 down to 1e-17 (the add direction's
+    loss ends at count log(1/(1 - q)): beyond, both are 0)."""
+    eps = np.array(eps)
+    for pair in (_remove(sigma, q), _remove(sigma, q).swapped()):
+        doubled, stated = DoublingRecursion(pair, count).delta(eps)
+        one_by_one, theirs = StepRecursion([pair] * count).delta(eps)
+        assert np.all(np.abs(doubled - one_by_one) <= stated + theirs)
+        np.testing.assert_allclose(doubled, one_by_one, rtol=1e-10, atol=1e-300)
+        assert np.all(stated <= 1e-7 * doubled + 1e-250)
+
+
+@pytest.mark.parametrize("sigma, q, count", [(1.0, 0.01, 37), (2.0, 0.001, 100), (0.8, 0.1, 50)])
+def test_doubling_agrees_at_zero_in_both_directions(sigma, q, count):
+    """delta_{P||Q}(0) = delta_{Q||P}(0) (both the total variation distance of the composed pairs); the two
+    directions' stages have nothing in common (the add direction's loss is bounded above, the remove's below)."""
+    pair = _remove(sigma, q)
+    remove, add = (DoublingRecursion(side, count).delta(np.array([0.0])) for side in (pair, pair.swapped()))
+    assert remove[0][0] == pytest.approx(add[0][0], rel=1e-10)
+    assert abs(remove[0][0] - add[0][0]) <= remove[1][0] + add[1][0]
+
+
+def test_doubling_agrees_with_the_contour_at_hundreds_of_uses():
+    """q = 0.01, sigma = 1, 300 uses, delta = 1e-5: the contour answers with relative accuracy (its sums do not
+    cancel here); at its eps the doubling's delta (the larger direction's) is 1e-5 to its stated error."""
+    accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=300)
+    contour = accountant.epsilon_result(1e-5, method="contour")
+    assert contour.error < 1e-10 * contour.value
+    answers = [DoublingRecursion(side, 300).delta(np.array([contour.value]))
+               for side in (_remove(1.0, 0.01), _remove(1.0, 0.01).swapped())]
+    value, error = max((float(v[0]), float(e[0])) for v, e in answers)
+    assert value == pytest.approx(1e-5, rel=1e-9)
+    assert error <= 1e-7 * value
+
+
+@pytest.mark.parametrize("sigma, count, delta", [
+    (2.0, 300, 1e-10),
+    pytest.param(2.0, 1000, 1e-12, marks=pytest.mark.slow),
+    pytest.param(1.0, 500, 1e-12, marks=pytest.mark.slow)])
+def test_hundreds_of_uses_at_tiny_delta_answer_by_doubling_inside_the_certified_bracket(sigma, count, delta):
+    """q = 0.001 beyond the recursion's 200 uses at tiny delta: both contours' sums cancel beyond their nodes'
+    accuracy, and 'auto' answered with the PLD's certified bracket, 2.5e-4 to 4.2e-4 wide (relative).  Doubling
+    answers to 1e-7 or better, inside that bracket (an independent, certified algorithm)."""
+    accountant = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(0.001), times=count)
+    answer = accountant.epsilon_result(delta)
+    assert answer.method == "exact" and answer.attempts[-1].method == planner.STEP_RECURSION
+    assert answer.upper - answer.lower <= 1e-7 * answer.value
+    certified = accountant.epsilon_result(delta, method="pld")
+    assert certified.certified and certified.lower <= answer.lower <= answer.upper <= certified.upper
+
+
+def test_one_pair_from_sixteen_uses_is_served_by_doubling():
+    """The planner's choice: one noise pair without Gaussians doubles from DOUBLING_FROM uses; fewer uses, or
+    Gaussians beside, go use by use."""
+    def recursion(count, gaussians=False):
+        accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=count)
+        if gaussians:
+            accountant.compose(afa.Gaussian(5.0))
+        return accountant.planner.step_recursion(0)
+
+    assert isinstance(recursion(planner.DOUBLING_FROM), DoublingRecursion)
+    assert isinstance(recursion(planner.DOUBLING_FROM - 1), StepRecursion)
+    assert isinstance(recursion(planner.DOUBLING_FROM, gaussians=True), StepRecursion)
+    assert recursion(10**5).count == 10**5
 
 
 def test_identical_pairs_share_one_use():

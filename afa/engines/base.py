@@ -694,7 +694,7 @@ class ClosedFormEngine(Engine):
     eps(delta) is the root of the values with bounds verified against values -/+ errors
     (:func:`afa.numerics.atoms.verified_epsilon_bounds`), so a delta far below the errors is still answered where eps
     is determined (next to a bounded loss's top, where delta's error is its top's rounding); a bracket wider
-    than CLOSED_FORM_EPSILON_RTOL (relative) is refused, so that 'auto' moves on.
+    than ``epsilon_rtol`` (relative) is refused, so that 'auto' moves on.
 
     Parameters
     ----------
@@ -713,6 +713,8 @@ class ClosedFormEngine(Engine):
         :meth:`afa.mechanisms.loss_tails.LossTails.hockey_stick_error_and_slope`): eps(delta) is then found by
         Newton's method (:func:`newton_epsilon`) and bracketed with those slopes, instead of Brent's method
         and slopes by differences.
+    epsilon_rtol : float, default CLOSED_FORM_EPSILON_RTOL
+        The widest eps bracket returned (relative to max(1, |eps|)); a wider one is refused.
 
     Examples
     --------
@@ -734,8 +736,10 @@ class ClosedFormEngine(Engine):
     def __init__(self, delta_and_error: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], loss: ComposedLoss,
                  epsilon_scale: float | None = None,
                  chernoff: Callable[[float, float | None], float] | None = None,
-                 with_slope: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None):
+                 with_slope: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+                 epsilon_rtol: float = CLOSED_FORM_EPSILON_RTOL):
         self.delta_and_error = delta_and_error
+        self.epsilon_rtol = float(epsilon_rtol)
         self._chernoff = chernoff
         self._with_slope = with_slope
         self.inf_mass = loss.inf_mass
@@ -761,8 +765,8 @@ class ClosedFormEngine(Engine):
         Raises
         ------
         AccuracyError
-            The bracket is wider than CLOSED_FORM_EPSILON_RTOL * max(1, |estimate|): ``delta`` is below what
-            the closed form's error resolves.
+            The bracket is wider than ``epsilon_rtol`` * max(1, |estimate|): ``delta`` is below what the closed
+            form's error resolves.
         """
         return _kept_or_solved(self._answers, delta, self._solve)
 
@@ -809,10 +813,9 @@ class ClosedFormEngine(Engine):
                                                value_and_error=value_and_error)
         return self._checked(estimate, min(lower, estimate), max(upper, estimate), delta)
 
-    @staticmethod
-    def _checked(estimate: float, lower: float, upper: float, delta: float) -> tuple[float, float, float]:
-        """(estimate, lower, upper), refused (AccuracyError) when wider than CLOSED_FORM_EPSILON_RTOL."""
-        if not upper - lower <= CLOSED_FORM_EPSILON_RTOL * max(1.0, abs(estimate)):
+    def _checked(self, estimate: float, lower: float, upper: float, delta: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper), refused (AccuracyError) when wider than ``epsilon_rtol``."""
+        if not upper - lower <= self.epsilon_rtol * max(1.0, abs(estimate)):
             raise AccuracyError(
                 f"delta={delta:.3g} is below what method='exact' resolves for this mechanism: its closed form's "
                 f"error leaves eps in [{lower:.17g}, {upper:.17g}]. Use method='contour' (relative accuracy) or "

@@ -51,7 +51,7 @@ from .laplace_top import LaplaceTopEngine
 from .mixed_pld import MixedPLDEngine, exact_part
 from .pld import PLDTooLargeError
 from .quadratic import QuadraticComposition
-from .step_recursion import MAX_USES, StepRecursion
+from .step_recursion import MAX_DOUBLING_USES, MAX_USES, DoublingRecursion, StepRecursion
 
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
@@ -76,6 +76,9 @@ RECURSION_FIRST = 3
 #: method='auto' tries a step recursion of at most this many uses right after the default contour; one of more
 #: uses only after the contour with its wide node budget, just before the PLD (its time grows with the uses).
 RECURSION_EARLY = 40
+#: Uses of one noise pair (without Gaussians) from which the recursion doubles the count
+#: (:class:`afa.engines.step_recursion.DoublingRecursion`) instead of adding one use per level.
+DOUBLING_FROM = 16
 #: Engine key of method 'exact' served by the Laplace top series (:class:`afa.engines.laplace_top.LaplaceTopEngine`),
 #: which 'auto' tries first for an eps(delta) query it reaches (delta below its value at eps = (k - 2) a).
 LAPLACE_TOP = "exact (Laplace top)"
@@ -199,7 +202,8 @@ class Planner:
         self._unbuildable: dict[str, str] = {}  # methods whose engines refused this composition, and why
         self._contour_demoted = False  # the wide contour failed a query: later ones try the PLD before the contour
         self._quadratic: dict[int, QuadraticComposition | None] = {}  # direction -> quadratic_composition's answer
-        self._recursions: dict[int, StepRecursion | None] = {}  # direction -> step_recursion's answer
+        #: direction -> step_recursion's answer
+        self._recursions: dict[int, StepRecursion | DoublingRecursion | None] = {}
         #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
         self._exact_parts: dict[tuple, tuple] = {}
         #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.base.PLDEngine`'s ``powers``)
@@ -282,9 +286,9 @@ class Planner:
         recursions = [self.step_recursion(index) for index in self.distinct_directions]
         if any(recursion is None for recursion in recursions):
             return None
-        return max(len(recursion.uses) for recursion in recursions if recursion is not None)
+        return max(recursion.count for recursion in recursions if recursion is not None)
 
-    def step_recursion(self, index: int) -> StepRecursion | None:
+    def step_recursion(self, index: int) -> StepRecursion | DoublingRecursion | None:
         """Direction ``index`` as a recursion over a few uses (:class:`afa.engines.step_recursion.StepRecursion`) when
         every mechanism is a Gaussian or has a Gaussian noise pair (subsampled Gaussians, mixtures of Gaussians) and
         those pairs' uses number 2 to MAX_USES (1 to MAX_USES with Gaussians); else None.  Built once per direction."""
@@ -292,22 +296,26 @@ class Planner:
             self._recursions[index] = self._step_recursion(index)
         return self._recursions[index]
 
-    def _step_recursion(self, index: int) -> StepRecursion | None:
+    def _step_recursion(self, index: int) -> StepRecursion | DoublingRecursion | None:
         if self.truncated_mass > 0:
             return None
-        pairs: list[NoiseMixturePair] = []
+        counted: dict[NoiseMixturePair, int] = {}
         mu_squared = 0.0
         for mechanism, count in self.counts.items():
             if mechanism in self.gaussian_mu:
                 mu_squared += count * self.gaussian_mu[mechanism] ** 2
                 continue
             pair = self.losses[mechanism][index].noise_pair
-            if pair is None or pair.noise != "gaussian" or count != int(count) or len(pairs) + count > MAX_USES:
+            if pair is None or pair.noise != "gaussian" or count != int(count):
                 return None
-            pairs += [pair] * int(count)
-        if len(pairs) < (1 if mu_squared > 0 else 2):
+            counted[pair] = counted.get(pair, 0) + int(count)
+        uses = sum(counted.values())
+        if len(counted) == 1 and mu_squared == 0 and DOUBLING_FROM <= uses <= MAX_DOUBLING_USES:
+            (pair, count), = counted.items()
+            return DoublingRecursion(pair, count)
+        if not (1 if mu_squared > 0 else 2) <= uses <= MAX_USES:
             return None
-        return StepRecursion(pairs, math.sqrt(mu_squared))
+        return StepRecursion([pair for pair, count in counted.items() for _ in range(count)], math.sqrt(mu_squared))
 
     def quadratic_composition(self, index: int) -> QuadraticComposition | None:
         """Direction ``index`` as one noncentral chi-square integral
@@ -447,7 +455,7 @@ class Planner:
         return ClosedFormEngine(recursion.delta, composed,
                                 epsilon_scale=loss_epsilon_scale(composed, smallest=RECURSION_SCALE),
                                 chernoff=ContourInversion(composed).chernoff_bound,
-                                with_slope=recursion.delta_and_slope)
+                                with_slope=recursion.delta_and_slope, epsilon_rtol=recursion.epsilon_rtol)
 
     def _laplace_top_engine(self, index: int) -> LaplaceTopEngine:
         laplace = self.laplace_top()

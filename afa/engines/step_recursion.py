@@ -51,6 +51,7 @@ import functools
 import math
 
 import numpy as np
+from numpy.polynomial import chebyshev
 
 from .. import budget
 from ..mechanisms.loss_tails import NoisePairTails
@@ -59,7 +60,7 @@ from ..mechanisms.output_rules import composite_rule, panel_edges
 from ..numerics.exact import gaussian_log_delta
 from ..results import AccuracyError, UnsupportedCompositionError
 
-__all__ = ["StepRecursion"]
+__all__ = ["DoublingRecursion", "StepRecursion"]
 
 #: The most uses of noise pairs a recursion takes (each is one level of fitting, some 10-30 ms: 200 uses take
 #: about 7 s, where the contour answers in well under a second unless its sums cancel beyond its nodes' accuracy).
@@ -90,6 +91,15 @@ REACH_STEP = 0.01
 #: A level whose fit differs from a finer rule by more than RTOL (relative, where delta_j > e^-RELATIVE_SPAN) is
 #: refused.
 RTOL = 1e-6
+#: The most uses of one pair :class:`DoublingRecursion` takes (about two stages per doubling of the count).
+MAX_DOUBLING_USES = 1_000_000
+#: A stage whose G enters the final delta more than G_USES times is fitted to FIT_TOL times G_USES over that, but
+#: not below FIT_TOL_FLOOR (the coefficients' rounding).
+G_USES, FIT_TOL_FLOOR = 1, 2e-13
+#: Fit tolerance of the doubling recursion's first stage (the loss tails of one use).
+FIRST_TOL = 1e-13
+#: Equal-width panels per row of a stage's integral over the split (besides the pieces' edges), and for its check.
+SUM_ORDER, PANELS, CHECK_PANELS = 10, 16, 40
 
 
 def _log1mexp(x: np.ndarray) -> np.ndarray:
@@ -111,24 +121,31 @@ def _chebyshev_points() -> tuple[np.ndarray, np.ndarray]:
     return points, transform
 
 
-def _clenshaw(by_order: np.ndarray, index: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """sum_j c_j T_j(t) with c_j = by_order[j, index], by Clenshaw's recurrence (in place)."""
-    coefficients = by_order[:, index]  # one contiguous row per order
-    first, second = coefficients[-1].copy(), np.zeros_like(t)
-    twice, scratch = 2 * t, np.empty_like(t)
-    for j in range(len(by_order) - 2, 0, -1):  # first <- 2 t first - second + c_j
-        np.multiply(twice, first, out=scratch)
-        scratch -= second
-        scratch += coefficients[j]
-        first, second, scratch = scratch, first, second
-    return t * first - second + coefficients[0]
+def _series(tables: tuple[np.ndarray, ...], index: np.ndarray, t: np.ndarray) -> list[np.ndarray]:
+    """sum_j c_j T_j(t) with c_j = table[j, index] for each table, by Clenshaw's recurrence piece by piece (the
+    points sorted by piece once: each piece's coefficients are scalars, no gather per point)."""
+    order = np.argsort(index, kind="stable")
+    ranked, by_piece = t[order], index[order]
+    bounds = np.searchsorted(by_piece, np.arange(tables[0].shape[1] + 1))
+    results = [np.empty(t.shape) for _ in tables]
+    for piece in np.flatnonzero(np.diff(bounds)):
+        part = slice(bounds[piece], bounds[piece + 1])
+        for result, table in zip(results, tables, strict=True):
+            result[part] = chebyshev.chebval(ranked[part], table[:, piece])
+    outputs = []
+    for result in results:
+        output = np.empty(t.shape)
+        output[order] = result
+        outputs.append(output)
+    return outputs
 
 
 class _Piecewise:
     """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below FIT_TOL or
     8 times the noise of f's values (``function`` returns (values, bounds on their errors), both of log delta)."""
 
-    def __init__(self, function, low: float, high: float):
+    def __init__(self, function, low: float, high: float, tolerance: float = FIT_TOL):
+        self.tolerance = tolerance
         #: A bound on the function where it is taken as -inf (pieces below FLOOR + FLOOR_BAND; the function
         #: decreases, so a piece's largest value is at its left end, evaluated with its Chebyshev points).
         self.dropped = 0.0
@@ -169,7 +186,7 @@ class _Piecewise:
             kept = []
             for number, ((left, right), row) in enumerate(zip(pending, values, strict=True)):
                 row, top = row[:FIT_ORDER], row[FIT_ORDER]
-                tolerance = max(FIT_TOL, 8 * float(np.max(noises[number])))
+                tolerance = max(self.tolerance, 8 * float(np.max(noises[number])))
                 tiny = right - left <= smallest
                 if not np.all(row > FLOOR):  # the level falls below FLOOR in this piece
                     if top <= FLOOR + FLOOR_BAND or tiny:
@@ -202,19 +219,33 @@ class _Piecewise:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The fit at ``x`` (-inf in pieces taken as 0)."""
         index, t = self._locate(x)
-        values = _clenshaw(self._by_order, index, t)
+        values, = _series((self._by_order,), index, t)
         return np.where(np.isnan(values), -np.inf, values)
 
     def derivative(self, x: np.ndarray) -> np.ndarray:
         """The fit's derivative at ``x`` (NaN in pieces taken as 0)."""
         index, t = self._locate(x)
-        return _clenshaw(self._derivative_by_order, index, t)
+        return _series((self._derivative_by_order,), index, t)[0]
 
     def _locate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The piece of each x and its position there, in [-1, 1]."""
         index = np.clip(np.searchsorted(self.edges, x, side="right") - 1, 0, len(self.coefficients) - 1)
         left, right = self.edges[index], self.edges[index + 1]
         return index, (2 * x - left - right) / (right - left)
+
+    def value_and_derivative(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The fit and its derivative at ``x`` (both NaN in pieces taken as 0)."""
+        index, t = self._locate(x)
+        values, derivatives = _series((self._by_order, self._derivative_by_order), index, t)
+        return values, derivatives
+
+    def derivative_error(self, x: np.ndarray) -> np.ndarray:
+        """An estimate of the error of :meth:`derivative` at ``x``: the derivative of the series' neglected tail,
+        taken as FIT_ORDER^2 times its last three coefficients' largest (|T_j'| <= j^2 on [-1, 1]), times
+        dt/dx (NaN in pieces taken as 0)."""
+        index, _ = self._locate(x)
+        tail = np.max(np.abs(self.coefficients[:, -3:]), axis=1)
+        return (FIT_ORDER ** 2 * tail * 2 / np.diff(self.edges))[index]
 
     def check_points(self, first: int = 0) -> np.ndarray:
         """Two points inside each piece from number ``first`` on, between its Chebyshev points."""
@@ -296,6 +327,19 @@ class _Stage:
 
     def __init__(self, fit: _Piecewise, low: float, exact_below: float):
         self.fit, self.low, self.exact_below = fit, low, exact_below
+        #: The fit's piece edges, the end of its range (delta_j is taken as 0 beyond) and a bound on the parts taken
+        #: as 0 within it.
+        self.edges, self.high, self.dropped = fit.edges, fit.high, fit.dropped
+        #: Relative error estimates of delta_j and of G_j per piece (:class:`DoublingRecursion` sets them).
+        self.piece_errors = (np.zeros(len(fit.coefficients)), np.zeros(len(fit.coefficients)))
+
+    def relative_errors(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The estimates of :attr:`piece_errors` at ``x`` (0 where delta_j is exact, 1 - e^x, or beyond the fit)."""
+        x = np.asarray(x, dtype=float)
+        index = np.clip(np.searchsorted(self.edges, x, side="right") - 1, 0, len(self.edges) - 2)
+        fitted = (x > self.exact_below) & (x < self.high)
+        delta_errors, g_errors = self.piece_errors
+        return np.where(fitted, delta_errors[index], 0.0), np.where(fitted, g_errors[index], 0.0)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -309,19 +353,129 @@ class _Stage:
     def log_slope(self, x: np.ndarray) -> np.ndarray:
         """log -delta_j'(x): x itself up to ``exact_below`` (delta_j = 1 - e^x), log delta_j + log -(log
         delta_j)' from the fit (-inf where the fit does not fall), -inf beyond it.  A guide for the root
-        search only: the bounds are checked against delta_j's values."""
+        search (its bounds are checked against delta_j's values), and the factor G_j(x) = -delta_j'(x) =
+        e^x Q[S_j > x] of :func:`_sum_of_two` (where the fit's derivative error is counted)."""
+        return self.log_parts(x)[1]
+
+    def log_parts(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log delta_j(x), log -delta_j'(x)) (see :meth:`log_slope`)."""
         x = np.asarray(x, dtype=float)
-        out = np.full(x.shape, -np.inf)
+        values, slopes = np.full(x.shape, -np.inf), np.full(x.shape, -np.inf)
         exact = x <= self.exact_below
-        out[exact] = x[exact]
+        values[exact] = _log1mexp(np.minimum(x[exact], -np.finfo(float).tiny))
+        slopes[exact] = x[exact]
         inside = ~exact & (x < self.fit.high)
-        where = np.maximum(x[inside], self.low)
+        fitted, derivative = self.fit.value_and_derivative(np.maximum(x[inside], self.low))
         with np.errstate(divide="ignore", invalid="ignore"):
-            out[inside] = np.nan_to_num(self.fit(where) + np.log(-self.fit.derivative(where)), nan=-np.inf)
-        return out
+            steep = np.log(-derivative)
+        values[inside] = np.where(np.isnan(fitted), -np.inf, fitted)
+        slopes[inside] = np.nan_to_num(fitted + steep, nan=-np.inf)
+        return values, slopes
 
 
-class StepRecursion:
+class _Recursion:
+    """What the recursions share: the answers kept, the stages fitted for the range of eps asked, the queries.
+
+    A subclass sets ``loss_top`` (delta is 0 from there on) and defines ``_build(smallest, largest)`` (fit the
+    stages for final eps in that range), ``_final(asked)`` and ``_errors(log_values)``.
+    """
+
+    loss_top: float
+    #: The widest eps bracket (relative) the engine built on the recursion returns: its errors are estimates
+    #: summed over the stages, where the closed forms' are rounding.
+    epsilon_rtol = 1e-6
+
+    def __init__(self) -> None:
+        self._built_for: tuple[float, float] | None = None  # the final eps the stages serve
+        #: eps -> (delta, error, slope) of the latest KEPT_ANSWERS eps asked since the stages were last fitted
+        #: or extended
+        self._answers: dict[float, tuple[float, float, float]] = {}
+
+    def _build(self, smallest: float, largest: float) -> None:
+        raise NotImplementedError
+
+    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _errors(self, log_values: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(delta(eps), an estimate of its error) at each eps.
+
+        Parameters
+        ----------
+        epsilons : numpy.ndarray
+            The eps asked.
+
+        Returns
+        -------
+        values, errors : numpy.ndarray
+            delta(eps) and an estimate of its error, of the shape of ``epsilons``.
+
+        Raises
+        ------
+        AccuracyError
+            A stage cannot be fitted to RTOL.
+        """
+        values, errors, _ = self.delta_and_slope(epsilons)
+        return values, errors
+
+    def delta_and_slope(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(delta(eps), an estimate of its error, -delta'(eps)) at each eps; the slope guides root searches
+        (their bounds are checked against the values and errors).
+
+        Parameters
+        ----------
+        epsilons : numpy.ndarray
+            The eps asked.
+
+        Returns
+        -------
+        values, errors, slopes : numpy.ndarray
+            Each of the shape of ``epsilons``.
+
+        Raises
+        ------
+        AccuracyError
+            A stage cannot be fitted to RTOL.
+        """
+        epsilons = np.asarray(epsilons, dtype=float)
+        flat = epsilons.ravel()
+        values, errors, slopes = np.zeros(flat.shape), np.zeros(flat.shape), np.zeros(flat.shape)
+
+        def shaped() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return values.reshape(epsilons.shape), errors.reshape(epsilons.shape), slopes.reshape(epsilons.shape)
+
+        below = flat < self.loss_top  # at or above it, delta is 0 exactly
+        if not np.any(below):
+            return shaped()
+        known = np.array([float(epsilon) in self._answers for epsilon in flat]) & below
+        for index in np.flatnonzero(known):
+            values[index], errors[index], slopes[index] = self._answers[float(flat[index])]
+        below &= ~known
+        if not np.any(below):
+            return shaped()
+        asked = flat[below]
+        smallest, largest = min(float(np.min(asked)), 0.0), float(np.max(asked))
+        built = self._built_for
+        if built is None or smallest < built[0] or largest > built[1]:
+            # room for the root search's next steps: eps up to twice the largest asked (at least REACH_STEP more)
+            low = smallest if built is None else min(smallest, built[0])
+            high = max(largest, 0.0) if built is None else max(largest, built[1])
+            self._build(low, min(2 * high + REACH_STEP, self.loss_top))
+            self._answers.clear()
+        log_values, log_slopes, log_checks = self._final(asked)
+        values[below], checks, slopes[below] = np.exp(log_values), np.exp(log_checks), np.exp(log_slopes)
+        errors[below] = np.abs(values[below] - checks) + self._errors(log_values)
+        for index in np.flatnonzero(below):
+            self._answers[float(flat[index])] = (float(values[index]), float(errors[index]), float(slopes[index]))
+        while len(self._answers) > KEPT_ANSWERS:
+            del self._answers[next(iter(self._answers))]
+        return shaped()
+
+
+class StepRecursion(_Recursion):
     """delta(eps) of one direction of a few uses of Gaussian noise pairs and Gaussians (see the module docstring).
 
     Parameters
@@ -358,22 +512,21 @@ class StepRecursion:
             raise UnsupportedCompositionError("the step recursion needs Gaussian noise pairs")
         if not (math.isfinite(mu) and mu >= 0):
             raise ValueError(f"mu must be a finite number >= 0, got {mu}")
+        super().__init__()
         self.mu = float(mu)
         distinct: dict[NoiseMixturePair, _Use] = {}
         for pair in pairs:
             if pair not in distinct:
                 distinct[pair] = _Use(pair)
         self.uses = [distinct[pair] for pair in pairs]
-        self._built_for: tuple[float, float] | None = None  # the final eps the stages serve
+        #: The number of uses of noise pairs.
+        self.count = len(self.uses)
         self._stages: list[_Stage] = []
         self._raws: list = []  # the functions the stages are fitted to
         self._finer: list = []  # the same by the finer rule
         self._rest: list[_Use] = []
         self._checks: list[tuple[np.ndarray, np.ndarray]] = []
         self._dropped = 0.0
-        #: eps -> (delta, error, slope) of the latest KEPT_ANSWERS eps asked since the stages were last fitted
-        #: or extended
-        self._answers: dict[float, tuple[float, float, float]] = {}
         #: sup L: delta is 0 from there on
         self.loss_top = math.inf if self.mu > 0 else math.fsum(use.highest for use in self.uses)
 
@@ -466,80 +619,234 @@ class StepRecursion:
             errors += relative * np.exp(log_values) + absolute
         return errors
 
-    def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(delta(eps), an estimate of its error) at each eps.
-
-        Parameters
-        ----------
-        epsilons : numpy.ndarray
-            The eps asked.
-
-        Returns
-        -------
-        values, errors : numpy.ndarray
-            delta(eps) and an estimate of its error, of the shape of ``epsilons``.
-
-        Raises
-        ------
-        AccuracyError
-            A level cannot be fitted to RTOL.
-        """
-        values, errors, _ = self.delta_and_slope(epsilons)
-        return values, errors
-
-    def delta_and_slope(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(delta(eps), an estimate of its error, -delta'(eps)) at each eps; the slope, from the last stage's
-        derivative, guides root searches (their bounds are checked against the values and errors).
-
-        Parameters
-        ----------
-        epsilons : numpy.ndarray
-            The eps asked.
-
-        Returns
-        -------
-        values, errors, slopes : numpy.ndarray
-            Each of the shape of ``epsilons``.
-
-        Raises
-        ------
-        AccuracyError
-            A level cannot be fitted to RTOL.
-        """
-        epsilons = np.asarray(epsilons, dtype=float)
-        flat = epsilons.ravel()
-        values, errors, slopes = np.zeros(flat.shape), np.zeros(flat.shape), np.zeros(flat.shape)
-
-        def shaped() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            return values.reshape(epsilons.shape), errors.reshape(epsilons.shape), slopes.reshape(epsilons.shape)
-
-        below = flat < self.loss_top  # at or above it, delta is 0 exactly
-        if not np.any(below):
-            return shaped()
-        known = np.array([float(epsilon) in self._answers for epsilon in flat]) & below
-        for index in np.flatnonzero(known):
-            values[index], errors[index], slopes[index] = self._answers[float(flat[index])]
-        below &= ~known
-        if not np.any(below):
-            return shaped()
-        asked = flat[below]
-        smallest, largest = min(float(np.min(asked)), 0.0), float(np.max(asked))
-        built = self._built_for
-        if built is None or smallest < built[0] or largest > built[1]:
-            # room for the root search's next steps: eps up to twice the largest asked (at least REACH_STEP more)
-            low = smallest if built is None else min(smallest, built[0])
-            high = max(largest, 0.0) if built is None else max(largest, built[1])
-            self._build(low, min(2 * high + REACH_STEP, self.loss_top))
-            self._answers.clear()
-        last = self._rest[-1]
-        stage = self._stages[-1]
+    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log delta, log -delta', log delta by the finer rule) at the eps ``asked``: the last level."""
+        last, stage = self._rest[-1], self._stages[-1]
         log_values, log_slopes = last.level_and_slope(stage, asked, ORDER, WIDTH)
-        log_checks = last.level(stage, stage.fit.edges, asked, CHECK_ORDER, CHECK_WIDTH)
-        values[below], checks, slopes[below] = np.exp(log_values), np.exp(log_checks), np.exp(log_slopes)
+        return log_values, log_slopes, last.level(stage, stage.fit.edges, asked, CHECK_ORDER, CHECK_WIDTH)
+
+    def _errors(self, log_values: np.ndarray) -> np.ndarray:
+        """The stages' errors passed on to each final delta, and the mass left out."""
         dropped = self._dropped + math.fsum(stage.fit.dropped for stage in self._stages)
-        errors[below] = np.abs(values[below] - checks) + self._stage_errors(log_values) + dropped
-        for index in np.flatnonzero(below):
-            self._answers[float(flat[index])] = (float(values[index]), float(errors[index]), float(slopes[index]))
-        while len(self._answers) > KEPT_ANSWERS:
-            del self._answers[next(iter(self._answers))]
-        return shaped()
+        return self._stage_errors(log_values) + dropped
+
+
+def _sum_of_two(first: _Stage, second: _Stage, x: np.ndarray, order: int, panels: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(log delta, relative error estimate) of the sum of two stages' independent losses S_a + S_b at each x
+    (x >= first.low + second.low).
+
+    delta_{a+b}(x) = int G_a(x - y) P[S_b > y] dy with G_a = -delta_a' and P[S_b > y] = delta_b(y) - delta_b'(y)
+    (both positive).  Below ``second.low``, P[S_b > y] = 1, and above x - ``first.low``, G_a(x - y) = e^{x - y}:
+    their integrals are delta_a(x - second.low) and e^{first.low} delta_b(x - first.low).  The rest, on
+    [second.low, x - first.low] within both fits, by the composite rule of ``order`` points on ``panels`` equal
+    panels, split further at both fits' piece edges.  The error passed on from the stages is the mean of theirs
+    (G's of the first, the survival function's -- at most G's -- of the second) weighted by the terms.
+    """
+    head, tail = first(x - second.low), first.low + second(x - first.low)
+    start = np.maximum(second.low, x - first.high)[:, None]
+    stop = np.maximum(np.minimum(x - first.low, second.high)[:, None], start)
+    edges = np.concatenate([start + (stop - start) * np.linspace(0.0, 1.0, panels + 1),
+                            np.clip(second.edges[None, :], start, stop),
+                            np.clip(x[:, None] - first.edges[None, :], start, stop)], axis=1)
+    y, log_w = composite_rule(np.sort(edges, axis=1), *gauss_legendre(order))
+    kept = np.isfinite(log_w)
+    z = (x[:, None] - y)[kept]
+    log_delta, log_g = second.log_parts(y[kept])
+    terms = np.full(y.shape, -np.inf)
+    terms[kept] = log_w[kept] + first.log_slope(z) + np.logaddexp(log_delta, log_g)
+    inherited = np.zeros(y.shape)
+    inherited[kept] = first.relative_errors(z)[1] + second.relative_errors(y[kept])[1]
+    middle = _row_log_sums(terms)
+    total = np.logaddexp(np.logaddexp(head, tail), middle)
+    with np.errstate(invalid="ignore", over="ignore"):
+        weights = np.exp(terms - total[:, None])
+        error = (np.sum(np.nan_to_num(weights * inherited), axis=1)
+                 + np.nan_to_num(np.exp(head - total)) * first.relative_errors(x - second.low)[0]
+                 + np.nan_to_num(np.exp(tail - total)) * second.relative_errors(x - first.low)[0])
+    return total, error
+
+
+def _level_with_errors(use: _Use, stage: _Stage, x: np.ndarray, order: int, width: float
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log delta, relative error estimate, log -delta') of one more use after ``stage`` (:meth:`_Use.level_and_slope`),
+    the error passed on from the stage the mean of its delta's weighted by the terms."""
+    terms, density, arguments = use._terms(stage, stage.edges, x, order, width)
+    kept = np.isfinite(terms)
+    values = _row_log_sums(terms)
+    slope_terms = np.full(terms.shape, -np.inf)
+    slope_terms[kept] = density[kept] + stage.log_slope(arguments[kept])
+    inherited = np.zeros(terms.shape)
+    inherited[kept] = stage.relative_errors(arguments[kept])[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.sum(np.nan_to_num(np.exp(terms - values[:, None]) * inherited), axis=1)
+    return values, error, _row_log_sums(slope_terms)
+
+
+class DoublingRecursion(_Recursion):
+    """delta(eps) of one direction of many uses of one Gaussian noise pair, by doubling the number of uses.
+
+    For independent losses S_a and S_b, with G_a(x) = -delta_a'(x) = e^x Q[S_a > x] and the survival function
+    P[S_b > y] = delta_b(y) - delta_b'(y),
+
+        delta_{a+b}(x) = int G_a(x - y) P[S_b > y] dy
+
+    (the payoff's Laplace transform 1 / (s (s + 1)) is the product of those of G and of the survival function,
+    1 / (s + 1) and 1 / s; :func:`_sum_of_two`).  Both factors are positive, so, as in :class:`StepRecursion`,
+    nothing cancels and the result is accurate relative to delta however small.  Stages of 1, 2, 4, ... uses,
+    then the partial sums of the count's binary digits, are fitted as in :class:`StepRecursion` (log delta
+    piecewise Chebyshev; G from the fit's derivative), each from two earlier stages -- or, to add one use, by
+    :class:`StepRecursion`'s level over that use's output; the last sum is formed at each eps asked.  A count
+    of k costs about 2 log2(k) stages instead of k levels.
+
+    Error.  Every stage carries relative error estimates per piece, of delta and of G.  At a stage's check points
+    (two per piece) they are the difference between its fit and the stage computed by a finer rule with the two
+    stages' roles swapped (G from the other fit's derivative), plus the earlier stages' estimates passed on --
+    the mean of theirs weighted by the terms of the sum (or level), so that an error where a factor is
+    negligible costs nothing -- and, for G, the error of the fit's derivative estimated from its last
+    coefficients.  The final delta is formed by both rules, their difference added to the estimates it inherits.
+    Estimates, as for :class:`StepRecursion`.
+
+    Parameters
+    ----------
+    pair : afa.mechanisms.noise_pair.NoiseMixturePair
+        A pair with Gaussian noise whose loss is monotone in the output (subsampled Gaussians).
+    count : int
+        The number of uses, 4 to MAX_DOUBLING_USES.
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        A count out of range, a pair with Laplace noise, or a loss unbounded on both sides.
+
+    Examples
+    --------
+    >>> import math
+    >>> import numpy as np
+    >>> from afa.mechanisms.noise_pair import NoiseMixturePair
+    >>> q = 0.001  # Poisson-subsampled Gaussian, sigma = 2, remove direction
+    >>> pair = NoiseMixturePair("gaussian", 2.0, (0.0, 1.0), (math.log1p(-q), math.log(q)), (0.0,), (0.0,))
+    >>> values, errors = DoublingRecursion(pair, 1000).delta(np.array([0.1]))
+    >>> bool(errors[0] < 1e-6 * values[0])
+    True
+    """
+
+    def __init__(self, pair: NoiseMixturePair, count: int):
+        if count != int(count) or not 4 <= count <= MAX_DOUBLING_USES:
+            raise UnsupportedCompositionError(f"the doubling recursion takes 4 to {MAX_DOUBLING_USES} uses, got "
+                                              f"{count}")
+        if pair.noise != "gaussian":
+            raise UnsupportedCompositionError("the doubling recursion needs a Gaussian noise pair")
+        use = _Use(pair)
+        if math.isinf(use.lowest) and math.isinf(use.highest):
+            # the stages would span count times the rule's losses on both sides (the contour serves these)
+            raise UnsupportedCompositionError("the doubling recursion needs a loss bounded on one side (a "
+                                              "subsampled Gaussian)")
+        super().__init__()
+        self.use = use
+        self.count = int(count)
+        self.loss_top = math.inf if math.isinf(self.use.highest) else self.count * self.use.highest
+        # each stage's size -> the sizes it sums (the first's G, the second's survival function; a second of 1:
+        # the level over one use's output); the last sum is formed at each eps asked
+        digits = [1 << bit for bit in range(self.count.bit_length()) if self.count >> bit & 1][::-1]
+        self._parts: dict[int, tuple[int, int]] = {}
+        size = 1
+        while size < digits[0]:
+            self._parts[2 * size] = (size, 1 if size == 1 else size)
+            size *= 2
+        total = digits[0]
+        for digit in digits[1:]:
+            self._parts[total + digit] = (total, digit)
+            total += digit
+        self._stages: dict[int, _Stage] = {}
+        self._dropped = 0.0
+
+    def _limits(self, size: int, smallest: float, largest: float) -> tuple[float, float]:
+        """The range stage ``size`` is asked on for final eps in [smallest, largest]: the final eps minus what the
+        other uses' rules reach, within the stage's own loss range."""
+        use, rest = self.use, self.count - size
+        low = max(size * use.lowest, smallest - rest * use.rule_losses[1])
+        high = min(size * use.highest, largest - rest * use.rule_losses[0])
+        return low, max(high, low + 1e-3 * (1.0 + abs(low)))
+
+    def _stage_function(self, size: int, check: bool):
+        """Stage ``size`` as a function of x returning (log delta, relative error passed on); ``check``: the finer
+        rule, with a sum's roles swapped."""
+        a, b = self._parts[size]
+        if b == 1:
+            order, width = (CHECK_ORDER, CHECK_WIDTH) if check else (ORDER, WIDTH)
+            return lambda x: _level_with_errors(self.use, self._stages[a], x, order, width)[:2]
+        first, second = (self._stages[b], self._stages[a]) if check else (self._stages[a], self._stages[b])
+        order, panels = (CHECK_ORDER, CHECK_PANELS) if check else (SUM_ORDER, PANELS)
+        return lambda x: _sum_of_two(first, second, x, order, panels)
+
+    def _build(self, smallest: float, largest: float) -> None:
+        self._stages, self._dropped, span = {}, 0.0, 0.0
+        tails = self.use.tails
+
+        def first(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            values, errors = tails.hockey_stick_with_error(x)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.log(values), np.where(values > 0, errors / values, 0.0)
+
+        worst = 0.0
+        for size in [1, *sorted(self._parts)[:-1]]:
+            low, high = self._limits(size, smallest, largest)
+            raw, finer = (first, first) if size == 1 else (self._stage_function(size, False),
+                                                           self._stage_function(size, True))
+
+            def fitted(x: np.ndarray, raw=raw) -> tuple[np.ndarray, np.ndarray]:
+                return raw(x)[0], np.zeros(x.shape)
+            # (the first stage's error passes on to the count's every use: it is fitted more closely)
+            fit = _Piecewise(fitted, low, high) if size > 1 else _Piecewise(first, low, high, FIRST_TOL)
+            stage = _Stage(fit, low, size * self.use.lowest)
+            points = fit.check_points()
+            pieces = np.concatenate([np.arange(len(fit.coefficients))] * 2)
+            values, derivatives = fit.value_and_derivative(points)
+            checked, passed_on = finer(points)
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                own = np.expm1(np.abs(values - checked))
+                error = own + passed_on
+                g_error = error + fit.derivative_error(points) / np.abs(derivatives)
+            # pieces taken as 0 (NaN) or not resolved: their values count in ``dropped`` or are refused below
+            error, g_error = np.nan_to_num(error, nan=0.0), np.nan_to_num(g_error, nan=0.0, posinf=1.0)
+            delta_errors, g_errors = np.zeros(len(fit.coefficients)), np.zeros(len(fit.coefficients))
+            np.maximum.at(delta_errors, pieces, error)
+            np.maximum.at(g_errors, pieces, g_error)
+            stage.piece_errors = (delta_errors, np.minimum(g_errors, 1.0))
+            self._stages[size] = stage
+            # mass taken as 0: a fit's pieces below FLOOR, a level's rule's outside
+            self._dropped += fit.dropped + (OUTSIDE_SPAN if self._parts.get(size, (0, 0))[1] == 1 else 0.0)
+            span = max(span, high - low)
+            seen = np.isfinite(values) & (checked > -RELATIVE_SPAN)
+            worst = max(worst, float(np.max(own[seen], initial=0.0)))
+        # (an absolute error of a stage's delta or G passes on weighted by integrals over at most the widest range)
+        self._dropped *= 1.0 + span
+        if worst > RTOL:
+            self._built_for = None
+            raise AccuracyError(f"a stage of the doubling recursion agrees with a finer rule only to {worst:.2g} "
+                                f"(relative, where delta > e^-{RELATIVE_SPAN:g}), more than {RTOL:g}")
+        self._built_for = (smallest, largest)
+
+    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The last sum at the eps ``asked`` by both rules, and the slope: a level's from the stage's derivative,
+        a sum's from a central difference of log delta (a guide for the root search).  The estimate the final
+        sum inherits is kept for :meth:`_errors`."""
+        a, b = self._parts[self.count]
+        if b == 1:
+            log_values, passed_on, log_slopes = _level_with_errors(self.use, self._stages[a], asked, ORDER, WIDTH)
+        else:
+            main = self._stage_function(self.count, False)
+            log_values, passed_on = main(asked)
+            step = 1e-5 * (1.0 + np.abs(asked))
+            low = self._stages[a].low + self._stages[b].low
+            ahead, behind = main(asked + step)[0], main(np.maximum(asked - step, low))[0]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                log_slopes = np.nan_to_num(log_values + np.log(np.maximum((behind - ahead) / (2 * step), 0.0)),
+                                           nan=-np.inf)
+        self._passed_on = passed_on
+        return log_values, log_slopes, self._stage_function(self.count, True)(asked)[0]
+
+    def _errors(self, log_values: np.ndarray) -> np.ndarray:
+        """The estimate the final sum inherits from the stages (relative), and the mass dropped."""
+        return self._passed_on * np.exp(log_values) + self._dropped
