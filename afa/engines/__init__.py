@@ -8,7 +8,7 @@
   :mod:`~afa.engines.quadrature` (real-line Levy inversion), :mod:`~afa.engines.discrete` and
   :mod:`~afa.engines.two_factor` (exact composition of finite-output mechanisms),
   :mod:`~afa.engines.quadratic` (data-dependent Gaussians), :mod:`~afa.engines.step_recursion` (a few uses of
-  Gaussian noise pairs), :mod:`~afa.engines.laplace_top` (Laplace uses near their top), :mod:`~afa.engines.pld` and
+  Gaussian noise pairs; many uses of one by doubling), :mod:`~afa.engines.laplace_top` (Laplace uses near their top), :mod:`~afa.engines.pld` and
   :mod:`~afa.engines.mixed_pld` (the discretized PLD), :mod:`~afa.engines.certified` (Zhu, Dong & Wang 2022,
   Algorithm 2).
 

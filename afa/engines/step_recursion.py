@@ -1,4 +1,5 @@
-"""delta(eps) of a few uses of Gaussian noise pairs, by recursion over the uses: relative accuracy at any delta.
+"""delta(eps) of a few uses of Gaussian noise pairs, by recursion over the uses, and of many uses of one pair, by
+doubling (:class:`DoublingRecursion`): relative accuracy at any delta.
 
 One direction of a composition of k uses of Gaussian noise pairs (A_i, B_i)
 (:class:`afa.mechanisms.noise_pair.NoiseMixturePair`: Poisson-subsampled Gaussians, mixtures of Gaussians) and of
