@@ -262,7 +262,7 @@ def test_doubling_agrees_with_the_recursion_use_by_use(sigma, q, count, eps):
         assert np.all(stated <= 1e-7 * doubled + 1e-250)
 
 
-@pytest.mark.parametrize("sigma, q, count", [(1.0, 0.01, 37), (2.0, 0.001, 100), (0.8, 0.1, 50)])
+@pytest.mark.parametrize("sigma, q, count", [(1.0, 0.01, 37), (2.0, 0.001, 100), (0.8, 0.02, 50)])
 def test_doubling_agrees_at_zero_in_both_directions(sigma, q, count):
     """delta_{P||Q}(0) = delta_{Q||P}(0) (both the total variation distance of the composed pairs); the two
     directions' stages have nothing in common (the add direction's loss is bounded above, the remove's below)."""
@@ -273,13 +273,13 @@ def test_doubling_agrees_at_zero_in_both_directions(sigma, q, count):
 
 
 def test_doubling_agrees_with_the_contour_at_hundreds_of_uses():
-    """q = 0.01, sigma = 1, 300 uses, delta = 1e-5: the contour answers with relative accuracy (its sums do not
+    """q = 0.003, sigma = 1, 300 uses, delta = 1e-5: the contour answers with relative accuracy (its sums do not
     cancel here); at its eps the doubling's delta (the larger direction's) is 1e-5 to its stated error."""
-    accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.01), times=300)
+    accountant = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.003), times=300)
     contour = accountant.epsilon_result(1e-5, method="contour")
     assert contour.error < 1e-10 * contour.value
     answers = [DoublingRecursion(side, 300).delta(np.array([contour.value]))
-               for side in (_remove(1.0, 0.01), _remove(1.0, 0.01).swapped())]
+               for side in (_remove(1.0, 0.003), _remove(1.0, 0.003).swapped())]
     value, error = max((float(v[0]), float(e[0])) for v, e in answers)
     assert value == pytest.approx(1e-5, rel=1e-9)
     assert error <= 1e-7 * value
@@ -313,7 +313,14 @@ def test_one_pair_from_sixteen_uses_is_served_by_doubling():
     assert isinstance(recursion(planner.DOUBLING_FROM), DoublingRecursion)
     assert isinstance(recursion(planner.DOUBLING_FROM - 1), StepRecursion)
     assert isinstance(recursion(planner.DOUBLING_FROM, gaussians=True), StepRecursion)
-    assert recursion(10**5).count == 10**5
+    # its reach: count * log(1/(1 - q)) at most MAX_REACH (the stages' ranges grow with it); beyond, use by use
+    # up to MAX_USES, else no recursion
+    assert isinstance(recursion(step_recursion.MAX_USES), StepRecursion)  # q = 0.01: reach 2
+    assert recursion(step_recursion.MAX_USES + 1) is None
+    rare = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(1e-5), times=10**5).planner
+    assert rare.step_recursion(0).count == 10**5  # reach 1.0
+    with pytest.raises(UnsupportedCompositionError, match="at most"):
+        DoublingRecursion(_remove(1.0, 0.001), 1100)
 
 
 def test_identical_pairs_share_one_use():

@@ -8,9 +8,9 @@
   :mod:`~afa.engines.quadrature` (real-line Levy inversion), :mod:`~afa.engines.discrete` and
   :mod:`~afa.engines.two_factor` (exact composition of finite-output mechanisms),
   :mod:`~afa.engines.quadratic` (data-dependent Gaussians), :mod:`~afa.engines.step_recursion` (a few uses of
-  Gaussian noise pairs; many uses of one by doubling), :mod:`~afa.engines.laplace_top` (Laplace uses near their top), :mod:`~afa.engines.pld` and
-  :mod:`~afa.engines.mixed_pld` (the discretized PLD), :mod:`~afa.engines.certified` (Zhu, Dong & Wang 2022,
-  Algorithm 2).
+  Gaussian noise pairs; many uses of one by doubling), :mod:`~afa.engines.laplace_top` (Laplace uses near their
+  top), :mod:`~afa.engines.pld` and :mod:`~afa.engines.mixed_pld` (the discretized PLD),
+  :mod:`~afa.engines.certified` (Zhu, Dong & Wang 2022, Algorithm 2).
 
 The engines read mechanisms only through their dominating pairs, privacy losses and loss tails
 (:mod:`afa.mechanisms`).

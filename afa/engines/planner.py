@@ -291,7 +291,9 @@ class Planner:
     def step_recursion(self, index: int) -> StepRecursion | DoublingRecursion | None:
         """Direction ``index`` as a recursion over a few uses (:class:`afa.engines.step_recursion.StepRecursion`) when
         every mechanism is a Gaussian or has a Gaussian noise pair (subsampled Gaussians, mixtures of Gaussians) and
-        those pairs' uses number 2 to MAX_USES (1 to MAX_USES with Gaussians); else None.  Built once per direction."""
+        those pairs' uses number 2 to MAX_USES (1 to MAX_USES with Gaussians), or by doubling
+        (:class:`afa.engines.step_recursion.DoublingRecursion`) for DOUBLING_FROM or more uses of one pair without
+        Gaussians, within its reach; else None.  Built once per direction."""
         if index not in self._recursions:
             self._recursions[index] = self._step_recursion(index)
         return self._recursions[index]
@@ -312,7 +314,10 @@ class Planner:
         uses = sum(counted.values())
         if len(counted) == 1 and mu_squared == 0 and DOUBLING_FROM <= uses <= MAX_DOUBLING_USES:
             (pair, count), = counted.items()
-            return DoublingRecursion(pair, count)
+            try:
+                return DoublingRecursion(pair, count)
+            except UnsupportedCompositionError:  # (its reach: then use by use, if few enough)
+                pass
         if not (1 if mu_squared > 0 else 2) <= uses <= MAX_USES:
             return None
         return StepRecursion([pair for pair, count in counted.items() for _ in range(count)], math.sqrt(mu_squared))

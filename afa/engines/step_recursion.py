@@ -92,8 +92,10 @@ REACH_STEP = 0.01
 #: A level whose fit differs from a finer rule by more than RTOL (relative, where delta_j > e^-RELATIVE_SPAN) is
 #: refused.
 RTOL = 1e-6
-#: The most uses of one pair :class:`DoublingRecursion` takes (about two stages per doubling of the count).
-MAX_DOUBLING_USES = 1_000_000
+#: The most uses of one pair :class:`DoublingRecursion` takes (about two stages per doubling of the count), and the
+#: largest count times the loss's bounded end (the stages' ranges grow with it, and their pieces: q = 0.001,
+#: sigma = 2: 1000 uses take some 2.5 s per direction, 3000 uses 6.5 s and ten times the estimated error).
+MAX_DOUBLING_USES, MAX_REACH = 1_000_000, 1.05
 #: A stage whose G enters the final delta more than G_USES times is fitted to FIT_TOL times G_USES over that, but
 #: not below FIT_TOL_FLOOR (the coefficients' rounding).
 G_USES, FIT_TOL_FLOOR = 1, 2e-13
@@ -718,7 +720,8 @@ class DoublingRecursion(_Recursion):
     Raises
     ------
     UnsupportedCompositionError
-        A count out of range, a pair with Laplace noise, or a loss unbounded on both sides.
+        A count out of range, a pair with Laplace noise, a loss unbounded on both sides, or a count times the
+        loss's bounded end above MAX_REACH.
 
     Examples
     --------
@@ -743,6 +746,11 @@ class DoublingRecursion(_Recursion):
             # the stages would span count times the rule's losses on both sides (the contour serves these)
             raise UnsupportedCompositionError("the doubling recursion needs a loss bounded on one side (a "
                                               "subsampled Gaussian)")
+        reach = count * min(abs(use.lowest), abs(use.highest))
+        if reach > MAX_REACH:
+            raise UnsupportedCompositionError(f"the doubling recursion takes counts whose bounded loss ends sum to at "
+                                              f"most {MAX_REACH:g} (count * |log(1 - q)| for a subsampled "
+                                              f"Gaussian), got {reach:.3g}")
         super().__init__()
         self.use = use
         self.count = int(count)
