@@ -96,9 +96,6 @@ RTOL = 1e-6
 #: largest count times the loss's bounded end (the stages' ranges grow with it, and their pieces: q = 0.001,
 #: sigma = 2: 1000 uses take some 2.5 s per direction, 3000 uses 6.5 s and ten times the estimated error).
 MAX_DOUBLING_USES, MAX_REACH = 1_000_000, 1.05
-#: A stage whose G enters the final delta more than G_USES times is fitted to FIT_TOL times G_USES over that, but
-#: not below FIT_TOL_FLOOR (the coefficients' rounding).
-G_USES, FIT_TOL_FLOOR = 1, 2e-13
 #: Fit tolerance of the doubling recursion's first stage (the loss tails of one use).
 FIRST_TOL = 1e-13
 #: Equal-width panels per row of a stage's integral over the split (besides the pieces' edges), and for its check.
@@ -144,8 +141,9 @@ def _series(tables: tuple[np.ndarray, ...], index: np.ndarray, t: np.ndarray) ->
 
 
 class _Piecewise:
-    """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below FIT_TOL or
-    8 times the noise of f's values (``function`` returns (values, bounds on their errors), both of log delta)."""
+    """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below ``tolerance``
+    (FIT_TOL by default) or 8 times the noise of f's values (``function`` returns (values, bounds on their errors),
+    both of log delta)."""
 
     def __init__(self, function, low: float, high: float, tolerance: float = FIT_TOL):
         self.tolerance = tolerance
@@ -294,11 +292,23 @@ class _Use:
                         ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`level` of ``stage`` at each x, and log -delta_j'(x) = log E_A[-delta_{j-1}'(x - l(o))] from the
         stage's slope (:meth:`_Stage.log_slope`) on the nodes the level keeps."""
+        values, slopes, _ = self.level_slope_and_error(stage, x, order, width)
+        return values, slopes
+
+    def level_slope_and_error(self, stage: _Stage, x: np.ndarray, order: int, width: float
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`level_and_slope`, and the relative error estimate the level inherits from ``stage``: the mean of
+        its delta's (:meth:`_Stage.relative_errors`) weighted by the level's terms."""
         terms, density, arguments = self._terms(stage, stage.fit.edges, x, order, width)
         kept = np.isfinite(terms)
+        values = _row_log_sums(terms)
         slope_terms = np.full(terms.shape, -np.inf)
         slope_terms[kept] = density[kept] + stage.log_slope(arguments[kept])
-        return _row_log_sums(terms), _row_log_sums(slope_terms)
+        inherited = np.zeros(terms.shape)
+        inherited[kept] = stage.relative_errors(arguments[kept])[0]
+        with np.errstate(invalid="ignore", over="ignore"):
+            error = np.sum(np.nan_to_num(np.exp(terms - values[:, None]) * inherited), axis=1)
+        return values, _row_log_sums(slope_terms), error
 
     def _terms(self, previous, previous_edges: np.ndarray, x: np.ndarray, order: int, width: float
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -670,22 +680,6 @@ def _sum_of_two(first: _Stage, second: _Stage, x: np.ndarray, order: int, panels
     return total, error
 
 
-def _level_with_errors(use: _Use, stage: _Stage, x: np.ndarray, order: int, width: float
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(log delta, relative error estimate, log -delta') of one more use after ``stage`` (:meth:`_Use.level_and_slope`),
-    the error passed on from the stage the mean of its delta's weighted by the terms."""
-    terms, density, arguments = use._terms(stage, stage.edges, x, order, width)
-    kept = np.isfinite(terms)
-    values = _row_log_sums(terms)
-    slope_terms = np.full(terms.shape, -np.inf)
-    slope_terms[kept] = density[kept] + stage.log_slope(arguments[kept])
-    inherited = np.zeros(terms.shape)
-    inherited[kept] = stage.relative_errors(arguments[kept])[0]
-    with np.errstate(invalid="ignore", over="ignore"):
-        error = np.sum(np.nan_to_num(np.exp(terms - values[:, None]) * inherited), axis=1)
-    return values, error, _row_log_sums(slope_terms)
-
-
 class DoublingRecursion(_Recursion):
     """delta(eps) of one direction of many uses of one Gaussian noise pair, by doubling the number of uses.
 
@@ -784,7 +778,7 @@ class DoublingRecursion(_Recursion):
         a, b = self._parts[size]
         if b == 1:
             order, width = (CHECK_ORDER, CHECK_WIDTH) if check else (ORDER, WIDTH)
-            return lambda x: _level_with_errors(self.use, self._stages[a], x, order, width)[:2]
+            return lambda x: self.use.level_slope_and_error(self._stages[a], x, order, width)[::2]
         first, second = (self._stages[b], self._stages[a]) if check else (self._stages[a], self._stages[b])
         order, panels = (CHECK_ORDER, CHECK_PANELS) if check else (SUM_ORDER, PANELS)
         return lambda x: _sum_of_two(first, second, x, order, panels)
@@ -843,7 +837,7 @@ class DoublingRecursion(_Recursion):
         sum inherits is kept for :meth:`_errors`."""
         a, b = self._parts[self.count]
         if b == 1:
-            log_values, passed_on, log_slopes = _level_with_errors(self.use, self._stages[a], asked, ORDER, WIDTH)
+            log_values, log_slopes, passed_on = self.use.level_slope_and_error(self._stages[a], asked, ORDER, WIDTH)
         else:
             main = self._stage_function(self.count, False)
             log_values, passed_on = main(asked)
