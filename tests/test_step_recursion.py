@@ -301,7 +301,7 @@ def test_hundreds_of_uses_at_tiny_delta_answer_by_doubling_inside_the_certified_
     assert certified.certified and certified.lower <= answer.lower <= answer.upper <= certified.upper
 
 
-def test_one_pair_from_sixteen_uses_is_served_by_doubling():
+def test_one_pair_beyond_forty_uses_is_served_by_doubling():
     """The planner's choice: one noise pair without Gaussians doubles from DOUBLING_FROM uses; fewer uses, or
     Gaussians beside, go use by use."""
     def recursion(count, gaussians=False):
