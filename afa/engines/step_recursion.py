@@ -96,6 +96,8 @@ RTOL = 1e-6
 #: largest count times the loss's bounded end (the stages' ranges grow with it, and their pieces: q = 0.001,
 #: sigma = 2: 1000 uses take some 2.5 s per direction, 3000 uses 6.5 s and ten times the estimated error).
 MAX_DOUBLING_USES, MAX_REACH = 1_000_000, 1.05
+#: Points per piece (on average) from which a fit is evaluated piece by piece (:func:`_series`).
+PER_PIECE = 2000
 #: Fit tolerance of the doubling recursion's first stage (the loss tails of one use).
 FIRST_TOL = 1e-13
 #: Equal-width panels per row of a stage's integral over the split (besides the pieces' edges), and for its check.
@@ -122,11 +124,15 @@ def _chebyshev_points() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _series(tables: tuple[np.ndarray, ...], index: np.ndarray, t: np.ndarray) -> list[np.ndarray]:
-    """sum_j c_j T_j(t) with c_j = table[j, index] for each table, by Clenshaw's recurrence piece by piece (the
-    points sorted by piece once: each piece's coefficients are scalars, no gather per point)."""
+    """sum_j c_j T_j(t) with c_j = table[j, index] for each table, by Clenshaw's recurrence: piece by piece (the
+    points sorted by piece once, each piece's coefficients scalars) when the pieces hold PER_PIECE points or more
+    on average, else on all points at once with each point's coefficients gathered."""
+    pieces = tables[0].shape[1]
+    if t.size < PER_PIECE * pieces:
+        return [_gathered_series(table, index, t) for table in tables]
     order = np.argsort(index, kind="stable")
     ranked, by_piece = t[order], index[order]
-    bounds = np.searchsorted(by_piece, np.arange(tables[0].shape[1] + 1))
+    bounds = np.searchsorted(by_piece, np.arange(pieces + 1))
     results = [np.empty(t.shape) for _ in tables]
     for piece in np.flatnonzero(np.diff(bounds)):
         part = slice(bounds[piece], bounds[piece + 1])
@@ -138,6 +144,19 @@ def _series(tables: tuple[np.ndarray, ...], index: np.ndarray, t: np.ndarray) ->
         output[order] = result
         outputs.append(output)
     return outputs
+
+
+def _gathered_series(by_order: np.ndarray, index: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """sum_j c_j T_j(t) with c_j = by_order[j, index], by Clenshaw's recurrence on all points at once (in place)."""
+    coefficients = by_order[:, index]  # one contiguous row per order
+    first, second = coefficients[-1].copy(), np.zeros_like(t)
+    twice, scratch = 2 * t, np.empty_like(t)
+    for j in range(len(by_order) - 2, 0, -1):  # first <- 2 t first - second + c_j
+        np.multiply(twice, first, out=scratch)
+        scratch -= second
+        scratch += coefficients[j]
+        first, second, scratch = scratch, first, second
+    return t * first - second + coefficients[0]
 
 
 class _Piecewise:
