@@ -452,7 +452,7 @@ class _Recursion:
         Raises
         ------
         AccuracyError
-            A stage cannot be fitted to RTOL.
+            A stage differs from its finer rule by more than RTOL (STAGE_RTOL when doubling).
         """
         values, errors, _ = self.delta_and_slope(epsilons)
         return values, errors
@@ -474,7 +474,7 @@ class _Recursion:
         Raises
         ------
         AccuracyError
-            A stage cannot be fitted to RTOL.
+            A stage differs from its finer rule by more than RTOL (STAGE_RTOL when doubling).
         """
         epsilons = np.asarray(epsilons, dtype=float)
         flat = epsilons.ravel()
