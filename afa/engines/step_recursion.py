@@ -100,6 +100,8 @@ MAX_DOUBLING_USES, MAX_REACH = 1_000_000, 1.05
 #: passed on with the stage's weight in each sum (a loss's far end, where delta falls steeply, can differ by 1e-3
 #: and not matter to the eps asked), and an eps(delta) bracket wider than 1e-6 is refused.
 STAGE_RTOL = 1e-2
+#: Most nodes :func:`_sum_of_two` forms at once (it takes its x in groups of rows within this).
+SUM_NODES = 2_000_000
 #: Points per piece (on average) from which a fit is evaluated piece by piece (:func:`_series`).
 PER_PIECE = 2000
 #: Fit tolerance of the doubling recursion's first stage (the loss tails of one use).
@@ -679,6 +681,10 @@ def _sum_of_two(first: _Stage, second: _Stage, x: np.ndarray, order: int, panels
     panels, split further at both fits' piece edges.  The error passed on from the stages is the mean of theirs
     (G's of the first, the survival function's -- at most G's -- of the second) weighted by the terms.
     """
+    rows = max(1, SUM_NODES // ((panels + second.edges.size + first.edges.size) * order))
+    if x.size > rows:  # a bounded number of nodes at once
+        parts = [_sum_of_two(first, second, x[begin:begin + rows], order, panels) for begin in range(0, x.size, rows)]
+        return np.concatenate([part[0] for part in parts]), np.concatenate([part[1] for part in parts])
     head, tail = first(x - second.low), first.low + second(x - first.low)
     start = np.maximum(second.low, x - first.high)[:, None]
     stop = np.maximum(np.minimum(x - first.low, second.high)[:, None], start)
