@@ -415,7 +415,7 @@ class _Recursion:
     """What the recursions share: the answers kept, the stages fitted for the range of eps asked, the queries.
 
     A subclass sets ``loss_top`` (delta is 0 from there on) and defines ``_build(smallest, largest)`` (fit the
-    stages for final eps in that range), ``_final(asked)`` and ``_errors(log_values)``.
+    stages for final eps in that range) and ``_final(asked)``.
     """
 
     loss_top: float
@@ -432,10 +432,9 @@ class _Recursion:
     def _build(self, smallest: float, largest: float) -> None:
         raise NotImplementedError
 
-    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def _errors(self, log_values: np.ndarray) -> np.ndarray:
+    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log delta, log -delta', log delta by the finer rule, the error passed on from the stages and the mass
+        left out) at the eps ``asked``."""
         raise NotImplementedError
 
     def delta(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -503,9 +502,9 @@ class _Recursion:
             high = max(largest, 0.0) if built is None else max(largest, built[1])
             self._build(low, min(2 * high + REACH_STEP, self.loss_top))
             self._answers.clear()
-        log_values, log_slopes, log_checks = self._final(asked)
+        log_values, log_slopes, log_checks, inherited = self._final(asked)
         values[below], checks, slopes[below] = np.exp(log_values), np.exp(log_checks), np.exp(log_slopes)
-        errors[below] = np.abs(values[below] - checks) + self._errors(log_values)
+        errors[below] = np.abs(values[below] - checks) + inherited
         for index in np.flatnonzero(below):
             self._answers[float(flat[index])] = (float(values[index]), float(errors[index]), float(slopes[index]))
         while len(self._answers) > KEPT_ANSWERS:
@@ -657,16 +656,14 @@ class StepRecursion(_Recursion):
             errors += relative * np.exp(log_values) + absolute
         return errors
 
-    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(log delta, log -delta', log delta by the finer rule) at the eps ``asked``: the last level."""
+    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The last level at the eps ``asked`` by both rules, its slope, and the stages' errors passed on
+        (:meth:`_stage_errors`) with the mass left out."""
         last, stage = self._rest[-1], self._stages[-1]
         log_values, log_slopes = last.level_and_slope(stage, asked, ORDER, WIDTH)
-        return log_values, log_slopes, last.level(stage, stage.fit.edges, asked, CHECK_ORDER, CHECK_WIDTH)
-
-    def _errors(self, log_values: np.ndarray) -> np.ndarray:
-        """The stages' errors passed on to each final delta, and the mass left out."""
         dropped = self._dropped + math.fsum(stage.fit.dropped for stage in self._stages)
-        return self._stage_errors(log_values) + dropped
+        return (log_values, log_slopes, last.level(stage, stage.fit.edges, asked, CHECK_ORDER, CHECK_WIDTH),
+                self._stage_errors(log_values) + dropped)
 
 
 def _sum_of_two(first: _Stage, second: _Stage, x: np.ndarray, order: int, panels: int
@@ -860,10 +857,10 @@ class DoublingRecursion(_Recursion):
                                 f"(relative, where delta > e^-{RELATIVE_SPAN:g}), more than {STAGE_RTOL:g}")
         self._built_for = (smallest, largest)
 
-    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The last sum at the eps ``asked`` by both rules, and the slope: a level's from the stage's derivative,
-        a sum's from a central difference of log delta (a guide for the root search).  The estimate the final
-        sum inherits is kept for :meth:`_errors`."""
+    def _final(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The last sum at the eps ``asked`` by both rules; the slope: a level's from the stage's derivative, a
+        sum's from a central difference of log delta (a guide for the root search); the estimate the sum inherits
+        from the stages (relative, times delta) and the mass dropped."""
         a, b = self._parts[self.count]
         if b == 1:
             log_values, log_slopes, passed_on = self.use.level_slope_and_error(self._stages[a], asked, ORDER, WIDTH)
@@ -876,9 +873,5 @@ class DoublingRecursion(_Recursion):
             with np.errstate(invalid="ignore", divide="ignore"):
                 log_slopes = np.nan_to_num(log_values + np.log(np.maximum((behind - ahead) / (2 * step), 0.0)),
                                            nan=-np.inf)
-        self._passed_on = passed_on
-        return log_values, log_slopes, self._stage_function(self.count, True)(asked)[0]
-
-    def _errors(self, log_values: np.ndarray) -> np.ndarray:
-        """The estimate the final sum inherits from the stages (relative), and the mass dropped."""
-        return self._passed_on * np.exp(log_values) + self._dropped
+        return (log_values, log_slopes, self._stage_function(self.count, True)(asked)[0],
+                passed_on * np.exp(log_values) + self._dropped)
