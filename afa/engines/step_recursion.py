@@ -304,6 +304,12 @@ class _Use:
         self.rule_losses = (float(losses.min()), float(losses.max()))
         self.lowest, self.highest = self.tails.loss_range
 
+    def log_hockey_stick(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log delta_1(x), its relative error) of this one use, from its loss tails."""
+        values, errors = self.tails.hockey_stick_with_error(x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(values), np.where(values > 0, errors / values, 0.0)
+
     def level(self, previous, previous_edges: np.ndarray, x: np.ndarray, order: int, width: float) -> np.ndarray:
         """log E_A[exp(previous(x - l(o)))] at each x, by the composite rule with edges also where x - l(o) meets
         ``previous_edges`` (outputs interpolated from a table of l; an edge need not be exact, only near).
@@ -575,13 +581,7 @@ class StepRecursion(_Recursion):
                 values = np.asarray(gaussian_log_delta(x, self.mu), dtype=float)
                 return values, np.zeros(values.shape)
             return gaussians, -math.inf, self.uses
-        tails = self.uses[0].tails
-
-        def first(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            values, errors = tails.hockey_stick_with_error(x)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return np.log(values), np.where(values > 0, errors / values, 0.0)
-        return first, self.uses[0].lowest, self.uses[1:]
+        return self.uses[0].log_hockey_stick, self.uses[0].lowest, self.uses[1:]
 
     def _build(self, smallest: float, largest: float) -> None:
         """Fit stages 0 .. m-1 (all but the last) for final eps in [``smallest``, ``largest``]; stages fitted
@@ -811,13 +811,7 @@ class DoublingRecursion(_Recursion):
 
     def _build(self, smallest: float, largest: float) -> None:
         self._stages, self._dropped, span = {}, 0.0, 0.0
-        tails = self.use.tails
-
-        def first(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            values, errors = tails.hockey_stick_with_error(x)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return np.log(values), np.where(values > 0, errors / values, 0.0)
-
+        first = self.use.log_hockey_stick
         worst = 0.0
         for size in [1, *sorted(self._parts)[:-1]]:
             low, high = self._limits(size, smallest, largest)
