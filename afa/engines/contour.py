@@ -88,7 +88,7 @@ from scipy.special import gammaln
 from .. import budget
 from .. import options as settings
 from .._lazy import optimize
-from ..mechanisms.noise_pair import summed_at_once
+from ..mechanisms.noise_pair import distinct_values, summed_at_once
 from ..mechanisms.privacy_loss import batched_log_phi, log_phi_and_continuous_part
 from ..numerics.atoms import CompositionTooLargeError, clearly_beyond, estimated_atoms
 from ..results import AccuracyError, UnsupportedCompositionError
@@ -915,7 +915,8 @@ class ContourInversion(_SaddlePointContour):
         s = np.asarray(s, dtype=complex)
         closed, mixed, finite, numeric = self._parts
         nodes = -1j * s
-        lines, line_of = np.unique(s.real, return_inverse=True)
+        lines, line_of = distinct_values(s.real.ravel())
+        line_of = line_of.reshape(s.shape)
         real_lines = -1j * lines.astype(complex)
         log_m = closed.log_phi_numeric(nodes) if closed.terms else np.zeros(s.shape, dtype=complex)
         log_bound = log_m.real.copy()

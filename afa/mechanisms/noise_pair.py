@@ -297,7 +297,7 @@ class PairMGF:
         s = np.asarray(s, dtype=complex)
         flat = s.ravel()
         out = np.full(flat.shape, np.nan, dtype=complex)
-        real_parts, group_of = np.unique(flat.real, return_inverse=True)
+        real_parts, group_of = distinct_values(flat.real)
         for group, c in enumerate(real_parts):
             members = self._shifted_sums(float(c), flat, np.flatnonzero(group_of == group), out)
             if members.size == 0:
@@ -472,12 +472,20 @@ def _per_power(frequencies: np.ndarray, count: Callable[[float], float]) -> np.n
     return np.array([count(frequency) for frequency in unique.tolist()], dtype=float)[index].reshape(powers.shape)
 
 
+def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, index of each value among them), as ``np.unique(values, return_inverse=True)``
+    for a 1-d array; one comparison when all are equal (the nodes of one vertical contour line)."""
+    if values.size and values[0] == values.min() == values.max():
+        return values[:1].copy(), np.zeros(values.shape, dtype=np.intp)
+    return np.unique(values, return_inverse=True)
+
+
 def costs_by_line(cost: Callable[[float, np.ndarray], np.ndarray], s: np.ndarray) -> np.ndarray:
     """``cost(c, |Im s|)`` for the nodes ``s`` on each vertical line Re s = c: the per-node cost of an MGF at
     complex nodes from its cost along one line (shape of ``s``)."""
     flat = np.asarray(s, dtype=complex).ravel()
     out = np.zeros(flat.shape)
-    real_parts, line_of = np.unique(flat.real, return_inverse=True)
+    real_parts, line_of = distinct_values(flat.real)
     for line, c in enumerate(real_parts):
         on = line_of == line
         out[on] = cost(float(c), np.abs(flat.imag[on]))
@@ -771,7 +779,7 @@ class PairMGFBatch:
         s = np.asarray(s, dtype=complex)
         flat = s.ravel()
         out = np.full((flat.size, len(self.members)), np.nan, dtype=complex)
-        real_parts, group_of = np.unique(flat.real, return_inverse=True)
+        real_parts, group_of = distinct_values(flat.real)
         for group, c in enumerate(real_parts):
             members = np.flatnonzero(group_of == group)
             if summed_at_once(flat[members].imag):

@@ -103,6 +103,11 @@ def continued_log_integrand(pair: NoiseMixturePair, z: np.ndarray, c: float) -> 
             continue
         # Inside the strip each component's phase is at most pi / 2 in modulus, and so is the sum's: top plus the
         # principal log(1 + z), z = sum / e^top - 1, is the sum's principal logarithm.
+        if len(terms) == 2:  # (subsampling's mixtures) the same sum without stacking
+            first = terms[0].real >= terms[1].real
+            top = np.where(first, terms[0], terms[1])
+            sides.append(top + _log1p(np.exp(np.where(first, terms[1], terms[0]) - top)))
+            continue
         stacked = np.array(terms)
         first = np.argmax(stacked.real, axis=0)
         top = np.take_along_axis(stacked, first[None], axis=0)[0]
