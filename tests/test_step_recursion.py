@@ -323,6 +323,74 @@ def test_one_pair_beyond_forty_uses_is_served_by_doubling():
         DoublingRecursion(_remove(1.0, 0.001), 1100)
 
 
+def test_beyond_its_fast_reach_the_doubling_is_the_last_resort():
+    """The planner's far doubling: one noise pair without Gaussians whose count * log(1/(1 - q)) lies beyond
+    MAX_REACH (and beyond MAX_USES uses, or use by use would serve) but within FAR_REACH."""
+    def planner_of(count, gaussians=False):
+        accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=count)
+        if gaussians:
+            accountant.compose(afa.Gaussian(5.0))
+        return accountant.planner
+
+    far = planner_of(3000)  # reach 3
+    assert far.step_recursion(0) is None and far.far_recursion(0).count == 3000 and far.far_recursion_available()
+    assert far.exact_available()  # method='exact' is served by it when asked for
+    assert planner_of(500).far_recursion(0) is None  # within the fast reach: step_recursion doubles
+    assert planner_of(13_000).far_recursion(0) is None  # reach 13 > FAR_REACH
+    assert planner_of(3000, gaussians=True).far_recursion(0) is None
+    with pytest.raises(ValueError, match="max_reach"):
+        DoublingRecursion(_remove(1.0, 0.001), 100, max_reach=0.0)
+    assert DoublingRecursion(_remove(2.0, 0.001), 1100, max_reach=step_recursion.FAR_REACH).count == 1100
+
+
+def test_auto_tightens_a_wide_certified_bracket_by_the_far_doubling():
+    """sigma = 2, q = 0.001, 1100 uses (reach 1.1: beyond the fast doubling, and 1100 > MAX_USES) at
+    delta = 1e-30: both contours' sums cancel beyond their nodes' accuracy and the PLD's certified bracket is
+    0.8 wide (relative).  Kept while the far doubling tries, which answers to 1e-7, inside that bracket (an
+    independent, certified algorithm).  With AutoOptions.retry_rtol above the bracket's width nothing is tried
+    after it."""
+    accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=1100)
+    answer = accountant.epsilon_result(1e-30)
+    assert answer.method == "exact" and answer.attempts[-1].method == planner.FAR_DOUBLING
+    assert [attempt.outcome for attempt in answer.attempts if attempt.method == "pld"] == ["wide bracket"]
+    assert answer.upper - answer.lower <= 1e-7 * answer.value
+    certified = accountant.epsilon_result(1e-30, method="pld")
+    assert certified.certified and certified.upper - certified.lower > 0.1 * certified.value
+    assert certified.lower <= answer.lower <= answer.upper <= certified.upper
+    options = afa.Options(auto=afa.AutoOptions(retry_rtol=1e-2))
+    loose = afa.Accountant(options=options).compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=1100)
+    answer = loose.epsilon_result(1e-15)  # the PLD's bracket is 4e-4 wide here
+    assert answer.method == "pld" and all(attempt.method != planner.FAR_DOUBLING for attempt in answer.attempts)
+
+
+@pytest.mark.parametrize("count", [1100, pytest.param(3000, marks=pytest.mark.slow)])
+def test_far_doubling_agrees_with_the_wide_contour(count):
+    """sigma = 2, q = 0.001, delta = 1e-10: the contour with its wide node budget answers to 1e-8 or better;
+    method='exact' (the doubling beyond its fast reach) finds the same eps to 1e-9, within both stated errors,
+    and the two directions' delta agree at eps = 0 (both the total variation distance)."""
+    options = afa.Options(contour=afa.ContourOptions(numeric_nodes=afa.ContourOptions().wide_numeric_nodes))
+    accountant = afa.Accountant(options=options).compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=count)
+    contour = accountant.epsilon_result(1e-10, method="contour")
+    exact = accountant.epsilon_result(1e-10, method="exact")
+    assert exact.attempts[-1].method == "exact" and exact.upper - exact.lower <= 1e-6 * exact.value
+    assert exact.value == pytest.approx(contour.value, rel=1e-9)
+    assert abs(exact.value - contour.value) <= contour.error + (exact.upper - exact.lower) / 2
+    recursions = [accountant.planner.far_recursion(index) for index in (0, 1)]
+    (remove, remove_error), (add, add_error) = (recursion.delta(np.array([0.0])) for recursion in recursions)
+    assert remove[0] == pytest.approx(add[0], rel=1e-9) and abs(remove[0] - add[0]) <= remove_error[0] + add_error[0]
+
+
+@pytest.mark.slow
+def test_thousands_of_uses_at_tiny_delta_answer_by_the_far_doubling_inside_the_certified_bracket():
+    """sigma = 2, q = 0.001, 3000 uses, delta = 1e-30: the PLD's certified bracket is 0.3 wide (relative); the
+    far doubling answers to 1e-7 inside it (12 s)."""
+    accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=3000)
+    answer = accountant.epsilon_result(1e-30)
+    assert answer.attempts[-1].method == planner.FAR_DOUBLING and answer.upper - answer.lower <= 1e-7 * answer.value
+    certified = accountant.epsilon_result(1e-30, method="pld")
+    assert certified.lower <= answer.lower <= answer.upper <= certified.upper
+
+
 def test_identical_pairs_share_one_use():
     """A use's output rule and loss tails are built once per distinct pair (100 uses of one pair: one)."""
     recursion = StepRecursion([_remove(1.0, 0.01)] * 100)

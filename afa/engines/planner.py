@@ -51,7 +51,7 @@ from .laplace_top import LaplaceTopEngine
 from .mixed_pld import MixedPLDEngine, exact_part
 from .pld import PLDTooLargeError
 from .quadratic import QuadraticComposition
-from .step_recursion import MAX_DOUBLING_USES, MAX_USES, DoublingRecursion, StepRecursion
+from .step_recursion import FAR_REACH, MAX_DOUBLING_USES, MAX_USES, DoublingRecursion, StepRecursion
 
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
@@ -80,6 +80,11 @@ RECURSION_EARLY = 40
 #: (:class:`afa.engines.step_recursion.DoublingRecursion`) instead of adding one use per level: beyond
 #: RECURSION_EARLY (up to there, use by use is about as fast, to 1e-12 instead of 1e-9).
 DOUBLING_FROM = RECURSION_EARLY + 1
+#: Engine key of method 'exact' served by the doubling recursion beyond its fast reach, up to
+#: :data:`afa.engines.step_recursion.FAR_REACH` (:meth:`Planner.far_recursion`): 'auto''s last resort for an
+#: eps(delta) query after a certified bracket wider than AutoOptions.retry_rtol (seconds where the PLD takes a
+#: fraction of one, for a stated relative error near 1e-7 where the bracket is 3e-4 .. 0.3 wide).
+FAR_DOUBLING = "exact (doubling, far reach)"
 #: Engine key of method 'exact' served by the Laplace top series (:class:`afa.engines.laplace_top.LaplaceTopEngine`),
 #: which 'auto' tries first for an eps(delta) query it reaches (delta below its value at eps = (k - 2) a).
 LAPLACE_TOP = "exact (Laplace top)"
@@ -113,7 +118,8 @@ class Answer(NamedTuple):
 def label(name: str) -> str:
     """The method name a result reports for engine key ``name`` (the wide-budget contour is the contour, the
     coarse-grid PLD the PLD)."""
-    return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld", STEP_RECURSION: "exact", LAPLACE_TOP: "exact"}.get(name, name)
+    return {WIDE_CONTOUR: "contour", COARSE_PLD: "pld", STEP_RECURSION: "exact", FAR_DOUBLING: "exact",
+            LAPLACE_TOP: "exact"}.get(name, name)
 
 
 def closed_form_mu(counts: Mapping[Mechanism, int], gaussian_mu: Mapping[Mechanism, float],
@@ -205,6 +211,7 @@ class Planner:
         self._quadratic: dict[int, QuadraticComposition | None] = {}  # direction -> quadratic_composition's answer
         #: direction -> step_recursion's answer
         self._recursions: dict[int, StepRecursion | DoublingRecursion | None] = {}
+        self._far_recursions: dict[int, DoublingRecursion | None] = {}  # direction -> far_recursion's answer
         #: (finite-output losses, counts) of a direction -> exact_part's answer (directions often share them)
         self._exact_parts: dict[tuple, tuple] = {}
         #: (loss tails, count) -> exact power of the PLD engines (:class:`afa.engines.base.PLDEngine`'s ``powers``)
@@ -256,12 +263,14 @@ class Planner:
         """Whether method="exact" can serve the composition: Gaussian and finite-output mechanisms only, one
         use of a single mechanism, quadratic losses sharing their curvature with Gaussians
         (:meth:`quadratic_composition`), or a certain reveal; and, unless ``scheduled`` is False (as 'auto''s
-        first choice: 'auto' schedules these itself), a few uses of Gaussian noise pairs (:meth:`step_recursion`)
-        or uses of one Laplace loss (near their top only, :meth:`laplace_top`)."""
+        first choice: 'auto' schedules these itself), a few uses of Gaussian noise pairs (:meth:`step_recursion`;
+        beyond its reach one pair's many uses, :meth:`far_recursion`) or uses of one Laplace loss (near their top
+        only, :meth:`laplace_top`)."""
         return self.certain_reveal() or self.single_use() is not None or all(
             m in self.gaussian_mu or not losses[0].continuous for m, losses in self.losses.items()) or all(
             self.quadratic_composition(index) is not None for index in self.distinct_directions) or (
-            scheduled and (self.recursion_available() or self.laplace_top() is not None))
+            scheduled and (self.recursion_available() or self.far_recursion_available()
+                           or self.laplace_top() is not None))
 
     def laplace_top(self) -> tuple[float, int] | None:
         """(a, k) when the composition is k uses of Laplace losses of one a = sensitivity / scale (both
@@ -300,6 +309,25 @@ class Planner:
         return self._recursions[index]
 
     def _step_recursion(self, index: int) -> StepRecursion | DoublingRecursion | None:
+        uses = self._pair_uses(index)
+        if uses is None:
+            return None
+        counted, mu_squared = uses
+        total = sum(counted.values())
+        if len(counted) == 1 and mu_squared == 0 and DOUBLING_FROM <= total <= MAX_DOUBLING_USES:
+            (pair, count), = counted.items()
+            try:
+                return DoublingRecursion(pair, count)
+            except UnsupportedCompositionError:  # (its reach: then use by use, if few enough)
+                pass
+        if not (1 if mu_squared > 0 else 2) <= total <= MAX_USES:
+            return None
+        return StepRecursion([pair for pair, count in counted.items() for _ in range(count)], math.sqrt(mu_squared))
+
+    def _pair_uses(self, index: int) -> tuple[dict[NoiseMixturePair, int], float] | None:
+        """(uses of each Gaussian noise pair, the Gaussians' summed mu^2) of direction ``index`` when every
+        mechanism is a Gaussian or has a Gaussian noise pair, used a whole number of times, and nothing is
+        truncated; else None."""
         if self.truncated_mass > 0:
             return None
         counted: dict[NoiseMixturePair, int] = {}
@@ -312,16 +340,28 @@ class Planner:
             if pair is None or pair.noise != "gaussian" or count != int(count):
                 return None
             counted[pair] = counted.get(pair, 0) + int(count)
-        uses = sum(counted.values())
-        if len(counted) == 1 and mu_squared == 0 and DOUBLING_FROM <= uses <= MAX_DOUBLING_USES:
-            (pair, count), = counted.items()
-            try:
-                return DoublingRecursion(pair, count)
-            except UnsupportedCompositionError:  # (its reach: then use by use, if few enough)
-                pass
-        if not (1 if mu_squared > 0 else 2) <= uses <= MAX_USES:
-            return None
-        return StepRecursion([pair for pair, count in counted.items() for _ in range(count)], math.sqrt(mu_squared))
+        return counted, mu_squared
+
+    def far_recursion(self, index: int) -> DoublingRecursion | None:
+        """Direction ``index`` as a doubling recursion beyond its fast reach (up to
+        :data:`afa.engines.step_recursion.FAR_REACH`) when it is DOUBLING_FROM or more uses of one Gaussian noise
+        pair without Gaussians that :meth:`step_recursion` does not serve; else None.  Built once per direction."""
+        if index not in self._far_recursions:
+            recursion = None
+            uses = self._pair_uses(index) if self.step_recursion(index) is None else None
+            if uses is not None and len(uses[0]) == 1 and uses[1] == 0:
+                (pair, count), = uses[0].items()
+                if DOUBLING_FROM <= count <= MAX_DOUBLING_USES:
+                    try:
+                        recursion = DoublingRecursion(pair, count, max_reach=FAR_REACH)
+                    except UnsupportedCompositionError:
+                        pass
+            self._far_recursions[index] = recursion
+        return self._far_recursions[index]
+
+    def far_recursion_available(self) -> bool:
+        """Whether every direction is a doubling recursion beyond its fast reach (:meth:`far_recursion`)."""
+        return all(self.far_recursion(index) is not None for index in self.distinct_directions)
 
     def quadratic_composition(self, index: int) -> QuadraticComposition | None:
         """Direction ``index`` as one noncentral chi-square integral
@@ -359,7 +399,7 @@ class Planner:
         UnsupportedCompositionError
             ``method="exact"`` for a composition it cannot serve.
         """
-        if method in (WIDE_CONTOUR, COARSE_PLD, STEP_RECURSION, LAPLACE_TOP):  # internal: auto's own schedule
+        if method in (WIDE_CONTOUR, COARSE_PLD, STEP_RECURSION, FAR_DOUBLING, LAPLACE_TOP):  # auto's own schedule
             return method
         check.choice("method", method, METHODS)
         if not self.counts:
@@ -446,6 +486,8 @@ class Planner:
             return self._laplace_top_engine(index)
         if self.step_recursion(index) is not None:
             return self._step_recursion_engine(index)
+        if self.far_recursion(index) is not None:
+            return self._far_doubling_engine(index)
         mu = math.sqrt(sum(count * self.gaussian_mu[m] ** 2 for m, count in self.counts.items()
                            if m in self.gaussian_mu))
         return ExactEngine(mu, self.composed(index, lambda m: m not in self.gaussian_mu))
@@ -456,6 +498,18 @@ class Planner:
             raise UnsupportedCompositionError(
                 f"the step recursion needs 2 to {MAX_USES} uses of Gaussian noise pairs (subsampled Gaussians, "
                 "mixtures of Gaussians), with any Gaussian mechanisms")
+        return self._recursion_engine(index, recursion)
+
+    def _far_doubling_engine(self, index: int) -> ClosedFormEngine:
+        recursion = self.far_recursion(index)
+        if recursion is None:
+            raise UnsupportedCompositionError(
+                f"the doubling recursion's far reach needs {DOUBLING_FROM} to {MAX_DOUBLING_USES} uses of one "
+                f"Gaussian noise pair whose count times its bounded loss end is at most {FAR_REACH:g}")
+        return self._recursion_engine(index, recursion)
+
+    def _recursion_engine(self, index: int, recursion: StepRecursion | DoublingRecursion) -> ClosedFormEngine:
+        """The engine of direction ``index`` answering from ``recursion``."""
         composed = self.composed(index)  # (its stages are fitted up to the eps asked: the search starts small)
         # a direction shown below another by the MGF's Chernoff bound is not fitted at all
         return ClosedFormEngine(recursion.delta, composed,
@@ -590,7 +644,8 @@ class Planner:
     _BUILDERS: dict[str, Callable[[Planner, int], Engine]] = {
         "exact": _exact_engine, "contour": _contour_engine, WIDE_CONTOUR: _wide_contour_engine,
         "certified": _certified_engine, "pld": _pld_engine, COARSE_PLD: _coarse_pld_engine,
-        "quadrature": _quadrature_engine, STEP_RECURSION: _step_recursion_engine, LAPLACE_TOP: _laplace_top_engine,
+        "quadrature": _quadrature_engine, STEP_RECURSION: _step_recursion_engine,
+        FAR_DOUBLING: _far_doubling_engine, LAPLACE_TOP: _laplace_top_engine,
     }
 
     # -- running a query ------------------------------------------------------
@@ -639,7 +694,9 @@ class Planner:
         the coarse grid's time times AutoOptions.coarse_grid exceeds its share.  A certified answer whose
         ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method with a larger
         node budget; a certified answer
-        with an infinite upper bound lets the remaining engines try for a finite one; when no engine does
+        with an infinite upper bound lets the remaining engines try for a finite one.  A certified eps(delta)
+        bracket still wider than AutoOptions.retry_rtol is kept while the doubling recursion beyond its fast reach
+        (:data:`FAR_DOUBLING`, :meth:`far_recursion`) tries, last, with all the time left.  When no engine does
         better, the best certified answer is the result.  Only declared refusals move on: an AccuracyError
         (BudgetExceededError included) or an UnsupportedCompositionError; any other exception propagates.
         """
@@ -694,7 +751,7 @@ class Planner:
         kept, bracket = None, None  # bracket: the best certified bound a refusal carried
         coarse_seconds = 0.0
         wide_tried, node_retry = self._contour_demoted, False
-        coarse_tried = False
+        coarse_tried = far_tried = False
         while candidates:
             name = candidates.pop(0)
             policy = self.options.auto
@@ -708,7 +765,7 @@ class Planner:
             refined_by_retry = node_retry and candidates and candidates[0] == WIDE_CONTOUR
             if refined_by_retry or (name == "pld" and self._contour_demoted):  # the others are the fallbacks
                 share = max(policy.share, 1 - policy.wide_share)
-            share = budgets.remaining() * (share if later else 1.0)
+            share = budgets.remaining() * (share if later and name != FAR_DOUBLING else 1.0)
             if name == "pld" and kept is not None and kept[0] == COARSE_PLD:
                 predicted = coarse_seconds * policy.coarse_grid  # the work grows with the grid's points
                 if predicted > share:
@@ -756,17 +813,27 @@ class Planner:
                 continue
             # after the contour ran out of nodes, its wide retry may still give a tighter answer than a bracket
             pending = node_retry and WIDE_CONTOUR in candidates and width > policy.retry_rtol
-            if not certified or (width <= policy.bracket_rtol and not pending):
+            # a certified eps(delta) bracket wider than retry_rtol: the doubling's far reach may tighten it, last
+            far = (certified and relative_width is not None and width > policy.retry_rtol and not far_tried
+                   and self.far_recursion_available())
+            if not certified or (width <= policy.bracket_rtol and not pending and not far):
                 return Answer(name, answer, tuple(attempts) + (Attempt(name, "answered", "", seconds),), certified)
             attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
             if kept is None or width < kept[2]:
                 kept = (name, answer, width, len(attempts) - 1)
-            if not wide_tried or WIDE_CONTOUR in candidates:  # a finite but wide bracket: only the wide contour
-                wide_tried = True                                  # may beat it
+            if width <= policy.bracket_rtol and not pending:  # (far) only the far doubling is left to try
+                candidates = []
+            elif not wide_tried or WIDE_CONTOUR in candidates:  # a finite but wide bracket: only the wide contour
+                wide_tried = True                                    # may beat it
                 rest = [other for other in candidates if other != WIDE_CONTOUR]
                 candidates = [WIDE_CONTOUR] + (rest if math.isinf(width) else [])
             elif math.isfinite(width):
-                break
+                if not far:
+                    break
+                candidates = []
+            if far:
+                far_tried = True
+                candidates = [other for other in candidates if other != FAR_DOUBLING] + [FAR_DOUBLING]
         if kept is not None:
             name, answer, _, index = kept
             attempts[index] = dataclasses.replace(attempts[index], outcome="answered")

@@ -96,6 +96,10 @@ RTOL = 1e-6
 #: largest count times the loss's bounded end (the stages' ranges grow with it, and their pieces: q = 0.001,
 #: sigma = 2: 1000 uses take some 2.5 s per direction, 3000 uses 6.5 s and ten times the estimated error).
 MAX_DOUBLING_USES, MAX_REACH = 1_000_000, 1.05
+#: The largest reach 'auto' gives the doubling as a last resort, after a certified bracket wider than
+#: AutoOptions.retry_rtol (q = 0.001, sigma = 2: 3000 uses take some 12 s for both directions, 10 000 uses 18 s,
+#: to a stated 2e-8 .. 8e-8 where the PLD's bracket is 3e-4 to 0.3 wide at delta 1e-15 .. 1e-30).
+FAR_REACH = 12.0
 #: A doubling stage differing from its finer rule by more than STAGE_RTOL is refused; smaller differences are
 #: passed on with the stage's weight in each sum (a loss's far end, where delta falls steeply, can differ by 1e-3
 #: and not matter to the eps asked), and an eps(delta) bracket wider than 1e-6 is refused.
@@ -736,12 +740,17 @@ class DoublingRecursion(_Recursion):
         A pair with Gaussian noise whose loss is monotone in the output (subsampled Gaussians).
     count : int
         The number of uses, 4 to MAX_DOUBLING_USES.
+    max_reach : float
+        The largest count times the loss's bounded end taken (default MAX_REACH; the time grows with it: FAR_REACH
+        is 'auto''s last resort), positive.
 
     Raises
     ------
     UnsupportedCompositionError
         A count out of range, a pair with Laplace noise, a loss unbounded on both sides, or a count times the
-        loss's bounded end above MAX_REACH.
+        loss's bounded end above ``max_reach``.
+    ValueError
+        ``max_reach`` not positive.
 
     Examples
     --------
@@ -755,7 +764,9 @@ class DoublingRecursion(_Recursion):
     True
     """
 
-    def __init__(self, pair: NoiseMixturePair, count: int):
+    def __init__(self, pair: NoiseMixturePair, count: int, max_reach: float = MAX_REACH):
+        if not max_reach > 0:
+            raise ValueError(f"max_reach must be positive, got {max_reach!r}")
         if count != int(count) or not 4 <= count <= MAX_DOUBLING_USES:
             raise UnsupportedCompositionError(f"the doubling recursion takes 4 to {MAX_DOUBLING_USES} uses, got "
                                               f"{count}")
@@ -767,9 +778,9 @@ class DoublingRecursion(_Recursion):
             raise UnsupportedCompositionError("the doubling recursion needs a loss bounded on one side (a "
                                               "subsampled Gaussian)")
         reach = count * min(abs(use.lowest), abs(use.highest))
-        if reach > MAX_REACH:
+        if reach > max_reach:
             raise UnsupportedCompositionError(f"the doubling recursion takes counts whose bounded loss ends sum to at "
-                                              f"most {MAX_REACH:g} (count * |log(1 - q)| for a subsampled "
+                                              f"most {max_reach:g} (count * |log(1 - q)| for a subsampled "
                                               f"Gaussian), got {reach:.3g}")
         super().__init__()
         self.use = use
