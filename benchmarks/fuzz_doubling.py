@@ -10,9 +10,15 @@ as 'auto' does only when a Chernoff bound cannot rule one out) and checks that
 * for k <= 200, that delta of the recursion use by use (StepRecursion) at the bracket's ends, plus and minus
   its stated error, straddles the delta asked (eps = 0 when delta(0) is already below it).
 
+With ``--far`` each seed draws k beyond the doubling's fast reach instead (and beyond MAX_USES), up to
+FAR_REACH: log-uniform in [max(MAX_REACH / log(1/(1 - q)), MAX_USES + 1), FAR_REACH / log(1/(1 - q))], and asks
+the far doubling's engines ('auto''s last resort, afa.engines.planner.FAR_DOUBLING); the second check is
+then the contour with its wide node budget where it answers: its eps and the doubling's must agree within the
+sum of their stated errors.
+
 A refusal (AccuracyError) is counted, not a failure.  Prints one line per seed and a summary.
 
-    python benchmarks/fuzz_doubling.py --start 0 --count 80
+    python benchmarks/fuzz_doubling.py --start 0 --count 80 [--far]
 """
 
 from __future__ import annotations
@@ -26,17 +32,21 @@ import numpy as np
 
 import afa
 from afa.engines import planner
-from afa.engines.step_recursion import MAX_REACH, MAX_USES, StepRecursion
+from afa.engines.step_recursion import FAR_REACH, MAX_REACH, MAX_USES, StepRecursion
 
 
-def _composition(seed: int) -> tuple[float, float, int, float] | None:
+def _composition(seed: int, far: bool = False) -> tuple[float, float, int, float] | None:
     rng = random.Random(seed)
     sigma = math.exp(rng.uniform(math.log(0.5), math.log(3.0)))
     q = math.exp(rng.uniform(math.log(1e-4), math.log(0.05)))
     top = int(MAX_REACH / -math.log1p(-q))
-    if top <= planner.RECURSION_EARLY:
+    if far:
+        bottom, top = max(top + 1, MAX_USES + 1), int(FAR_REACH / -math.log1p(-q))
+    else:
+        bottom, top = planner.DOUBLING_FROM, min(top, 5000)
+    if top <= bottom:
         return None
-    count = int(math.exp(rng.uniform(math.log(planner.DOUBLING_FROM), math.log(min(top, 5000)))))
+    count = int(math.exp(rng.uniform(math.log(bottom), math.log(top))))
     return sigma, q, count, math.exp(rng.uniform(math.log(1e-30), math.log(1e-3)))
 
 
@@ -44,18 +54,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--count", type=int, default=80)
+    parser.add_argument("--far", action="store_true", help="counts beyond the doubling's fast reach")
     args = parser.parse_args()
     tally = {"inside the PLD bracket": 0, "outside the PLD bracket": 0, "agrees use by use": 0,
-             "disagrees use by use": 0, "refused": 0}
+             "disagrees use by use": 0, "agrees with the wide contour": 0, "disagrees with the wide contour": 0,
+             "refused": 0}
     seconds = []
     for seed in range(args.start, args.start + args.count):
-        drawn = _composition(seed)
+        drawn = _composition(seed, args.far)
         if drawn is None:
             continue
         sigma, q, count, delta = drawn
         accountant = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), count)
         began = time.perf_counter()
-        engines = accountant.planner.engines(planner.STEP_RECURSION)
+        engines = accountant.planner.engines(planner.FAR_DOUBLING if args.far else planner.STEP_RECURSION)
         try:
             estimate, lower, upper = max(engine.epsilon_bracket(delta) for engine in engines)
         except afa.AccuracyError as error:
@@ -78,6 +90,15 @@ def main() -> None:
             agrees = (above >= delta or lower == 0.0) and below <= delta
             tally["agrees use by use" if agrees else "disagrees use by use"] += 1
             line += " use by use: " + ("agrees" if agrees else f"DISAGREES ({above:.6g}, {below:.6g})")
+        if args.far:
+            try:
+                contour = accountant.epsilon_result(delta, method=planner.WIDE_CONTOUR)
+            except afa.AccuracyError:
+                line += " wide contour: refused"
+            else:
+                agrees = abs(contour.value - estimate) <= contour.error + (upper - lower) / 2
+                tally["agrees with the wide contour" if agrees else "disagrees with the wide contour"] += 1
+                line += f" wide contour: {'agrees' if agrees else 'DISAGREES'} ({contour.value:.12g})"
         print(line, flush=True)
     print("\n| check | compositions |\n|---|---|")
     for name, number in tally.items():

@@ -408,7 +408,7 @@ CLI_ERRORS = [
     ("integer sensitivity", ["delta", "--epsilon", 1, "--mechanism", "discrete-laplace", "--a", 1,
                              "--sensitivity", 1.5], ["--sensitivity"]),
     ("exact unavailable", ["delta", "--epsilon", 1, *GAUSS, "--sigma", 1, "--sampling-rate", 0.01,
-                           "--compositions", 300, "--method", "exact"],
+                           "--compositions", 2000, "--method", "exact"],
      ["--method"]),
     ("unknown mechanism", ["delta", "--epsilon", 1, "--mechanism", "gauss"], ["--mechanism"]),
     ("no composition", ["delta", "--epsilon", 1], ["--mechanism", "--spec"]),

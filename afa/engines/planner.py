@@ -410,7 +410,8 @@ class Planner:
             raise UnsupportedCompositionError(
                 "method='exact' needs a composition of Gaussian and finite-output mechanisms only, of data-dependent "
                 f"Gaussians sharing sigma1/sigma2 with Gaussians, of 2 to {MAX_USES} uses of subsampled Gaussians or "
-                "mixtures of Gaussians (with any Gaussians), or one use of a single mechanism; use "
+                "mixtures of Gaussians (with any Gaussians), of more uses of one subsampled Gaussian while "
+                f"count * log(1/(1 - q)) <= {FAR_REACH:g}, or one use of a single mechanism; use "
                 "method='contour', 'pld' or 'quadrature'")
         return method
 
