@@ -616,7 +616,8 @@ class Accountant:
         values = self._profile(epsilons.ravel(), method, direction)[0 if estimate else 2]
         return values.reshape(epsilons.shape)
 
-    def _run(self, method: str, query, relative_width: Callable | None = None, delta: float | None = None) -> Answer:
+    def _run(self, method: str, query, relative_width: Callable | None = None, delta: float | None = None,
+             agrees: Callable | None = None) -> Answer:
         """:meth:`afa.engines.planner.Planner.run` under this accountant's budget and options.
 
         When 'auto' finds no answer to an eps(``delta``) query, the time AutoOptions.reserve kept back goes to
@@ -625,10 +626,10 @@ class Accountant:
         """
         with budgets.limits(self.budget), settings.using(self.options):
             if method != "auto" or delta is None or self.options.auto.reserve == 0:
-                return self.planner.run(method, query, relative_width, delta)
+                return self.planner.run(method, query, relative_width, delta, agrees)
             try:
                 with budgets.limits(seconds=budgets.remaining() * (1 - self.options.auto.reserve)):
-                    return self.planner.run(method, query, relative_width, delta)
+                    return self.planner.run(method, query, relative_width, delta, agrees)
             except AccuracyError as refusal:
                 if refusal.bracket is None:
                     refusal.bracket = self._single_group_bracket(delta)
@@ -686,7 +687,7 @@ class Accountant:
         else:
             run = self._run(method, lambda engines: _directions_delta(engines[chosen], epsilons),
                             lambda answer: max(float(np.max(errors / np.maximum(values, 1e-300)))
-                                               for values, errors in answer))
+                                               for values, errors in answer), agrees=_delta_bounds_meet)
             values = np.array([value for value, _ in run.answer])
             errors = np.array([error for _, error in run.answer])
         name = run.name
@@ -785,7 +786,8 @@ class Accountant:
             attempts = (Attempt("exact", "answered", "", time.monotonic() - began),)
             return Result(value, lower, upper, (upper - lower) / 2, "exact", certified=ExactEngine.certified,
                           attempts=attempts)
-        run = self._run(method, lambda engines: _solve_directions(engines, delta), _relative_width, delta)
+        run = self._run(method, lambda engines: _solve_directions(engines, delta), _relative_width, delta,
+                        _epsilon_bounds_meet)
         value, lower, upper = (max(column) for column in zip(*run.answer))
         widened = delta + self.planner.truncated_mass
         if widened != delta:  # truncation over-estimates delta by at most that mass: the lower eps solves delta + it
@@ -1004,6 +1006,25 @@ def _relative_width(answer) -> float:
     widths = [0.0 if upper == lower else math.inf if math.isinf(upper) else (upper - lower) / max(value, 1e-300)
               for value, lower, upper in answer]
     return max(widths)
+
+
+def _epsilon_bounds_meet(estimate, certified) -> bool:
+    """Whether the eps(delta) bounds of an estimate and of a certified answer (each the maximum over its
+    directions' (eps, lower, upper)) overlap: if not, the estimate contradicts the proof."""
+    _, lower, upper = (max(column) for column in zip(*estimate))
+    _, low, high = (max(column) for column in zip(*certified))
+    return lower <= high and low <= upper
+
+
+def _delta_bounds_meet(estimate, certified) -> bool:
+    """Whether the delta bounds (value -/+ error, the maximum over the directions) of an estimate and of a
+    certified answer overlap at every eps asked."""
+    def bounds(answer) -> tuple[np.ndarray, np.ndarray]:
+        values, errors = np.array([value for value, _ in answer]), np.array([error for _, error in answer])
+        return (values - errors).max(axis=0), (values + errors).max(axis=0)
+
+    (lower, upper), (low, high) = bounds(estimate), bounds(certified)
+    return bool(np.all(lower <= high) and np.all(low <= upper))
 
 
 def _loss_magnitude(losses: tuple, bound: bool = True) -> float:

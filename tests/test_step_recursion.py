@@ -363,6 +363,26 @@ def test_auto_tightens_a_wide_certified_bracket_by_the_far_doubling():
     assert answer.method == "pld" and all(attempt.method != planner.FAR_DOUBLING for attempt in answer.attempts)
 
 
+def test_an_estimate_that_misses_the_kept_certified_bracket_is_refused(monkeypatch):
+    """An estimate answered after a certified bracket was kept must meet it: a (stub) far doubling whose eps
+    lies far outside the PLD's bracket is refused, and the bracket is the answer."""
+    class Wrong:
+        certified = False
+
+        def epsilon_bracket(self, delta):
+            return 10.0, 9.9, 10.1
+
+        def upper_delta(self, epsilons, target):
+            return np.ones(np.shape(epsilons))
+
+    monkeypatch.setitem(planner.Planner._BUILDERS, planner.FAR_DOUBLING, lambda self, index: Wrong())
+    accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=1100)
+    answer = accountant.epsilon_result(1e-30)
+    assert answer.method == "pld" and answer.certified and answer.upper < 1.0
+    far, = (attempt for attempt in answer.attempts if attempt.method == planner.FAR_DOUBLING)
+    assert far.outcome == "refused" and "certified bracket" in far.reason
+
+
 @pytest.mark.parametrize("count", [1100, pytest.param(3000, marks=pytest.mark.slow)])
 def test_far_doubling_agrees_with_the_wide_contour(count):
     """sigma = 2, q = 0.001, delta = 1e-10: the contour with its wide node budget answers to 1e-8 or better;

@@ -651,7 +651,7 @@ class Planner:
 
     # -- running a query ------------------------------------------------------
     def run(self, method: str, query: Callable[[list], Any], relative_width: Callable[[Any], float] | None = None,
-            delta: float | None = None) -> Answer:
+            delta: float | None = None, agrees: Callable[[Any, Any], bool] | None = None) -> Answer:
         """``query(engines)`` on the engines of ``method``, or under "auto" on each candidate until one answers.
 
         Parameters
@@ -664,6 +664,9 @@ class Planner:
             The relative width of a certified answer (for 'auto': a wide bracket is retried by the contour).
         delta : float, optional
             The target of an eps(delta) query, so that 'auto' sees which later candidates cannot serve it.
+        agrees : callable, optional
+            ``agrees(estimate, certified)``: whether an estimate's bounds meet a certified answer's (for 'auto': an
+            estimate answered while a certified bracket is kept must, else it is refused and the bracket stands).
 
         Returns
         -------
@@ -697,7 +700,8 @@ class Planner:
         node budget; a certified answer
         with an infinite upper bound lets the remaining engines try for a finite one.  A certified eps(delta)
         bracket still wider than AutoOptions.retry_rtol is kept while the doubling recursion beyond its fast reach
-        (:data:`FAR_DOUBLING`, :meth:`far_recursion`) tries, last, with all the time left.  When no engine does
+        (:data:`FAR_DOUBLING`, :meth:`far_recursion`) tries, last, with all the time left.  An estimate answered
+        while a certified bracket is kept must meet it (``agrees``), else it is refused.  When no engine does
         better, the best certified answer is the result.  Only declared refusals move on: an AccuracyError
         (BudgetExceededError included) or an UnsupportedCompositionError; any other exception propagates.
         """
@@ -710,7 +714,7 @@ class Planner:
                 answer = query(engines)
                 return Answer(name, answer, (Attempt(name, "answered", "", time.monotonic() - began),),
                               engines[0].certified)
-            return self._run_auto(query, relative_width, delta)
+            return self._run_auto(query, relative_width, delta, agrees)
 
     def may_serve(self, name: str, delta: float | None) -> bool:
         """False where a cheap check shows that method ``name`` refuses: the quadrature below its rounding
@@ -725,7 +729,8 @@ class Planner:
                 return False
         return True
 
-    def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None) -> Answer:
+    def _run_auto(self, query, relative_width: Callable | None, delta: float | None = None,
+                  agrees: Callable[[Any, Any], bool] | None = None) -> Answer:
         if not self.counts:
             raise ValueError("the accountant is empty: compose at least one mechanism first")
         first, passed_over = self.auto_first(delta)
@@ -806,6 +811,10 @@ class Planner:
             seconds = time.monotonic() - began
             width = relative_width(answer) if relative_width is not None else 0.0
             certified = engines[0].certified
+            if not certified and kept is not None and agrees is not None and not agrees(answer, kept[1]):
+                attempts.append(Attempt(name, "refused", f"its bounds miss the certified bracket of {label(kept[0])!r} "
+                                        "(an estimate that contradicts a proof)", seconds))
+                continue
             if name == COARSE_PLD and width > policy.retry_rtol:  # kept while the fine grid tries
                 coarse_seconds = seconds
                 attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
