@@ -346,7 +346,7 @@ def test_a_refusal_out_of_time_carries_a_single_mechanism_lower_bound(monkeypatc
     truth = _discrete_pair().epsilon_result(delta, method="exact")
     group = afa.Accountant().compose(afa.DiscreteLaplace(0.5, 1), times=300).epsilon_result(delta, method="exact")
 
-    def nothing_answers(self, query, relative_width, delta=None):
+    def nothing_answers(self, query, relative_width, delta=None, agrees=None):
         raise afa.BudgetExceededError("no method answers this query for this composition (test)")
 
     from afa.engines.planner import Planner

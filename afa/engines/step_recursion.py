@@ -369,6 +369,12 @@ class _Use:
         return terms, density, arguments
 
 
+def _use_reach(use: _Use) -> float:
+    """The nearer of a use's loss ends, in absolute value (log(1/(1 - q)) for a subsampled Gaussian; inf when the
+    loss is unbounded on both sides)."""
+    return min(abs(use.lowest), abs(use.highest))
+
+
 class _Stage:
     """log delta_j as a function of x: the fit on [low, fit.high), log(1 - e^x) up to ``exact_below``, -inf beyond
     the fit (never asked below ``low`` unless ``low`` = ``exact_below``)."""
@@ -568,6 +574,9 @@ class StepRecursion(_Recursion):
         self.uses = [distinct[pair] for pair in pairs]
         #: The number of uses of noise pairs.
         self.count = len(self.uses)
+        #: How far the composed loss can pile up: the sum over the uses of the nearer bounded end of each one's
+        #: loss (count * log(1/(1 - q)) for a subsampled Gaussian; inf with a Gaussian or an unbounded loss).
+        self.reach = math.inf if self.mu > 0 else math.fsum(_use_reach(use) for use in self.uses)
         self._stages: list[_Stage] = []
         self._raws: list = []  # the functions the stages are fitted to
         self._finer: list = []  # the same by the finer rule
@@ -777,7 +786,7 @@ class DoublingRecursion(_Recursion):
             # the stages would span count times the rule's losses on both sides (the contour serves these)
             raise UnsupportedCompositionError("the doubling recursion needs a loss bounded on one side (a "
                                               "subsampled Gaussian)")
-        reach = count * min(abs(use.lowest), abs(use.highest))
+        reach = count * _use_reach(use)
         if reach > max_reach:
             raise UnsupportedCompositionError(f"the doubling recursion takes counts whose bounded loss ends sum to at "
                                               f"most {max_reach:g} (count * |log(1 - q)| for a subsampled "
@@ -785,6 +794,8 @@ class DoublingRecursion(_Recursion):
         super().__init__()
         self.use = use
         self.count = int(count)
+        #: count times the nearer bounded end of the use's loss (as :attr:`StepRecursion.reach`).
+        self.reach = reach
         self.loss_top = math.inf if math.isinf(self.use.highest) else self.count * self.use.highest
         # each stage's size -> the sizes it sums (the first's G, the second's survival function; a second of 1:
         # the level over one use's output); the last sum is formed at each eps asked
