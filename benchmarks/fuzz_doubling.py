@@ -11,7 +11,8 @@ as 'auto' does only when a Chernoff bound cannot rule one out) and checks that
   its stated error, straddles the delta asked (eps = 0 when delta(0) is already below it).
 
 With ``--far`` each seed draws k beyond the doubling's fast reach instead (and beyond MAX_USES), up to
-FAR_REACH: log-uniform in [max(MAX_REACH / log(1/(1 - q)), MAX_USES + 1), FAR_REACH / log(1/(1 - q))], and asks
+FAR_REACH: log-uniform in [max(MAX_REACH / log(1/(1 - q)), MAX_USES + 1), min(FAR_REACH / log(1/(1 - q)),
+FAR_USES)], and asks
 the far doubling's engines ('auto''s last resort, afa.engines.planner.FAR_DOUBLING); the second check is
 then the contour with its wide node budget where it answers: its eps and the doubling's must agree within the
 sum of their stated errors.
@@ -32,7 +33,7 @@ import numpy as np
 
 import afa
 from afa.engines import planner
-from afa.engines.step_recursion import FAR_REACH, MAX_REACH, MAX_USES, StepRecursion
+from afa.engines.step_recursion import FAR_REACH, FAR_USES, MAX_REACH, MAX_USES, StepRecursion
 
 
 def _composition(seed: int, far: bool = False) -> tuple[float, float, int, float] | None:
@@ -41,7 +42,7 @@ def _composition(seed: int, far: bool = False) -> tuple[float, float, int, float
     q = math.exp(rng.uniform(math.log(1e-4), math.log(0.05)))
     top = int(MAX_REACH / -math.log1p(-q))
     if far:
-        bottom, top = max(top + 1, MAX_USES + 1), int(FAR_REACH / -math.log1p(-q))
+        bottom, top = max(top + 1, MAX_USES + 1), min(int(FAR_REACH / -math.log1p(-q)), FAR_USES)
     else:
         bottom, top = planner.DOUBLING_FROM, min(top, 5000)
     if top <= bottom:

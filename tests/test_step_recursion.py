@@ -354,6 +354,8 @@ def test_beyond_its_fast_reach_the_doubling_is_the_last_resort():
     assert far.exact_available()  # method='exact' is served by it when asked for
     assert planner_of(500).far_recursion(0) is None  # within the fast reach: step_recursion doubles
     assert planner_of(13_000).far_recursion(0) is None  # reach 13 > FAR_REACH
+    many = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(1e-4), times=step_recursion.FAR_USES + 1)
+    assert many.planner.step_recursion(0) is None and many.planner.far_recursion(0) is None  # reach 2, > FAR_USES
     assert planner_of(3000, gaussians=True).far_recursion(0) is None
     with pytest.raises(ValueError, match="max_reach"):
         DoublingRecursion(_remove(1.0, 0.001), 100, max_reach=0.0)

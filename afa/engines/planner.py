@@ -51,7 +51,15 @@ from .laplace_top import LaplaceTopEngine
 from .mixed_pld import MixedPLDEngine, exact_part
 from .pld import PLDTooLargeError
 from .quadratic import QuadraticComposition
-from .step_recursion import FAR_REACH, MAX_DOUBLING_USES, MAX_USES, DoublingRecursion, StepRecursion
+from .step_recursion import (
+    FAR_REACH,
+    FAR_USES,
+    MAX_DOUBLING_USES,
+    MAX_REACH,
+    MAX_USES,
+    DoublingRecursion,
+    StepRecursion,
+)
 
 #: Default grid step of method='pld' (at most), and the bulk of the composed loss it must fit in PLD_POINTS points.
 DEFAULT_INTERVAL, PLD_SPREAD, PLD_POINTS = 1e-4, 40.0, 2 ** 22
@@ -355,14 +363,15 @@ class Planner:
 
     def far_recursion(self, index: int) -> DoublingRecursion | None:
         """Direction ``index`` as a doubling recursion beyond its fast reach (up to
-        :data:`afa.engines.step_recursion.FAR_REACH`) when it is DOUBLING_FROM or more uses of one Gaussian noise
-        pair without Gaussians that :meth:`step_recursion` does not serve; else None.  Built once per direction."""
+        :data:`afa.engines.step_recursion.FAR_REACH`) when it is DOUBLING_FROM to FAR_USES uses of one Gaussian
+        noise pair without Gaussians that :meth:`step_recursion` does not serve; else None.  Built once per
+        direction."""
         if index not in self._far_recursions:
             recursion = None
             uses = self._pair_uses(index) if self.step_recursion(index) is None else None
             if uses is not None and len(uses[0]) == 1 and uses[1] == 0:
                 (pair, count), = uses[0].items()
-                if DOUBLING_FROM <= count <= MAX_DOUBLING_USES:
+                if DOUBLING_FROM <= count <= FAR_USES:
                     try:
                         recursion = DoublingRecursion(pair, count, max_reach=FAR_REACH)
                     except UnsupportedCompositionError:
@@ -421,8 +430,9 @@ class Planner:
             raise UnsupportedCompositionError(
                 "method='exact' needs a composition of Gaussian and finite-output mechanisms only, of data-dependent "
                 f"Gaussians sharing sigma1/sigma2 with Gaussians, of 2 to {MAX_USES} uses of subsampled Gaussians or "
-                "mixtures of Gaussians (with any Gaussians), of more uses of one subsampled Gaussian while "
-                f"count * log(1/(1 - q)) <= {FAR_REACH:g}, or one use of a single mechanism; use "
+                "mixtures of Gaussians (with any Gaussians), of more uses of one subsampled Gaussian while count * "
+                f"log(1/(1 - q)) <= {FAR_REACH:g} (up to {FAR_USES} uses; beyond, while it is at most "
+                f"{MAX_REACH:g}), or one use of a single mechanism; use "
                 "method='contour', 'pld' or 'quadrature'")
         return method
 
@@ -516,7 +526,7 @@ class Planner:
         recursion = self.far_recursion(index)
         if recursion is None:
             raise UnsupportedCompositionError(
-                f"the doubling recursion's far reach needs {DOUBLING_FROM} to {MAX_DOUBLING_USES} uses of one "
+                f"the doubling recursion's far reach needs {DOUBLING_FROM} to {FAR_USES} uses of one "
                 f"Gaussian noise pair whose count times its bounded loss end is at most {FAR_REACH:g}")
         return self._recursion_engine(index, recursion)
 

@@ -100,6 +100,9 @@ MAX_DOUBLING_USES, MAX_REACH = 1_000_000, 1.05
 #: AutoOptions.retry_rtol (q = 0.001, sigma = 2: 3000 uses take some 12 s for both directions, 10 000 uses 18 s,
 #: to a stated 2e-8 .. 8e-8 where the PLD's bracket is 3e-4 to 0.3 wide at delta 1e-15 .. 1e-30).
 FAR_REACH = 12.0
+#: The most uses 'auto' gives the doubling beyond its fast reach (more stages: sigma = 2.9, q = 1.4e-4, 43 827 uses
+#: ran out of a 30 s budget; 17 314 uses of q = 2.4e-4 took 20 s).
+FAR_USES = 20_000
 #: A doubling stage differing from its finer rule by more than STAGE_RTOL is refused; smaller differences are
 #: passed on with the stage's weight in each sum (a loss's far end, where delta falls steeply, can differ by 1e-3
 #: and not matter to the eps asked), and an eps(delta) bracket wider than 1e-6 is refused.
