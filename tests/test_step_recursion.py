@@ -189,25 +189,35 @@ def test_two_or_three_uses_go_to_the_recursion_before_the_contour():
     assert answer.method == "exact"
     assert [attempt.method for attempt in answer.attempts] == [planner.STEP_RECURSION]  # no contour before it
     assert answer.error <= 1e-9 * answer.value
-    more = afa.Accountant().compose(afa.Gaussian(1.0).poisson_subsampled(0.02), times=planner.RECURSION_FIRST + 1)
-    assert more.epsilon_result(1e-5).attempts[0].method == "contour"  # reach 4 log(1/0.98) = 0.081
+    more = afa.Accountant().compose(afa.Gaussian(3.0).poisson_subsampled(0.05), times=planner.RECURSION_FIRST + 1)
+    assert more.epsilon_result(1e-5).attempts[0].method == "contour"  # reach 4 log(1/0.95) = 0.21: not piled up
 
 
-@pytest.mark.parametrize("sigma, q, count", [(2.0, 0.001, 10), (10.0, 0.01, 4), (0.5, 0.001, 40)])
+@pytest.mark.parametrize("sigma, q, count", [(2.0, 0.001, 10), (1.0, 0.01, 9), (10.0, 0.001, 30), (0.5, 0.001, 40)])
 def test_uses_piled_up_near_one_value_go_to_the_recursion_first(sigma, q, count):
-    """Up to RECURSION_EARLY uses whose loss piles up within PILED_REACH (count * log(1/(1 - q))): the contour
-    refuses those for its node budget (checked here), so the recursion answers an eps(delta) without that attempt;
-    a delta(eps) query stays the contour's first."""
+    """Up to RECURSION_EARLY uses whose loss piles up within min(PILED_REACH, PILED_NOISE / (sigma / sensitivity))
+    (reach = count * log(1/(1 - q))): the contour refuses those for its node budget (checked here), so the
+    recursion answers an eps(delta) without that attempt; a delta(eps) query stays the contour's first."""
     accountant = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
-    assert accountant.planner.recursion_reach() == pytest.approx(-count * math.log1p(-q), rel=1e-9)
-    assert accountant.planner.recursion_reach() <= planner.PILED_REACH
+    recursion = accountant.planner.step_recursion(0)
+    assert recursion.reach == pytest.approx(-count * math.log1p(-q), rel=1e-9)
+    assert recursion.noise_ratio == pytest.approx(sigma) and accountant.planner.piled_up()
     answer = accountant.epsilon_result(1e-6)
     assert [attempt.method for attempt in answer.attempts] == [planner.STEP_RECURSION]
     with pytest.raises(afa.AccuracyError):
         accountant.epsilon_result(1e-6, method="contour")
     assert accountant.delta_result(answer.value).attempts[0].method == "contour"
     with_gaussian = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(q), times=count)
-    assert with_gaussian.compose(afa.Gaussian(3.0)).planner.recursion_reach() == math.inf
+    assert with_gaussian.compose(afa.Gaussian(3.0)).planner.step_recursion(0).reach == math.inf
+
+
+def test_wide_noise_is_not_piled_up_at_the_same_reach():
+    """sigma = 10, q = 0.01, 10 uses (reach 0.1): the contour answers (in some 20 ms, where the recursion takes
+    0.5 s), so it stays first."""
+    accountant = afa.Accountant().compose(afa.Gaussian(10.0).poisson_subsampled(0.01), times=10)
+    assert not accountant.planner.piled_up()
+    answer = accountant.epsilon_result(1e-5)
+    assert [attempt.method for attempt in answer.attempts] == ["contour"]
 
 
 @pytest.mark.parametrize("sigma, q, k, delta", [(2.0, 0.001, 16, 1e-5), (0.8, 0.001, 13, 1e-10),

@@ -82,10 +82,11 @@ STEP_RECURSION = "exact (step recursion)"
 #: far out in the tail, stays the contour's, whose error stays relative there.
 RECURSION_FIRST = 3
 #: An eps(delta) query of up to RECURSION_EARLY uses whose recursions' reach (the loss's pile-up, count *
-#: log(1/(1 - q)) for subsampled Gaussians) is at most this goes to the step recursion first too: there the
-#: contour refuses for its node budget (sigma 0.3 to 10, q 1e-4 to 0.02, 4 to 40 uses, delta 1e-5 and 1e-12: all
-#: 70 refused, in 10 to 225 ms, median 35 ms; from reach 0.08 sigma = 10 answers).
-PILED_REACH = 0.05
+#: log(1/(1 - q)) for subsampled Gaussians) is at most PILED_REACH, and at most PILED_NOISE over their noise
+#: ratio (sigma / sensitivity), goes to the step recursion first too: there the contour refuses for its node
+#: budget.  Measured at delta 1e-5 and 1e-12 (4 to 40 uses): sigma 0.3 to 6, reach up to 0.101: all refused
+#: (in 10 to 225 ms, median 35 ms); it answers from reach 0.12 at sigma = 4, 0.16 at sigma = 6, 0.08 at sigma = 10.
+PILED_REACH, PILED_NOISE = 0.1, 0.4
 #: method='auto' tries a step recursion of at most this many uses right after the default contour; one of more
 #: uses only after the contour with its wide node budget, just before the PLD (its time grows with the uses).
 RECURSION_EARLY = 40
@@ -96,7 +97,7 @@ DOUBLING_FROM = RECURSION_EARLY + 1
 #: Engine key of method 'exact' served by the doubling recursion beyond its fast reach, up to
 #: :data:`afa.engines.step_recursion.FAR_REACH` (:meth:`Planner.far_recursion`): 'auto''s last resort for an
 #: eps(delta) query after a certified bracket wider than AutoOptions.retry_rtol (seconds where the PLD takes a
-#: fraction of one, for a stated relative error near 1e-7 where the bracket is 3e-4 .. 0.3 wide).
+#: fraction of one, for a stated relative error near 1e-7 where the bracket was 3e-4 to 1 wide).
 FAR_DOUBLING = "exact (doubling, far reach)"
 #: Engine key of method 'exact' served by the Laplace top series (:class:`afa.engines.laplace_top.LaplaceTopEngine`),
 #: which 'auto' tries first for an eps(delta) query it reaches (delta below its value at eps = (k - 2) a).
@@ -311,11 +312,13 @@ class Planner:
             return None
         return max(recursion.count for recursion in recursions if recursion is not None)
 
-    def recursion_reach(self) -> float:
-        """The largest reach (:attr:`afa.engines.step_recursion.StepRecursion.reach`) among the directions' step
-        recursions (inf unless every direction is one)."""
+    def piled_up(self) -> bool:
+        """Whether every direction's step recursion reaches at most PILED_REACH and PILED_NOISE over its noise
+        ratio (:attr:`afa.engines.step_recursion.StepRecursion.noise_ratio`): a loss piled up so near one value
+        that the contour runs out of nodes."""
         recursions = [self.step_recursion(index) for index in self.distinct_directions]
-        return max((math.inf if recursion is None else recursion.reach) for recursion in recursions)
+        return all(recursion is not None and recursion.reach <= min(PILED_REACH, PILED_NOISE / recursion.noise_ratio)
+                   for recursion in recursions)
 
     def step_recursion(self, index: int) -> StepRecursion | DoublingRecursion | None:
         """Direction ``index`` as a recursion over a few uses (:class:`afa.engines.step_recursion.StepRecursion`) when
@@ -763,11 +766,11 @@ class Planner:
             candidates.insert(candidates.index("pld") + 1, "contour")
         recursion_uses = self.recursion_uses() if first != "exact" else None
         if recursion_uses is not None:
-            # first for an eps(delta) query of a few uses, or of up to RECURSION_EARLY piled up within PILED_REACH;
+            # first for an eps(delta) query of a few uses, or of up to RECURSION_EARLY piled up (piled_up);
             # up to RECURSION_EARLY uses right after the contour (before the wide retries) and before the PLD;
             # beyond, just before the PLD
             if delta is not None and (recursion_uses <= RECURSION_FIRST or (
-                    recursion_uses <= RECURSION_EARLY and self.recursion_reach() <= PILED_REACH)):
+                    recursion_uses <= RECURSION_EARLY and self.piled_up())):
                 position = 0
             elif recursion_uses > RECURSION_EARLY:
                 position = candidates.index("pld") if "pld" in candidates else len(candidates)

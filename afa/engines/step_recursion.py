@@ -378,6 +378,12 @@ def _use_reach(use: _Use) -> float:
     return min(abs(use.lowest), abs(use.highest))
 
 
+def _noise_ratio(pair: NoiseMixturePair) -> float:
+    """The pair's noise scale over the spread of its component shifts (inf if they coincide)."""
+    spread = float(pair.shifts.max() - pair.shifts.min())
+    return pair.scale / spread if spread > 0 else math.inf
+
+
 class _Stage:
     """log delta_j as a function of x: the fit on [low, fit.high), log(1 - e^x) up to ``exact_below``, -inf beyond
     the fit (never asked below ``low`` unless ``low`` = ``exact_below``)."""
@@ -580,6 +586,9 @@ class StepRecursion(_Recursion):
         #: How far the composed loss can pile up: the sum over the uses of the nearer bounded end of each one's
         #: loss (count * log(1/(1 - q)) for a subsampled Gaussian; inf with a Gaussian or an unbounded loss).
         self.reach = math.inf if self.mu > 0 else math.fsum(_use_reach(use) for use in self.uses)
+        #: The largest noise scale over the spread of its pair's shifts among the uses (sigma / sensitivity for a
+        #: subsampled Gaussian): the wider the noise, the less a pile-up of the same reach shows.
+        self.noise_ratio = max(_noise_ratio(use.pair) for use in self.uses)
         self._stages: list[_Stage] = []
         self._raws: list = []  # the functions the stages are fitted to
         self._finer: list = []  # the same by the finer rule
@@ -799,6 +808,8 @@ class DoublingRecursion(_Recursion):
         self.count = int(count)
         #: count times the nearer bounded end of the use's loss (as :attr:`StepRecursion.reach`).
         self.reach = reach
+        #: As :attr:`StepRecursion.noise_ratio`.
+        self.noise_ratio = _noise_ratio(pair)
         self.loss_top = math.inf if math.isinf(self.use.highest) else self.count * self.use.highest
         # each stage's size -> the sizes it sums (the first's G, the second's survival function; a second of 1:
         # the level over one use's output); the last sum is formed at each eps asked
