@@ -193,7 +193,7 @@ def test_two_or_three_uses_go_to_the_recursion_before_the_contour():
     assert more.epsilon_result(1e-5).attempts[0].method == "contour"  # reach 4 log(1/0.95) = 0.21: not piled up
 
 
-@pytest.mark.parametrize("sigma, q, count", [(2.0, 0.001, 10), (1.0, 0.01, 9), (10.0, 0.001, 30), (0.5, 0.001, 40)])
+@pytest.mark.parametrize("sigma, q, count", [(2.0, 0.001, 10), (1.0, 0.01, 10), (10.0, 0.001, 30), (0.5, 0.001, 40)])
 def test_uses_piled_up_near_one_value_go_to_the_recursion_first(sigma, q, count):
     """Up to RECURSION_EARLY uses whose loss piles up within min(PILED_REACH, PILED_NOISE / (sigma / sensitivity))
     (reach = count * log(1/(1 - q))): the contour refuses those for its node budget (checked here), so the
