@@ -244,9 +244,9 @@ class AutoOptions(_Validated):
         With finite-output mechanisms, after the contour ran out of nodes, a certified bracket wider than this,
         relative to its value, is kept while the contour retries with the wide node budget; a bracket of the
         coarse PLD grid (see ``coarse_grid``) within this is the answer, a wider one is kept while the fine grid
-        tries; an eps(delta) bracket still wider than this is kept while, for one subsampled Gaussian, the doubling
-        recursion tries beyond its fast reach (``afa.engines.planner.FAR_DOUBLING``: seconds, last, with the
-        time left) (default 1e-6, in (0, inf]).
+        tries; a bracket (of eps or delta) still wider than this is kept while, for one subsampled Gaussian, the
+        doubling recursion tries beyond its fast reach (``afa.engines.planner.FAR_DOUBLING``: seconds, last, with
+        the time left) (default 1e-6, in (0, inf]).
     reserve : float
         The share of an eps(delta) query's time kept back for a certified lower bound to attach to a refusal
         when no engine answers in the rest (default 0.1, in [0, 0.5]; 0: none).

@@ -97,8 +97,8 @@ RECURSION_EARLY = 40
 DOUBLING_FROM = RECURSION_EARLY + 1
 #: Engine key of method 'exact' served by the doubling recursion beyond its fast reach, up to
 #: :data:`afa.engines.step_recursion.FAR_REACH` (:meth:`Planner.far_recursion`): 'auto''s last resort for an
-#: eps(delta) query after a certified bracket wider than AutoOptions.retry_rtol (seconds where the PLD takes a
-#: fraction of one, for a stated relative error near 1e-7 where the bracket was 3e-4 to 1 wide).
+#: eps(delta) or delta(eps) query after a certified bracket wider than AutoOptions.retry_rtol (seconds where the
+#: PLD takes a fraction of one, for a stated relative error near 1e-7 where the bracket was 3e-4 to 1 wide).
 FAR_DOUBLING = "exact (doubling, far reach)"
 #: Engine key of method 'exact' served by the Laplace top series (:class:`afa.engines.laplace_top.LaplaceTopEngine`),
 #: which 'auto' tries first for an eps(delta) query it reaches (delta below its value at eps = (k - 2) a).
@@ -723,8 +723,8 @@ class Planner:
         the coarse grid's time times AutoOptions.coarse_grid exceeds its share.  A certified answer whose
         ``relative_width(answer)`` exceeds AutoOptions.bracket_rtol is retried by the contour method with a larger
         node budget; a certified answer
-        with an infinite upper bound lets the remaining engines try for a finite one.  A certified eps(delta)
-        bracket still wider than AutoOptions.retry_rtol is kept while the doubling recursion beyond its fast reach
+        with an infinite upper bound lets the remaining engines try for a finite one.  A certified bracket (of eps
+        or of delta) still wider than AutoOptions.retry_rtol is kept while the doubling recursion beyond its fast reach
         (:data:`FAR_DOUBLING`, :meth:`far_recursion`) tries, last, with all the time left.  An estimate answered
         while a certified bracket is kept must meet it (``agrees``), else it is refused.  When no engine does
         better, the best certified answer is the result.  Only declared refusals move on: an AccuracyError
@@ -850,7 +850,7 @@ class Planner:
                 continue
             # after the contour ran out of nodes, its wide retry may still give a tighter answer than a bracket
             pending = node_retry and WIDE_CONTOUR in candidates and width > policy.retry_rtol
-            # a certified eps(delta) bracket wider than retry_rtol: the doubling's far reach may tighten it, last
+            # a certified bracket (eps or delta) wider than retry_rtol: the doubling's far reach may tighten it, last
             far = (certified and relative_width is not None and width > policy.retry_rtol and not far_tried
                    and self.far_recursion_available())
             if not certified or (width <= policy.bracket_rtol and not pending and not far):

@@ -98,7 +98,7 @@ RTOL = 1e-6
 MAX_DOUBLING_USES, MAX_REACH = 1_000_000, 1.05
 #: The largest reach 'auto' gives the doubling as a last resort, after a certified bracket wider than
 #: AutoOptions.retry_rtol (q = 0.001, sigma = 2: 3000 uses take some 12 s for both directions, 10 000 uses 18 s,
-#: to a stated 2e-8 .. 8e-8 where the PLD's bracket is 3e-4 to 0.3 wide at delta 1e-15 .. 1e-30).
+#: to a stated 2e-8 .. 8e-8 where the PLD's bracket is 3e-4 to 0.7 wide at delta 1e-15 .. 1e-30).
 FAR_REACH = 12.0
 #: The most uses 'auto' gives the doubling beyond its fast reach (more stages: sigma = 2.9, q = 1.4e-4, 43 827 uses
 #: ran out of a 30 s budget; 17 314 uses of q = 2.4e-4 took 20 s).
