@@ -788,7 +788,7 @@ class Accountant:
                           attempts=attempts)
         run = self._run(method, lambda engines: _solve_directions(engines, delta), _relative_width, delta,
                         _epsilon_bounds_meet)
-        value, lower, upper = (max(column) for column in zip(*run.answer))
+        value, lower, upper = _epsilon_maximum(run.answer)
         widened = delta + self.planner.truncated_mass
         if widened != delta:  # truncation over-estimates delta by at most that mass: the lower eps solves delta + it
             target = min(widened, 0.5 * (1 + delta))
@@ -1008,11 +1008,17 @@ def _relative_width(answer) -> float:
     return max(widths)
 
 
+def _epsilon_maximum(answer) -> tuple[float, float, float]:
+    """(eps, lower, upper) of the composition from its directions' (eps, lower, upper): each the maximum."""
+    value, lower, upper = (max(column) for column in zip(*answer))
+    return value, lower, upper
+
+
 def _epsilon_bounds_meet(estimate, certified) -> bool:
-    """Whether the eps(delta) bounds of an estimate and of a certified answer (each the maximum over its
-    directions' (eps, lower, upper)) overlap: if not, the estimate contradicts the proof."""
-    _, lower, upper = (max(column) for column in zip(*estimate))
-    _, low, high = (max(column) for column in zip(*certified))
+    """Whether the eps(delta) bounds of an estimate and of a certified answer (:func:`_epsilon_maximum` of each)
+    overlap: if not, the estimate contradicts the proof."""
+    _, lower, upper = _epsilon_maximum(estimate)
+    _, low, high = _epsilon_maximum(certified)
     return lower <= high and low <= upper
 
 
