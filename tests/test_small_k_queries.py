@@ -195,3 +195,25 @@ def test_newton_iterates_on_a_kept_line_reuse_its_nodes(monkeypatch):
     assert calls == []
     fresh, fresh_error, _ = contour.contour_inversion(loss).delta_and_slope(0.718)
     assert abs(value - fresh) <= error + fresh_error
+
+
+def test_kept_line_takes_a_cached_halving_rather_than_a_new_line(monkeypatch):
+    """Far from the first line's saddle (eps 0.546 on the line of 0.313, sigma = 1, q = 0.01, 50 uses: Newton's
+    first step there) the second level's change predicts more halvings than the node budget holds; the next level's
+    nodes were evaluated by the first sum, so it is summed on the kept line -- no new line, no MGF evaluation --
+    and agrees with a fresh inversion through 0.546's own saddle within the two stated errors."""
+    import afa.engines.contour as contour
+
+    calls = []
+    evaluate = contour.batched_log_phi
+    monkeypatch.setattr(contour, "batched_log_phi", lambda s, terms: calls.append(s.size) or evaluate(s, terms))
+    loss = accountant(1.0, 0.01, 50).planner.composed(0)
+    inversion = contour.contour_inversion(loss)
+    inversion.delta_and_slope(0.313)
+    assert inversion._kept_line(0.546) is not None
+    calls.clear()
+    value, error, _ = inversion.delta_and_slope(0.546)
+    assert calls == []
+    fresh, fresh_error, _ = contour.contour_inversion(loss).delta_and_slope(0.546)
+    assert abs(value - fresh) <= error + fresh_error
+    inversion.verify(0.546)

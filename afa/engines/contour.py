@@ -695,7 +695,10 @@ class _SaddlePointContour:
                 change, estimate = abs(refined - estimate) / refined, refined
                 if done(estimate, change, abs(total[2] / total[0])):
                     break
-                if (predict is not None and change < PREDICT_BELOW
+                # A next level whose nodes an earlier sum on this kept line evaluated costs no MGF evaluation:
+                # it is summed (the node count still bounds it) rather than refused by the prediction.
+                cached = chunks is not None and ("layout", step / 2, 1, 2) in chunks
+                if (predict is not None and change < PREDICT_BELOW and not cached
                         and _halvings_cost(change, predict, before - nodes_left[0]) > nodes_left[0]):
                     raise self._no_decay(epsilon)  # now, rather than after spending the rest of the budget
         if not estimate > 0:
