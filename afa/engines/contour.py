@@ -161,7 +161,7 @@ SKIP_RTOL = 1e-22
 
 #: A snapped contour line serves another eps while its integrand peaks at most e^KEEP_LINE above that eps's
 #: saddle's (_SaddlePointContour._kept_line): that costs a factor e^KEEP_LINE in cancellation at most.
-KEEP_LINE = 0.05
+KEEP_LINE = 0.2
 
 #: A predicted change within this factor of the tolerance counts as converged (_halvings_cost).
 PREDICTION_SLACK = 100.0
