@@ -259,20 +259,25 @@ class AutoOptions(_Validated):
         ``retry_rtol`` it is the answer, else it is kept while the fine grid tries (passed over when the coarse
         build's time times this factor exceeds the fine grid's share) and answers if no engine does better
         (default 16, in [1, 1024]; 1: no coarse attempt).
+    recursions : bool
+        Whether 'auto' may answer by the step recursion and the doubling (:mod:`afa.engines.step_recursion`:
+        relative accuracy where the contour's sums cancel, at seconds for hundreds of uses) (default True;
+        False leaves those queries to the fallbacks, e.g. the PLD's certified brackets: calibration's search,
+        which needs a fast estimate, does so).
 
     Raises
     ------
     ValueError
         A setting out of its range.
     TypeError
-        A setting that is not a real number, or ``fallbacks`` not a sequence of names.
+        A setting that is not a real number, ``fallbacks`` not a sequence of names, or ``recursions`` not a bool.
 
     Examples
     --------
     >>> import afa
     >>> afa.AutoOptions(share=0.25)  # doctest: +NORMALIZE_WHITESPACE
     AutoOptions(share=0.25, wide_share=0.25, bracket_rtol=0.01, retry_rtol=1e-06, reserve=0.1,
-                fallbacks=('pld', 'quadrature', 'certified'), coarse_grid=16.0)
+                fallbacks=('pld', 'quadrature', 'certified'), coarse_grid=16.0, recursions=True)
     """
 
     share: float = 0.5
@@ -282,6 +287,7 @@ class AutoOptions(_Validated):
     reserve: float = 0.1
     fallbacks: tuple[str, ...] = FALLBACK_METHODS
     coarse_grid: float = 16.0
+    recursions: bool = True
 
     _CHECKS = {"share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
                "wide_share": lambda o, n, v: _check_real(o, n, v, 0.0, 1.0),
@@ -289,7 +295,8 @@ class AutoOptions(_Validated):
                "retry_rtol": lambda o, n, v: _check_real(o, n, v, 0.0, math.inf),
                "reserve": lambda o, n, v: _check_real(o, n, v, 0.0, 0.5, low_open=False),
                "fallbacks": lambda o, n, v: _check_methods(o, n, v),
-               "coarse_grid": lambda o, n, v: _check_real(o, n, v, 1.0, 1024.0, low_open=False)}
+               "coarse_grid": lambda o, n, v: _check_real(o, n, v, 1.0, 1024.0, low_open=False),
+               "recursions": lambda o, n, v: _check_bool(o, n, v)}
 
 
 _GROUPS = {"exact": ExactOptions, "contour": ContourOptions, "pld": PLDOptions, "auto": AutoOptions}

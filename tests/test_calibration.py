@@ -111,3 +111,33 @@ def test_sampling_rate_one_when_the_full_batch_is_private_enough():
     result = afa.calibrate_sampling_rate(10.0, 1e-5, 5.0, 10)
     assert result.value == 1.0 and result.epsilon_upper <= 10.0
     assert gaussian_epsilon(1e-5, math.sqrt(10) / 5.0) <= 10.0
+
+
+@pytest.mark.parametrize("target, q, steps", [(1.0, 0.01, 1000), (8.0, 0.004, 10_000), (0.5, 0.001, 100)])
+def test_central_limit_start_meets_the_gdp_target(target, q, steps):
+    """The subsampled search's start: the sigma whose central-limit mu = q sqrt(steps (e^{1/sigma^2} - 1))
+    (Dong, Roth & Su 2022, Sec. 5) meets (target, 1e-5) as mu-GDP -- checked with the Gaussian trade-off's delta
+    written out here with scipy."""
+    from afa.calibration import _central_limit_sigma
+
+    sigma = _central_limit_sigma(target, 1e-5, steps, q, 1.0)
+    mu = q * math.sqrt(steps * math.expm1(1 / sigma ** 2))
+    assert gaussian_delta(target, mu) == pytest.approx(1e-5, rel=1e-8)
+
+
+def test_subsampled_search_stays_near_the_central_limit_start(monkeypatch):
+    """With many steps the central limit is close: the search asks no sigma below the first bracket's low end
+    (START_SPREAD below the start), where a far sigma can cost seconds a query (at 10 000 steps of q = 0.004,
+    sigma = 0.12 exhausted every method's budget), and the answer is still certified safe and tight."""
+    import afa.calibration as calibration
+
+    asked = []
+    gaussian = calibration.Gaussian
+    monkeypatch.setattr(calibration, "Gaussian", lambda sigma, sensitivity: asked.append(sigma)
+                        or gaussian(sigma, sensitivity))
+    result = afa.calibrate_sigma(1.0, 1e-5, 1000, sampling_rate=0.01)
+    start = calibration._central_limit_sigma(1.0, 1e-5, 1000, 0.01, 1.0)
+    assert min(asked) >= start / calibration.START_SPREAD * (1 - 1e-12)
+    assert result.method == "pld" and result.certified and result.epsilon_upper <= 1.0
+    assert _analytic_epsilon(result.value, 0.01, 1000, 1e-5) <= 1.0 < _analytic_epsilon(result.rejected, 0.01, 1000,
+                                                                                           1e-5)

@@ -32,6 +32,7 @@ from afa import options as settings
     (lambda: afa.AutoOptions(fallbacks=("pld", 3)), TypeError, "AutoOptions.fallbacks"),
     (lambda: afa.AutoOptions(fallbacks=("pld", "exact")), ValueError, "AutoOptions.fallbacks"),
     (lambda: afa.AutoOptions(fallbacks=("pld", "pld")), ValueError, "AutoOptions.fallbacks"),
+    (lambda: afa.AutoOptions(recursions=1), TypeError, "AutoOptions.recursions"),
     (lambda: afa.ExactOptions(lattice=1), TypeError, "ExactOptions.lattice"),
     (lambda: afa.PLDOptions(direct_power_limit=-1), ValueError, "PLDOptions.direct_power_limit"),
     (lambda: afa.Options(exact=afa.PLDOptions()), TypeError, "Options.exact"),
@@ -89,6 +90,21 @@ def test_the_fallbacks_of_auto_are_an_ordered_option(monkeypatch):
     options = afa.Options(auto=afa.AutoOptions(fallbacks=("quadrature",)))
     assert options.to_dict() == {"auto": {"fallbacks": ["quadrature"]}}
     assert afa.Options.from_dict(json.loads(json.dumps(options.to_dict()))) == options
+
+
+def test_auto_without_the_recursions_leaves_their_queries_to_the_others():
+    """AutoOptions(recursions=False): an eps(delta) of 2 uses of q = 0.001 (the step recursion's, first by
+    default) is answered by the contour or the PLD instead, and the two answers' brackets meet."""
+    def accountant(options=None):
+        return afa.Accountant(options=options).compose(afa.Gaussian(1.0).poisson_subsampled(0.001), 2)
+
+    default = accountant().epsilon_result(1e-5)
+    assert default.method == "exact" and default.attempts[-1].method == "exact (step recursion)"
+    without = accountant(afa.Options(auto=afa.AutoOptions(recursions=False))).epsilon_result(1e-5)
+    assert without.method in ("contour", "pld")
+    assert all(attempt.method not in ("exact (step recursion)", "exact (doubling, far reach)")
+               for attempt in without.attempts)
+    assert without.lower <= default.upper and default.lower <= without.upper
 
 
 def test_the_exact_limits_reach_the_exact_engine():

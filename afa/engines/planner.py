@@ -765,7 +765,7 @@ class Planner:
         if self._contour_demoted and "contour" in candidates and "pld" in candidates:
             candidates.remove("contour")  # both contours failed an earlier query: the PLD first
             candidates.insert(candidates.index("pld") + 1, "contour")
-        recursion_uses = self.recursion_uses() if first != "exact" else None
+        recursion_uses = self.recursion_uses() if first != "exact" and self.options.auto.recursions else None
         if recursion_uses is not None:
             # first for an eps(delta) query of a few uses, or of up to RECURSION_EARLY piled up (piled_up);
             # up to RECURSION_EARLY uses right after the contour (before the wide retries) and before the PLD;
@@ -852,7 +852,7 @@ class Planner:
             pending = node_retry and WIDE_CONTOUR in candidates and width > policy.retry_rtol
             # a certified bracket (eps or delta) wider than retry_rtol: the doubling's far reach may tighten it, last
             far = (certified and relative_width is not None and width > policy.retry_rtol and not far_tried
-                   and self.far_recursion_available())
+                   and self.options.auto.recursions and self.far_recursion_available())
             if not certified or (width <= policy.bracket_rtol and not pending and not far):
                 return Answer(name, answer, tuple(attempts) + (Attempt(name, "answered", "", seconds),), certified)
             attempts.append(Attempt(name, "wide bracket", f"relative width {width:.3g}", seconds))
