@@ -177,21 +177,26 @@ class _Piecewise:
     (FIT_TOL by default) or 8 times the noise of f's values (``function`` returns (values, bounds on their errors),
     both of log delta)."""
 
-    def __init__(self, function, low: float, high: float, tolerance: float = FIT_TOL):
+    def __init__(self, function, low: float, high: float, tolerance: float = FIT_TOL,
+                 seed: np.ndarray | None = None):
         self.tolerance = tolerance
         #: A bound on the function where it is taken as -inf (pieces below FLOOR + FLOOR_BAND; the function
         #: decreases, so a piece's largest value is at its left end, evaluated with its Chebyshev points).
         self.dropped = 0.0
         self.low, self.high = low, high
-        pieces = self._pieces(function, low, high)
+        #: The inner piece edges of the latest range fitted ([low, high], or an extension's), relative to it (in
+        #: (0, 1)): a seed for fitting a similar function (:meth:`_pieces`).
+        self.breaks = np.empty(0)
+        pieces = self._pieces(function, low, high, seed)
         self.edges = np.array([piece[0] for piece in pieces] + [pieces[-1][1]])
         #: Coefficients per piece; a piece taken as -inf has a NaN row.
         self.coefficients = np.array([piece[2] for piece in pieces])
         self._tabulate()
 
-    def extend(self, function, high: float) -> np.ndarray:
-        """Fit ``function`` on [self.high, high] too; returns the new pieces' check points."""
-        pieces = self._pieces(function, self.high, high)
+    def extend(self, function, high: float, seed: np.ndarray | None = None) -> np.ndarray:
+        """Fit ``function`` on [self.high, high] too (``seed`` as for :meth:`_pieces`); returns the new pieces'
+        check points."""
+        pieces = self._pieces(function, self.high, high, seed)
         first = len(self.coefficients)
         self.edges = np.concatenate([self.edges[:-1], [piece[0] for piece in pieces], [pieces[-1][1]]])
         self.coefficients = np.concatenate([self.coefficients, [piece[2] for piece in pieces]])
@@ -199,12 +204,18 @@ class _Piecewise:
         self.high = high
         return self.check_points(first)
 
-    def _pieces(self, function, low: float, high: float) -> list[tuple[float, float, np.ndarray]]:
-        """(left, right, coefficients) of the pieces fitted on [low, high], sorted."""
+    def _pieces(self, function, low: float, high: float, seed: np.ndarray | None = None
+                ) -> list[tuple[float, float, np.ndarray]]:
+        """(left, right, coefficients) of the pieces fitted on [low, high], sorted; sets :attr:`breaks`.
+
+        The first pieces tried are [low, high] cut at ``seed`` (relative positions in (0, 1): another fit's
+        :attr:`breaks`, of a similar function), else [low, high] whole; each is accepted or halved as always, so a
+        seed saves the halvings (each a call of ``function``) without changing what a piece must meet."""
         points, transform = _chebyshev_points()
         smallest = MIN_PIECE * (high - self.low)
         pieces: list[tuple[float, float, np.ndarray]] = []
-        pending = [(low, high)]
+        cuts = [low, high] if seed is None else [low, *(low + (high - low) * np.asarray(seed)), high]
+        pending = [(float(a), float(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
         while pending:
             budget.check("fitting a level of the step recursion")
             if len(pieces) + len(pending) > MAX_PIECES:
@@ -236,7 +247,9 @@ class _Piecewise:
                 middle = (left + right) / 2
                 kept += [(left, middle), (middle, right)]
             pending = kept
-        return sorted(pieces, key=lambda piece: piece[0])
+        pieces.sort(key=lambda piece: piece[0])
+        self.breaks = np.array([(piece[0] - low) / (high - low) for piece in pieces[1:]])
+        return pieces
 
     def _tabulate(self) -> None:
         """The coefficients by order (one contiguous row per order, a column per piece), and those of the
@@ -284,6 +297,15 @@ class _Piecewise:
         """Two points inside each piece from number ``first`` on, between its Chebyshev points."""
         left, right = self.edges[first:-1], self.edges[first + 1:]
         return np.concatenate([left + 0.31 * (right - left), left + 0.77 * (right - left)])
+
+
+def _coarsened(breaks: np.ndarray) -> np.ndarray:
+    """``breaks`` (sorted, in (0, 1)) without the one between the narrowest adjacent pair of pieces: a level is
+    smoother than the one it averages, so its narrowest pieces are the first it can do without."""
+    if breaks.size == 0:
+        return breaks
+    edges = np.concatenate([[0.0], breaks, [1.0]])
+    return np.delete(breaks, int(np.argmin(edges[2:] - edges[:-2])))
 
 
 def _row_log_sums(terms: np.ndarray) -> np.ndarray:
@@ -627,8 +649,10 @@ class StepRecursion(_Recursion):
             low = max(smallest - math.fsum(later.rule_losses[1] for later in rest[index:]), exact_below)
             reach = largest - math.fsum(later.rule_losses[0] for later in rest[index:])
             high = max(min(reach, top), low + 1e-3 * (1.0 + abs(low)))
+            # (the levels are alike: each fit starts from the previous stage's pieces, scaled to its range)
+            seed = _coarsened(self._stages[index - 1].fit.breaks) if index > 0 else None
             if fresh:
-                fit = _Piecewise(raw, low, high)
+                fit = _Piecewise(raw, low, high, seed=seed)
                 self._stages.append(_Stage(fit, low, exact_below))
                 self._checks.append(self._check(fit, self._finer[index], fit.check_points()))
                 self._raws.append(self._level_of(use, self._stages[-1], ORDER, WIDTH))
@@ -638,7 +662,7 @@ class StepRecursion(_Recursion):
                 fit = self._stages[index].fit
                 high = max(high, fit.high)
                 if high > fit.high:
-                    truth, difference = self._check(fit, self._finer[index], fit.extend(raw, high))
+                    truth, difference = self._check(fit, self._finer[index], fit.extend(raw, high, seed))
                     old_truth, old_difference = self._checks[index]
                     self._checks[index] = (np.concatenate([old_truth, truth]),
                                            np.concatenate([old_difference, difference]))
