@@ -52,7 +52,6 @@ import functools
 import math
 
 import numpy as np
-from numpy.polynomial import chebyshev
 
 from .. import budget
 from ..mechanisms.loss_tails import NoisePairTails
@@ -109,8 +108,6 @@ FAR_USES = 20_000
 STAGE_RTOL = 1e-2
 #: Most nodes :func:`_sum_of_two` forms at once (it takes its x in groups of rows within this).
 SUM_NODES = 2_000_000
-#: Points per piece (on average) from which a fit is evaluated piece by piece (:func:`_series`).
-PER_PIECE = 2000
 #: Fit tolerance of the doubling recursion's first stage (the loss tails of one use).
 FIRST_TOL = 1e-13
 #: Equal-width panels per row of a stage's integral over the split (besides the pieces' edges), and for its check.
@@ -137,39 +134,23 @@ def _chebyshev_points() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _series(tables: tuple[np.ndarray, ...], index: np.ndarray, t: np.ndarray) -> list[np.ndarray]:
-    """sum_j c_j T_j(t) with c_j = table[j, index] for each table, by Clenshaw's recurrence: piece by piece (the
-    points sorted by piece once, each piece's coefficients scalars) when the pieces hold PER_PIECE points or more
-    on average, else on all points at once with each point's coefficients gathered."""
-    pieces = tables[0].shape[1]
-    if t.size < PER_PIECE * pieces:
-        return [_gathered_series(table, index, t) for table in tables]
-    order = np.argsort(index, kind="stable")
-    ranked, by_piece = t[order], index[order]
-    bounds = np.searchsorted(by_piece, np.arange(pieces + 1))
-    results = [np.empty(t.shape) for _ in tables]
-    for piece in np.flatnonzero(np.diff(bounds)):
-        part = slice(bounds[piece], bounds[piece + 1])
-        for result, table in zip(results, tables, strict=True):
-            result[part] = chebyshev.chebval(ranked[part], table[:, piece])
+    """sum_j c_j T_j(t) with c_j = table[j, index] for each table (one contiguous row per order, a column per
+    piece), by Clenshaw's recurrence on all points at once, each step gathering its coefficients of the points'
+    pieces (a row of the table stays in cache however many the points)."""
+    twice = 2 * t
     outputs = []
-    for result in results:
-        output = np.empty(t.shape)
-        output[order] = result
-        outputs.append(output)
-    return outputs
-
-
-def _gathered_series(by_order: np.ndarray, index: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """sum_j c_j T_j(t) with c_j = by_order[j, index], by Clenshaw's recurrence on all points at once (in place)."""
-    coefficients = by_order[:, index]  # one contiguous row per order
-    first, second = coefficients[-1].copy(), np.zeros_like(t)
-    twice, scratch = 2 * t, np.empty_like(t)
-    for j in range(len(by_order) - 2, 0, -1):  # first <- 2 t first - second + c_j
-        np.multiply(twice, first, out=scratch)
+    for table in tables:
+        first, second, scratch = table[-1][index], np.zeros(t.shape), np.empty(t.shape)
+        for j in range(len(table) - 2, 0, -1):  # first <- 2 t first - second + c_j
+            np.multiply(twice, first, out=scratch)
+            scratch -= second
+            scratch += table[j][index]
+            first, second, scratch = scratch, first, second
+        np.multiply(t, first, out=scratch)
         scratch -= second
-        scratch += coefficients[j]
-        first, second, scratch = scratch, first, second
-    return t * first - second + coefficients[0]
+        scratch += table[0][index]
+        outputs.append(scratch)
+    return outputs
 
 
 class _Piecewise:
@@ -256,6 +237,11 @@ class _Piecewise:
         derivative in x: d/dt sum_j c_j T_j(t) = sum_j c'_j T_j(t) with c'_{j-1} = c'_{j+1} + 2 j c_j, times
         dt/dx = 2 / (right - left)."""
         self._by_order = np.ascontiguousarray(self.coefficients.T)
+        # (for values alone: a piece taken as 0 is the constant -inf)
+        self._value_by_order = np.where(np.isnan(self._by_order), 0.0, self._by_order)
+        self._value_by_order[0, np.isnan(self._by_order[0])] = -np.inf
+        self._inner_edges = self.edges[1:-1]
+        self._centres, self._scales = (self.edges[:-1] + self.edges[1:]) / 2, 2 / np.diff(self.edges)
         derivative = np.zeros_like(self._by_order)
         for j in range(FIT_ORDER - 1, 0, -1):
             derivative[j - 1] = (derivative[j + 1] if j + 1 < FIT_ORDER else 0.0) + 2 * j * self._by_order[j]
@@ -265,8 +251,7 @@ class _Piecewise:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The fit at ``x`` (-inf in pieces taken as 0)."""
         index, t = self._locate(x)
-        values, = _series((self._by_order,), index, t)
-        return np.where(np.isnan(values), -np.inf, values)
+        return _series((self._value_by_order,), index, t)[0]
 
     def derivative(self, x: np.ndarray) -> np.ndarray:
         """The fit's derivative at ``x`` (NaN in pieces taken as 0)."""
@@ -275,9 +260,8 @@ class _Piecewise:
 
     def _locate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The piece of each x and its position there, in [-1, 1]."""
-        index = np.clip(np.searchsorted(self.edges, x, side="right") - 1, 0, len(self.coefficients) - 1)
-        left, right = self.edges[index], self.edges[index + 1]
-        return index, (2 * x - left - right) / (right - left)
+        index = np.searchsorted(self._inner_edges, x, side="right")
+        return index, (x - self._centres[index]) * self._scales[index]
 
     def value_and_derivative(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The fit and its derivative at ``x`` (both NaN in pieces taken as 0)."""
@@ -332,6 +316,8 @@ class _Use:
         self._image_table = (losses[order], grid[order])
         self.rule_losses = (float(losses.min()), float(losses.max()))
         self.lowest, self.highest = self.tails.loss_range
+        #: (order, width) -> the base panels' edges, and per node log density times weight and the loss
+        self._base_rules: dict[tuple[int, float], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def log_hockey_stick(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(log delta_1(x), its relative error) of this one use, from its loss tails."""
@@ -370,22 +356,69 @@ class _Use:
             error = np.sum(np.nan_to_num(np.exp(terms - values[:, None]) * inherited), axis=1)
         return values, _row_log_sums(slope_terms), error
 
+    def _base_rule(self, order: int, width: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rule's base panel edges (at most ``width`` noise scales apart over the span), and at its nodes (one
+        row of ``order`` per panel) the log density of A times the weight and the loss l(o); computed once."""
+        key = (order, width)
+        if key not in self._base_rules:
+            edges = panel_edges(*self.span, width * self.pair.scale)
+            o, log_w = composite_rule(edges, *gauss_legendre(order))
+            log_a, log_b = self.pair.log_ratios(o)
+            density, loss = log_w + self.pair.log_mu(o) + log_a, log_a - log_b
+            for array in (edges, density, loss):
+                array.flags.writeable = False
+            self._base_rules[key] = (edges, density.reshape(-1, order), loss.reshape(-1, order))
+        return self._base_rules[key]
+
     def _terms(self, previous, previous_edges: np.ndarray, x: np.ndarray, order: int, width: float
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The log terms of :meth:`level` (-inf where left out), the log densities times weights, and the
-        arguments x - l(o), one row per x."""
-        low, high = self.span
-        base = panel_edges(low, high, width * self.pair.scale)
+        arguments x - l(o), one row per x.
+
+        Each row's rule is the base rule (:meth:`_base_rule`) with the panels holding an image cut there: the
+        base panels without an image keep their nodes (computed once), those with one are left out (density
+        -inf) and replaced by their parts, two per image (the part ending at it, from the panel's left edge or
+        the previous image in the same panel, and the part from it to the panel's right edge when no other
+        image follows in that panel, else a part of width 0), formed for each row."""
+        base, base_density, base_loss = self._base_rule(order, width)
+        panels = base.size - 1
         losses, outputs = self._image_table
         targets = x[:, None] - previous_edges[None, :]
         inside = (targets > losses[0]) & (targets < losses[-1])
-        images = np.where(inside, np.interp(targets, losses, outputs), high)[:, np.any(inside, axis=0)]
-        edges = np.sort(np.concatenate([np.broadcast_to(base, (x.size, base.size)), images], axis=1), axis=1)
-        o, log_w = composite_rule(edges, *gauss_legendre(order))  # (images beyond the span: panels of width 0)
+        columns = np.any(inside, axis=0)
+        # (an image outside the span, or at its ends, cuts nothing)
+        images = np.sort(np.where(inside, np.interp(targets, losses, outputs), np.inf)[:, columns], axis=1)
+        panel = np.searchsorted(base, images, side="right") - 1
+        cuts = (panel >= 0) & (panel < panels) & (images > base[0])
+        panel = np.clip(panel, 0, panels - 1)
+        split = np.zeros((x.size, panels), dtype=bool)
+        split[np.nonzero(cuts)[0], panel[cuts]] = True
+        after = np.zeros(cuts.shape, dtype=bool)  # the image follows another in its panel
+        after[:, 1:] = cuts[:, 1:] & cuts[:, :-1] & (panel[:, 1:] == panel[:, :-1])
+        before = np.zeros(cuts.shape, dtype=bool)  # another image follows in its panel
+        before[:, :-1] = after[:, 1:]
+        previous_image = np.concatenate([images[:, :1], images[:, :-1]], axis=1)
+        cut_at = np.where(cuts, images, base[0])
+        starts = np.concatenate([np.where(after, previous_image, base[panel]), cut_at], axis=1)
+        stops = np.concatenate([cut_at, np.where(before, images, base[panel + 1])], axis=1)
+        starts = np.where(np.concatenate([cuts, cuts], axis=1), starts, base[0])
+        stops = np.where(np.concatenate([cuts, cuts], axis=1), stops, base[0])
+        nodes, weights = gauss_legendre(order)
+        half = ((stops - starts) / 2)[:, :, None]
+        o = ((starts + stops) / 2)[:, :, None] + half * nodes
+        with np.errstate(divide="ignore"):
+            log_w = np.log(half * weights)
         log_a, log_b = self.pair.log_ratios(o)
-        density = log_w + self.pair.log_mu(o) + log_a
-        arguments = x[:, None] - (log_a - log_b)
-        terms = np.full(o.shape, -np.inf)
+        parts = o.shape[1]
+        density = np.empty((x.size, panels + parts, order))
+        density[:, :panels] = base_density
+        density[:, :panels][split] = -np.inf
+        density[:, panels:] = log_w + self.pair.log_mu(o) + log_a
+        arguments = np.empty(density.shape)
+        np.subtract(x[:, None, None], base_loss, out=arguments[:, :panels])
+        np.subtract(x[:, None, None], log_a - log_b, out=arguments[:, panels:])
+        density, arguments = density.reshape(x.size, -1), arguments.reshape(x.size, -1)
+        terms = np.full(density.shape, -np.inf)
         # first the nodes within DROP of each row's densest, then the others that can still matter
         dense = density >= np.max(density, axis=1, keepdims=True) - DROP
         terms[dense] = density[dense] + previous(arguments[dense])
