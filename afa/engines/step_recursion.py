@@ -110,6 +110,9 @@ STAGE_RTOL = 1e-2
 SUM_NODES = 2_000_000
 #: Fit tolerance of the doubling recursion's first stage (the loss tails of one use).
 FIRST_TOL = 1e-13
+#: Halvings of a piece tried in one call when fitting the first stage (the loss tails of one use, or the Gaussians'
+#: closed form), whose calls cost far more than their points: the same pieces in a third of the calls.
+FIRST_LOOKAHEAD = 3
 #: Equal-width panels per row of a stage's integral over the split (besides the pieces' edges), and for its check.
 SUM_ORDER, PANELS, CHECK_PANELS = 10, 16, 40
 
@@ -153,13 +156,19 @@ def _series(tables: tuple[np.ndarray, ...], index: np.ndarray, t: np.ndarray) ->
     return outputs
 
 
+def _halves(left: float, right: float) -> list[tuple[float, float]]:
+    """The two halves of [left, right]."""
+    middle = (left + right) / 2
+    return [(left, middle), (middle, right)]
+
+
 class _Piecewise:
     """A piecewise Chebyshev interpolant of f on [low, high], pieces halved until their tails are below ``tolerance``
     (FIT_TOL by default) or 8 times the noise of f's values (``function`` returns (values, bounds on their errors),
     both of log delta)."""
 
     def __init__(self, function, low: float, high: float, tolerance: float = FIT_TOL,
-                 seed: np.ndarray | None = None):
+                 seed: np.ndarray | None = None, lookahead: int = 1):
         self.tolerance = tolerance
         #: A bound on the function where it is taken as -inf (pieces below FLOOR + FLOOR_BAND; the function
         #: decreases, so a piece's largest value is at its left end, evaluated with its Chebyshev points).
@@ -168,6 +177,9 @@ class _Piecewise:
         #: The inner piece edges of the latest range fitted ([low, high], or an extension's), relative to it (in
         #: (0, 1)): a seed for fitting a similar function (:meth:`_pieces`).
         self.breaks = np.empty(0)
+        #: Halvings of each piece tried in the same call of the function (1: the piece alone); more when calls
+        #: cost more than points.
+        self.lookahead = lookahead
         pieces = self._pieces(function, low, high, seed)
         self.edges = np.array([piece[0] for piece in pieces] + [pieces[-1][1]])
         #: Coefficients per piece; a piece taken as -inf has a NaN row.
@@ -201,32 +213,46 @@ class _Piecewise:
             budget.check("fitting a level of the step recursion")
             if len(pieces) + len(pending) > MAX_PIECES:
                 raise AccuracyError(f"the step recursion needs more than {MAX_PIECES} pieces for one level")
-            # every pending piece at once (one call of the level's quadrature), with its left end
-            a = np.array([p[0] for p in pending])[:, None]
-            b = np.array([p[1] for p in pending])[:, None]
+            # every pending piece at once (one call of the level's quadrature), with its left end, and its halves
+            # down to ``lookahead`` - 1 halvings (decided as if each had been tried after its parent)
+            candidates, level = [], pending
+            for depth in range(self.lookahead):
+                candidates += level
+                if depth + 1 < self.lookahead:
+                    level = [half for left, right in level for half in _halves(left, right)]
+            a = np.array([p[0] for p in candidates])[:, None]
+            b = np.array([p[1] for p in candidates])[:, None]
             x = np.concatenate([(a + b) / 2 + (b - a) / 2 * points, a], axis=1)
-            values, noises = (array.reshape(len(pending), FIT_ORDER + 1) for array in function(x.ravel()))
+            values, noises = (array.reshape(len(candidates), FIT_ORDER + 1) for array in function(x.ravel()))
             with np.errstate(invalid="ignore"):  # (rows below FLOOR are not fitted)
                 fits = values[:, :FIT_ORDER] @ transform.T
-            kept = []
-            for number, ((left, right), row) in enumerate(zip(pending, values, strict=True)):
-                row, top = row[:FIT_ORDER], row[FIT_ORDER]
-                tolerance = max(self.tolerance, 8 * float(np.max(noises[number])))
-                tiny = right - left <= smallest
-                if not np.all(row > FLOOR):  # the level falls below FLOOR in this piece
-                    if top <= FLOOR + FLOOR_BAND or tiny:
-                        pieces.append((left, right, np.full(FIT_ORDER, np.nan)))
-                        self.dropped = max(self.dropped, math.exp(min(top, 0.0)))
-                        continue
+            rows = {piece: number for number, piece in enumerate(candidates)}
+            level, kept = pending, []
+            for depth in range(self.lookahead):
+                halved = []
+                for left, right in level:
+                    number = rows[(left, right)]
+                    row, top = values[number, :FIT_ORDER], values[number, FIT_ORDER]
+                    tolerance = max(self.tolerance, 8 * float(np.max(noises[number])))
+                    tiny = right - left <= smallest
+                    if not np.all(row > FLOOR):  # the level falls below FLOOR in this piece
+                        if top <= FLOOR + FLOOR_BAND or tiny:
+                            pieces.append((left, right, np.full(FIT_ORDER, np.nan)))
+                            self.dropped = max(self.dropped, math.exp(min(top, 0.0)))
+                            continue
+                    else:
+                        coefficients = fits[number]
+                        # (within FLOOR_BAND of FLOOR the level inherits the previous one's cut: any fit will do,
+                        # its error there counts absolutely, below e^(FLOOR + 2 FLOOR_BAND) times its log
+                        # difference)
+                        if np.max(np.abs(coefficients[-3:])) <= tolerance or tiny or top <= FLOOR + 2 * FLOOR_BAND:
+                            pieces.append((left, right, coefficients))
+                            continue
+                    halved += _halves(left, right)
+                if depth + 1 < self.lookahead:
+                    level = halved
                 else:
-                    coefficients = fits[number]
-                    # (within FLOOR_BAND of FLOOR the level inherits the previous one's cut: any fit will do, its
-                    # error there counts absolutely, below e^(FLOOR + 2 FLOOR_BAND) times its log difference)
-                    if np.max(np.abs(coefficients[-3:])) <= tolerance or tiny or top <= FLOOR + 2 * FLOOR_BAND:
-                        pieces.append((left, right, coefficients))
-                        continue
-                middle = (left + right) / 2
-                kept += [(left, middle), (middle, right)]
+                    kept = halved
             pending = kept
         pieces.sort(key=lambda piece: piece[0])
         self.breaks = np.array([(piece[0] - low) / (high - low) for piece in pieces[1:]])
@@ -685,7 +711,7 @@ class StepRecursion(_Recursion):
             # (the levels are alike: each fit starts from the previous stage's pieces, scaled to its range)
             seed = _coarsened(self._stages[index - 1].fit.breaks) if index > 0 else None
             if fresh:
-                fit = _Piecewise(raw, low, high, seed=seed)
+                fit = _Piecewise(raw, low, high, seed=seed, lookahead=1 if index else FIRST_LOOKAHEAD)
                 self._stages.append(_Stage(fit, low, exact_below))
                 self._checks.append(self._check(fit, self._finer[index], fit.check_points()))
                 self._raws.append(self._level_of(use, self._stages[-1], ORDER, WIDTH))
@@ -914,7 +940,8 @@ class DoublingRecursion(_Recursion):
             def fitted(x: np.ndarray, raw=raw) -> tuple[np.ndarray, np.ndarray]:
                 return raw(x)[0], np.zeros(x.shape)
             # (the first stage's error passes on to the count's every use: it is fitted more closely)
-            fit = _Piecewise(fitted, low, high) if size > 1 else _Piecewise(first, low, high, FIRST_TOL)
+            fit = _Piecewise(fitted, low, high) if size > 1 else _Piecewise(first, low, high, FIRST_TOL,
+                                                                             lookahead=FIRST_LOOKAHEAD)
             stage = _Stage(fit, low, size * self.use.lowest)
             points = fit.check_points()
             pieces = np.concatenate([np.arange(len(fit.coefficients))] * 2)
