@@ -444,3 +444,62 @@ def test_identical_pairs_share_one_use():
     """A use's output rule and loss tails are built once per distinct pair (100 uses of one pair: one)."""
     recursion = StepRecursion([_remove(1.0, 0.01)] * 100)
     assert len({id(use) for use in recursion.uses}) == 1 and len(recursion.uses) == 100
+
+
+def test_a_level_with_images_cutting_its_panels_matches_an_mpmath_integral():
+    """One level E_A[delta(x - l(o))] of a steep delta = Phi(-(y - 0.05) / 0.002) whose many piece edges put
+    several images into one panel (and some beyond the rule's span) against mpmath's integral over the output,
+    split where the loss meets the steep part."""
+    sigma, q = 1.0, 0.01
+    pair = _remove(sigma, q)
+    use = step_recursion._Use(pair)
+    centre, width = 0.05, 0.002
+
+    def previous(y: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(0.5 * np.array([math.erfc(v) for v in ((np.ravel(y) - centre) / width / math.sqrt(2))])
+                      ).reshape(np.shape(y))
+
+    edges = np.concatenate([centre + width * np.linspace(-6, 6, 25), [-5.0, 40.0]])
+    x = np.array([0.03, 0.05, 0.2, 1.5])
+    values = use.level(previous, np.sort(edges), x, step_recursion.ORDER, step_recursion.WIDTH)
+    mp.mp.dps = 30
+    for xi, value in zip(x, values, strict=True):
+        def integrand(o, xi=xi):
+            loss = mp.log(1 - q + q * mp.exp((2 * o - 1) / (2 * sigma ** 2)))
+            return mp.npdf(o, 0, sigma) * ((1 - q) + q * mp.exp((2 * o - 1) / (2 * sigma ** 2))) \
+                * mp.erfc((xi - loss - centre) / width / mp.sqrt(2)) / 2
+        # the outputs where x - l(o) crosses the steep part
+        crossings = [sigma ** 2 * mp.log((mp.exp(xi - y) - 1 + q) / q) + mp.mpf(1) / 2
+                     for y in (centre + width * np.linspace(-8, 8, 9)) if mp.exp(xi - y) > 1 - q]
+        points = sorted([mp.mpf(-30), mp.mpf(31), *crossings])
+        reference = mp.quad(integrand, points)
+        assert abs(value - float(mp.log(reference))) < 1e-10
+
+
+def test_seeded_and_looking_ahead_fits_meet_their_tolerance():
+    """A fit from seeded pieces, and one trying three halvings per call, match the function they fit (log of a
+    steep normal tail, in closed form) to the fit's tolerance; looking ahead leaves the pieces as plain halving."""
+    def function(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.log(0.5 * np.array([math.erfc(v / math.sqrt(2)) for v in x / 0.1])), np.zeros(x.shape)
+
+    plain = step_recursion._Piecewise(function, -1.0, 2.0)
+    ahead = step_recursion._Piecewise(function, -1.0, 2.0, lookahead=3)
+    seeded = step_recursion._Piecewise(function, -1.0, 2.0, seed=np.array([0.1, 0.5, 0.9]))
+    np.testing.assert_array_equal(ahead.edges, plain.edges)
+    assert {-1.0 + 3.0 * s for s in (0.1, 0.5)} <= set(seeded.edges.tolist()) or len(seeded.edges) > 4
+    x = np.linspace(-1.0, 2.0, 997)
+    truth = function(x)[0]
+    for fit in (plain, ahead, seeded):
+        assert np.max(np.abs(fit(x) - truth)) < 1e-9
+        np.testing.assert_allclose(fit.breaks * 3.0 - 1.0, fit.edges[1:-1], rtol=0, atol=1e-15)
+
+
+def test_fit_series_matches_numpy_chebval():
+    """The fit's Clenshaw sums over many points of many pieces against numpy's chebval, point by point."""
+    rng = np.random.default_rng(7)
+    table = rng.normal(size=(step_recursion.FIT_ORDER, 9))
+    index, t = rng.integers(0, 9, 500), rng.uniform(-1, 1, 500)
+    values, = step_recursion._series((table,), index, t)
+    expected = [np.polynomial.chebyshev.chebval(ti, table[:, i]) for i, ti in zip(index, t, strict=True)]
+    np.testing.assert_allclose(values, expected, rtol=0, atol=1e-13)
