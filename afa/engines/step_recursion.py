@@ -19,18 +19,21 @@ and the saddle line's sums cancel by 1e5 to 1e9.
 
 Representation.  log delta_j is a piecewise Chebyshev interpolant (FIT_ORDER points per piece, pieces halved until
 their last three coefficients are below FIT_TOL, or below 8 times the relative error the loss tails state for
-delta_1) on [low_j, high_j].  Below the sum of the uses' lowest losses (when it is finite) delta_j(x) = 1 - e^x
-exactly (every loss exceeds x, and E[e^{-L}] = 1); ``low_j`` reaches down to what the next level asks for (the
-smallest eps asked minus the largest losses of the later uses' rules), ``high_j`` up to what it asks for (twice the
-largest eps asked plus REACH_STEP, minus the later uses' smallest losses; a later, larger eps extends every stage)
-or to the loss's upper end.  Pieces where log delta_j falls below FLOOR are taken as 0.  Above the composition's
-largest loss (the sum of the uses' upper ends) delta is 0 exactly, without any fitting.
+delta_1) on [low_j, high_j].  Each level's first pieces are the previous stage's, scaled to its range, less the cut
+between the narrowest pair (a level is smoother than the one it averages); they are halved as any other.  Below
+the sum of the uses' lowest losses (when it is finite) delta_j(x) = 1 - e^x exactly (every loss exceeds x, and
+E[e^{-L}] = 1); ``low_j`` reaches down to what the next level asks for (the smallest eps asked minus the largest
+losses of the later uses' rules), ``high_j`` up to what it asks for (twice the largest eps asked plus REACH_STEP,
+minus the later uses' smallest losses; a later, larger eps extends every stage) or to the loss's upper end.
+Pieces where log delta_j falls below FLOOR are taken as 0.  Above the composition's largest loss (the sum of the
+uses' upper ends) delta is 0 exactly, without any fitting.
 
 Quadrature.  Level j at x is a composite Gauss-Legendre rule of ORDER points per panel over o, on panels at most
 WIDTH noise scales wide over the outputs within SPAN scales of A_j's outermost shifts, with more edges where
 x - l_j(o) meets a piece edge of delta_{j-1} (outputs interpolated in a table of l_j): each panel then sees one
 polynomial of a smooth function of o, wherever the previous level's steep parts (the pile's edge near
-j log(1 - q)) fall.  Terms below e^-DROP of a sum's largest are left out.
+j log(1 - q)) fall.  The panels without such an edge are the same for every x: their nodes, densities and losses
+are computed once per use.  Terms below e^-DROP of a sum's largest are left out.
 
 Slope.  -delta_k'(x) = E_{o ~ A_k}[-delta_{k-1}'(x - l_k(o))], on the last level's nodes, from the derivative of
 the last stage's fit (-delta_{k-1}' = delta_{k-1} times -(log delta_{k-1})'); it steers eps(delta)'s Newton steps
@@ -436,14 +439,15 @@ class _Use:
             log_w = np.log(half * weights)
         log_a, log_b = self.pair.log_ratios(o)
         parts = o.shape[1]
-        density = np.empty((x.size, panels + parts, order))
-        density[:, :panels] = base_density
-        density[:, :panels][split] = -np.inf
-        density[:, panels:] = log_w + self.pair.log_mu(o) + log_a
-        arguments = np.empty(density.shape)
-        np.subtract(x[:, None, None], base_loss, out=arguments[:, :panels])
-        np.subtract(x[:, None, None], log_a - log_b, out=arguments[:, panels:])
-        density, arguments = density.reshape(x.size, -1), arguments.reshape(x.size, -1)
+        by_panel = np.empty((x.size, panels + parts, order))
+        by_panel[:, :panels] = base_density
+        by_panel[:, :panels][split] = -np.inf
+        by_panel[:, panels:] = log_w + self.pair.log_mu(o) + log_a
+        density = by_panel.reshape(x.size, -1)
+        by_panel = np.empty(by_panel.shape)
+        np.subtract(x[:, None, None], base_loss, out=by_panel[:, :panels])
+        np.subtract(x[:, None, None], log_a - log_b, out=by_panel[:, panels:])
+        arguments = by_panel.reshape(x.size, -1)
         terms = np.full(density.shape, -np.inf)
         # first the nodes within DROP of each row's densest, then the others that can still matter
         dense = density >= np.max(density, axis=1, keepdims=True) - DROP
