@@ -217,3 +217,23 @@ def test_kept_line_takes_a_cached_halving_rather_than_a_new_line(monkeypatch):
     fresh, fresh_error, _ = contour.contour_inversion(loss).delta_and_slope(0.546)
     assert abs(value - fresh) <= error + fresh_error
     inversion.verify(0.546)
+
+
+@pytest.mark.parametrize("count", [50, 100])
+def test_newtons_iterates_far_from_the_guess_stay_on_its_line(count, monkeypatch):
+    """sigma = 0.8, q = 0.01: the Gaussian guess (0.48 / 0.70) is far below eps(1e-5) (1.29 / 1.51), yet the line
+    through the guess's saddle serves every later iterate and the bracket's checks (its integrand peaks at most
+    e^KEEP_LINE above theirs): one line through a saddle in the whole query; the answer lies in the PLD's
+    certified bracket."""
+    import afa.engines.contour as contour
+
+    fresh_lines = []
+    line_integral = contour._SaddlePointContour._line_integral
+    monkeypatch.setattr(contour._SaddlePointContour, "_line_integral",
+                        lambda self, epsilon, kept: (fresh_lines.append(epsilon) if kept is None else None)
+                        or line_integral(self, epsilon, kept))
+    result = accountant(0.8, 0.01, count).epsilon_result(DELTA)
+    assert result.method == "contour" and len(fresh_lines) == 1
+    assert fresh_lines[0] < 0.6 * result.value
+    reference = accountant(0.8, 0.01, count).epsilon_result(DELTA, method="pld")
+    assert reference.lower <= result.value <= reference.upper and overlaps(result, reference)
