@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -108,25 +106,6 @@ def worker() -> None:
         sys.stdout.flush()
 
 
-class Worker:
-    """A worker process importing afa from ``path`` (prepended to PYTHONPATH)."""
-
-    def __init__(self, path: str):
-        environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), path, os.environ.get("PYTHONPATH", "")]))
-        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"], cwd=path,
-                                        env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.origin = json.loads(self.process.stdout.readline())["afa"]
-
-    def measure(self, case) -> dict:
-        self.process.stdin.write(json.dumps(case) + "\n")
-        self.process.stdin.flush()
-        return json.loads(self.process.stdout.readline())
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait()
-
-
 def _ms(seconds: float) -> str:
     return f"{1e3 * seconds:.1f}" if seconds < 10 else f"{seconds:.1f} s"
 
@@ -142,12 +121,12 @@ def main() -> None:
         worker()
         return
     sys.path.insert(0, str(HERE))
-    from timing import machine_note
+    from timing import VersionWorker, machine_note
 
     print(machine_note(()))
     cases = [case for case in dict.fromkeys(CASES) if arguments.max_count is None or case[2] <= arguments.max_count]
-    after = Worker(str(HERE.parent))
-    before = Worker(arguments.before) if arguments.before else None
+    after = VersionWorker(__file__, str(HERE.parent))
+    before = VersionWorker(__file__, arguments.before) if arguments.before else None
     print(f"after: {after.origin}" + (f"; before: {before.origin}" if before else ""))
     kinds = ("eps cold", "eps again", "delta cold", "delta again")
     if arguments.markdown:

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import math
 import multiprocessing
 import os
 import platform
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import afa
 import afa.mechanisms.catalog
@@ -165,3 +169,26 @@ def machine_note(packages: tuple[str, ...]) -> str:
     return (f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} cores ({usable_cores()} usable), Python {platform.python_version()}; "
             + ", ".join(versions))
+
+
+class VersionWorker:
+    """A process running ``script --worker`` with the afa found at ``path`` first on PYTHONPATH (a checkout, or a
+    worktree of an earlier commit), answering JSON lines: a script's before/after comparisons run each version in
+    its own worker, the two taking turns row by row so that the machine's load drifts over both alike.  The worker
+    writes ``{"afa": afa.__file__}`` first, then one JSON line per line it reads."""
+
+    def __init__(self, script: str, path: str):
+        here = str(Path(__file__).resolve().parent)
+        environment = dict(os.environ, PYTHONPATH=os.pathsep.join([here, path, os.environ.get("PYTHONPATH", "")]))
+        self.process = subprocess.Popen([sys.executable, str(Path(script).resolve()), "--worker"], cwd=path,
+                                        env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.origin = json.loads(self.process.stdout.readline())["afa"]
+
+    def measure(self, case) -> dict:
+        self.process.stdin.write(json.dumps(case) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
