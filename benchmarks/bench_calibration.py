@@ -5,7 +5,8 @@ afa's ``calibrate_sigma`` returns a sigma whose *certified* upper epsilon (its P
 target and shows sigma (1 - rtol) missing it by a certified lower bound (rtol = 1e-3).  The peers:
 dp_accounting's ``mechanism_calibration.calibrate_dp_mechanism`` with its ``PLDAccountant`` (pessimistic, grid
 1e-4, the library's default) and with its ``RDPAccountant`` (an upper bound, looser), both to an absolute
-tolerance of 1e-4 on sigma, bracketed from sigma in [0.1, 100].
+tolerance of 1e-4 on sigma, bracketed from sigma in [0.1, 100], each in a child process stopped after
+PEER_TIMEOUT seconds.
 
 Each calibration runs once per row (they take seconds), afa's per-mechanism caches cleared first; reported:
 wall time, sigma, and sigma relative to afa's.  ``--before PATH`` also runs the afa found at PATH (a worktree of
@@ -29,6 +30,8 @@ ROWS = [(1.0, 0.01, 1000), (8.0, 0.004, 10_000), (0.5, 0.001, 100), (3.0, 0.01, 
         (2.0, 0.001, 1000), (0.3, 0.01, 50), (4.0, 0.02, 3000)]
 PEER_TOLERANCE = 1e-4
 PEER_BRACKET = (0.1, 100.0)
+#: A peer's calibration is stopped after this many seconds.
+PEER_TIMEOUT = 120.0
 
 
 def afa_row(epsilon: float, q: float, steps: int) -> dict:
@@ -47,7 +50,10 @@ def afa_row(epsilon: float, q: float, steps: int) -> dict:
 
 
 def peer_row(epsilon: float, q: float, steps: int, kind: str) -> dict:
-    """dp_accounting's calibration of one row with its PLD or RDP accountant."""
+    """dp_accounting's calibration of one row with its PLD or RDP accountant, in a child process stopped after
+    PEER_TIMEOUT seconds."""
+    from timing import run_isolated
+
     try:
         import dp_accounting
         from dp_accounting import mechanism_calibration, pld, rdp
@@ -59,14 +65,13 @@ def peer_row(epsilon: float, q: float, steps: int, kind: str) -> dict:
         return dp_accounting.SelfComposedDpEvent(step, steps)
 
     accountant = pld.PLDAccountant if kind == "pld" else rdp.RdpAccountant
-    start = time.perf_counter()
-    try:
-        sigma = mechanism_calibration.calibrate_dp_mechanism(
-            accountant, event, epsilon, DELTA, mechanism_calibration.ExplicitBracketInterval(*PEER_BRACKET),
-            tol=PEER_TOLERANCE)
-    except Exception as error:  # a peer's failure is a result, not a crash of the benchmark
-        return {"seconds": time.perf_counter() - start, "sigma": None, "error": type(error).__name__}
-    return {"seconds": time.perf_counter() - start, "sigma": float(sigma), "error": None}
+    outcome = run_isolated(lambda: float(mechanism_calibration.calibrate_dp_mechanism(
+        accountant, event, epsilon, DELTA, mechanism_calibration.ExplicitBracketInterval(*PEER_BRACKET),
+        tol=PEER_TOLERANCE)), PEER_TIMEOUT, repeats=1)
+    if outcome.status != "ok":
+        return {"seconds": outcome.seconds, "sigma": None,
+                "error": f"over {PEER_TIMEOUT:g} s" if outcome.status == "timeout" else outcome.error_type}
+    return {"seconds": outcome.seconds, "sigma": outcome.value, "error": None}
 
 
 def worker() -> None:
