@@ -913,11 +913,13 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
     ]
     kept = [path.read_text().strip() for path in KEPT_RESULTS if path.exists()]
     # The suite's own sections 1-5, the sections kept from other scripts (6-17), then the corners (18) with the
-    # corners' own measurements (CORNER_RESULTS).
+    # corners' own measurements (CORNER_RESULTS), then the calibration (19, CALIBRATION_RESULTS).
     first = [section.markdown() for section in sections if int(section.title.split(".")[0]) <= 5]
     last = [section.markdown() for section in sections if int(section.title.split(".")[0]) > 5]
     if last and CORNER_RESULTS.exists():
         last.append(CORNER_RESULTS.read_text().strip())
+    if CALIBRATION_RESULTS.exists():
+        last.append(CALIBRATION_RESULTS.read_text().strip())
     return "\n\n".join(head + first + kept + last) + "\n"
 
 
@@ -939,6 +941,8 @@ KEPT_RESULTS = [Path(__file__).resolve().parent / name
 #: The subsections of section 18 measured by ``benchmarks/bench_near_atom.py`` and ``bench_small_k.py``, kept after
 #: it.
 CORNER_RESULTS = Path(__file__).resolve().parent / "near_atom_results.md"
+#: Section 19, DP-SGD noise calibration against dp_accounting's (``benchmarks/bench_calibration.py``), kept last.
+CALIBRATION_RESULTS = Path(__file__).resolve().parent / "calibration_results.md"
 
 
 def main() -> None:
