@@ -53,30 +53,72 @@ def two_prod(x: NDArray | float, y: NDArray | float) -> tuple[NDArray | float, N
     return p, ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
 
 
+def _stirling_series(k: NDArray | float) -> NDArray | float:
+    """The Stirling series 1/(12k) - 1/(360k^3) + ... of log(k!) − log(sqrt(2πk)(k/e)^k), for k >= 16."""
+    s = 1.0 / (k * k)
+    return (1 / 12 - (1 / 360 - (1 / 1260 - (1 / 1680 - s / 1188) * s) * s) * s) / k
+
+
+#: Integers below which :func:`stirlerr` reads its values from :data:`STIRLERR_TABLE`.
+STIRLERR_TABLE_SIZE = 4096
+#: stirlerr(k) for k = 0..STIRLERR_TABLE_SIZE - 1: STIRLERR_SMALL, then the Stirling series (the same values
+#: the series gives, looked up).
+STIRLERR_TABLE = np.concatenate((STIRLERR_SMALL, _stirling_series(np.arange(16.0, STIRLERR_TABLE_SIZE))))
+
+
 def stirlerr(k: NDArray | float) -> NDArray:
     """log(k!) − log(sqrt(2πk)(k/e)^k) for integers k >= 1 (Stirling series for k > 15)."""
-    big = np.maximum(k, 16.0)
-    s = 1.0 / (big * big)
-    series = (1 / 12 - (1 / 360 - (1 / 1260 - (1 / 1680 - s / 1188) * s) * s) * s) / big
+    k = np.asarray(k, dtype=float)
+    if k.size and float(k.max()) < STIRLERR_TABLE_SIZE:
+        return STIRLERR_TABLE[k.astype(np.intp)]
+    series = _stirling_series(np.maximum(k, 16.0))
     return np.where(k > 15, series, STIRLERR_SMALL[np.minimum(k, 15).astype(np.intp)])
+
+
+def _scalar_stirlerr(k: float) -> float:
+    """:func:`stirlerr` of one integer k >= 0 (the same series and table, in Python floats)."""
+    return float(_stirling_series(k)) if k > 15 else float(STIRLERR_SMALL[int(k)])
+
+
+#: |v| below which :func:`bd0` sums its series: beyond, the direct form's cancellation costs at most about
+#: 1 / (2 v^2) = 8 ulps of the deviance.
+BD0_NEAR = 0.25
+#: 1 / (2i + 1) for i = 1..13, highest first: the series of :func:`bd0` in v^2, by Horner's rule (the terms
+#: left out, 2k |v|^29 / 29 and beyond, stay below 2 |v|^27 / 29 < 2^-57 of the deviance for |v| < BD0_NEAR).
+_BD0_SERIES = tuple(1.0 / (2 * i + 1) for i in range(13, 0, -1))
 
 
 def bd0(k: NDArray, n: int, p: NDArray | float) -> NDArray:
     """Deviance k·log(k/(np)) + np − k, accurate near k = np (n·p kept exact); ``p`` a float or an array
-    matching ``k``."""
-    m, m_err = two_prod(np.float64(n), np.asarray(p, dtype=float))
+    broadcasting against ``k`` (e.g. a column of probabilities, one per row of ``k``)."""
+    k = np.asarray(k, dtype=float)
+    p = np.asarray(p, dtype=float)
+    parts = [two_prod(float(n), float(one)) for one in p.ravel()]  # n p = m + m_err exactly
+    m = np.array([part[0] for part in parts]).reshape(p.shape)
+    m_err = np.array([part[1] for part in parts]).reshape(p.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _deviance(k, m, m_err)
+
+
+def _deviance(k: NDArray, m: NDArray | float, m_err: NDArray | float) -> NDArray:
+    """:func:`bd0` of counts ``k`` against means m + m_err (m_err the rounding of m = n p), under the caller's
+    np.errstate (the direct form divides by zero at k = 0)."""
     d = (k - m) - m_err
     v = d / (k + m)
-    near = np.abs(v) < 0.1
-    # 2k·atanh(v) − d = Σ_{i>=1} 2k v^{2i+1}/(2i+1) − d·v  (v = d/(k+m))
+    near = np.abs(v) < BD0_NEAR
+    # 2k·atanh(v) − d = d·v + 2k·v·Σ_{i>=1} v^{2i}/(2i+1)  (v = d/(k+m)), the sum to i = 13 by Horner's rule
     v2 = v * v
-    term = 2.0 * k * v
-    series = d * v
-    for i in range(1, 10):
-        term = term * v2
-        series = series + term / (2 * i + 1)
-    with np.errstate(divide="ignore"):
-        direct = k * np.log(k / m) + (m - k)
+    series = v2 * _BD0_SERIES[0]
+    series += _BD0_SERIES[1]
+    for coefficient in _BD0_SERIES[2:]:
+        series *= v2
+        series += coefficient
+    series *= v2
+    series *= 2.0 * k * v
+    series += d * v
+    if near.all():
+        return series
+    direct = k * np.log(k / m) + (m - k)
     return np.where(near, series, direct)
 
 
@@ -84,19 +126,24 @@ def binomial_log_pmf(
     j: NDArray, n: int, p: float, q: float, log_p: float, log_q: float
 ) -> NDArray:
     """log C(n,j) p^j q^{n−j} (p + q = 1) by Loader's saddle-point expansion:
-    errors of a few ulps of its terms, also for n = 1e6 and beyond."""
-    k = np.clip(j, 1.0, max(n - 1.0, 1.0))
-    size = k.size
-    # both counts' terms in one pass: k with p, then n - k with q
-    both = np.concatenate((np.ravel(k), n - np.ravel(k)))
+    errors of a few ulps of its terms, also for n = 1e6 and beyond.
+
+    log C(n, k) p^k q^(n-k) = stirlerr(n) - log sqrt(2π) + log(n)/2 - sum over c in (k, n - k) of
+    (stirlerr(c) + bd0(c, n p_c) + log(c)/2), p_c = p for k and q for n - k (Loader 2000); both counts
+    are processed as the two rows of one array.
+    """
+    j = np.asarray(j, dtype=float)
+    k = np.minimum(np.maximum(j.ravel(), 1.0), max(n - 1.0, 1.0))
+    both = np.empty((2, k.size))
+    both[0] = k
+    np.subtract(n, k, out=both[1])
+    (m_p, err_p), (m_q, err_q) = two_prod(float(n), float(p)), two_prod(float(n), float(q))
+    constant = _scalar_stirlerr(float(n)) - LOG_SQRT_2PI + 0.5 * math.log(n)
     with np.errstate(divide="ignore", invalid="ignore"):
-        stirling = stirlerr(both)
-        deviance = bd0(both, n, np.repeat(np.array([p, q], dtype=float), size))
-        inner = (
-            stirlerr(np.float64(n)) - stirling[:size].reshape(k.shape) - stirling[size:].reshape(k.shape)
-            - deviance[:size].reshape(k.shape) - deviance[size:].reshape(k.shape)
-            - 0.5 * (2.0 * LOG_SQRT_2PI + np.log(k) + np.log1p(-k / n))
-        )
+        per_count = _deviance(both, np.array(((m_p,), (m_q,))), np.array(((err_p,), (err_q,))))
+        per_count += stirlerr(both)
+        per_count += 0.5 * np.log(both)
+    inner = (constant - per_count.sum(axis=0)).reshape(j.shape)
     return np.where(j == 0, n * log_q, np.where(j == n, n * log_p, inner))
 
 
@@ -206,8 +253,15 @@ def log_sum_exp(values: NDArray, axis: int | None = 0) -> NDArray:
     in plain numpy (scipy's logsumexp costs about 0.4 ms a call in its array-API dispatch, which searches
     repeat)."""
     values = np.asarray(values, dtype=float)
-    if axis is None:
+    if axis is None or values.ndim == 1:
         values, axis = values.ravel(), 0
+        if values.size == 0:
+            return np.float64(-np.inf)
+        # one row: its largest value and the scaled sum in Python floats (a few numpy calls)
+        top = float(values.max())
+        top = top if math.isfinite(top) else 0.0
+        total = float(np.exp(values - top).sum())
+        return np.float64(math.log(total) + top if total > 0 else (-math.inf if total == 0 else math.nan))
     if values.shape[axis] == 0:
         return np.full(values.shape[:axis] + values.shape[axis + 1:], -np.inf)[()]
     with np.errstate(divide="ignore", invalid="ignore"):
