@@ -58,7 +58,6 @@ from .. import budget
 from .. import options as settings
 from .._accurate import UNIT_ROUNDOFF as U
 from .._accurate import binomial_log_pmf, direct_convolve, log_characteristic, log_sum_exp, normalize
-from .._lazy import special
 from ..results import AccuracyError, UnsupportedCompositionError
 
 
@@ -192,10 +191,15 @@ class LossAtoms:
         """Log of the total (finite) mass."""
         return float(log_sum_exp(self.log_masses)) if self.size else -np.inf
 
-    @property
+    @functools.cached_property
     def top(self) -> float:
         """An upper bound on the largest true loss (-inf without atoms)."""
-        return above_rounding(float(np.max(self.losses + self.loss_errors))) if self.size else -math.inf
+        return above_rounding(float((self.losses + self.loss_errors).max())) if self.size else -math.inf
+
+    @functools.cached_property
+    def largest_error(self) -> float:
+        """The largest loss error bound (0 without atoms)."""
+        return float(self.loss_errors.max()) if self.size else 0.0
 
     def log_phi(self, t: np.ndarray) -> np.ndarray:
         """log E[exp(i t L)] over the atoms, vectorised over ``t`` (complex, accurate near 0)."""
@@ -218,6 +222,10 @@ class LossAtoms:
         """(value, error, slope) of sum_i w_i (1 - e^{eps - l_i})_+ at each eps (1-d): the value, a bound on
         its error and -d value / d eps (see :func:`hockey_stick_with_error`)."""
         return _evaluate(self, epsilons)
+
+    def evaluate_point(self, epsilon: float) -> tuple[float, float, float]:
+        """:meth:`evaluate` at one eps, as floats."""
+        return _evaluate_point(self, epsilon)
 
     def root(self, target: float, floor: float, hint: float = math.inf) -> float:
         """The smallest eps >= ``floor`` at which the computed value is <= ``target`` (> 0), to a few ulps (one
@@ -243,13 +251,13 @@ class LossAtoms:
         if not slope > 0 or self.size == 0:
             return None
         alpha, beta = self.log_mass_error
-        reach = 2 * float(np.max(self.loss_errors)) * PAD + 4 * U * (abs(x) + 1.0)
-        start = int(np.searchsorted(self.losses, x - reach, side="right"))
+        reach = 2 * self.largest_error * PAD + 4 * U * (abs(x) + 1.0)
+        start = int(self.losses.searchsorted(x - reach, side="right"))
         log_masses, losses = self.log_masses[start:], self.losses[start:]
         if losses.size == 0 or losses[0] <= x + reach:  # an atom within reach of x
             return None
-        largest_log_mass = float(np.max(np.abs(log_masses)))
-        largest_loss = float(np.max(np.abs(losses)))
+        largest_log_mass = max(-float(log_masses.min()), float(log_masses.max()))
+        largest_loss = max(abs(float(losses[0])), abs(float(losses[-1])))  # (sorted)
         slack = PAD * (alpha + beta * largest_log_mass + reach
                        + U * (8 * (largest_log_mass + abs(x) + largest_loss + abs(math.log(slope))) + 2 * losses.size
                               + 32))
@@ -354,9 +362,11 @@ class LossAtoms:
         return result
 
     def _binomial_power(self, count: int, threshold: float, log_cutoff: float) -> LossAtoms:
-        (low, high), (log_low, log_high) = self.losses, self.log_masses
-        (err_low, err_high), (alpha, beta) = self.loss_errors, self.log_mass_error
-        log_total = float(np.logaddexp(log_low, log_high))
+        low, high = float(self.losses[0]), float(self.losses[1])
+        log_low, log_high = float(self.log_masses[0]), float(self.log_masses[1])
+        err_low, err_high = float(self.loss_errors[0]), float(self.loss_errors[1])
+        alpha, beta = self.log_mass_error
+        log_total = _log_add(log_low, log_high)
         j_min, j_max = 0, count
         if threshold > -math.inf and high > low:
             # Loss j high + (count - j) low > threshold - (count-fold position error) needs j above this.
@@ -370,13 +380,13 @@ class LossAtoms:
             margin = 1.0 + count * (alpha + beta * (abs(log_high) + abs(log_low)) + 4 * U * (1 + abs(log_total)))
             room = count * log_total + margin - log_cutoff
             if room <= 0:  # every atom is negligible: all the mass (at most W^n e^margin) is dropped
-                return LossAtoms(np.empty(0), np.empty(0), log_dropped=float(np.logaddexp(
-                    log_dropped, count * log_total + margin)))
+                return LossAtoms(np.empty(0), np.empty(0), log_dropped=_log_add(log_dropped,
+                                                                                 count * log_total + margin))
             p = math.exp(log_high - log_total)
             half_width = math.sqrt(room * count / 2) * (1 + 1e-9) + 1 + 16 * U * count
             low_j, high_j = math.floor(count * p - half_width), math.ceil(count * p + half_width)
             if low_j > j_min or high_j < j_max:
-                log_dropped = float(np.logaddexp(log_dropped, log_cutoff + math.log(count + 1)))
+                log_dropped = _log_add(log_dropped, log_cutoff + math.log(count + 1))
             j_min, j_max = max(j_min, low_j), min(j_max, high_j)
         size = j_max + 1 - j_min
         if size <= 0:
@@ -388,8 +398,11 @@ class LossAtoms:
         j = np.arange(j_min, j_max + 1, dtype=float)
         rest = count - j
         losses = j * high + rest * low
-        loss_errors = (j * err_high + rest * err_low
-                       + U * (np.abs(j * high) + np.abs(rest * low) + np.abs(losses))) * PAD
+        # j error_high + rest error_low and the rounding of the products and their sum (j, rest >= 0 exact):
+        # u (|j high| + |rest low| + |loss|)
+        loss_errors = j * (err_high + U * abs(high)) + rest * (err_low + U * abs(low))
+        loss_errors += U * np.abs(losses)
+        loss_errors *= PAD
         # C(n, j) w_hi^j w_lo^(n-j) = W^n Binomial(n, w_hi / W)(j), W = w_hi + w_lo.
         total_error = 4 * U * (1 + abs(log_total))
         if abs(log_total) < 1e-14:
@@ -397,15 +410,29 @@ class LossAtoms:
             total_error += 2 * abs(log_total)
             log_total = 0.0
         log_p, log_q = log_high - log_total, log_low - log_total
-        log_masses = count * log_total + binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
+        log_masses = binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
+        log_masses += count * log_total
         # Errors: each use's log-masses (j of one atom, count - j of the other: alpha + beta |log w| each, and
         # j |log w_hi| + (count - j) |log w_lo| <= |log pmf| + log C(count, j)), the normalisation, and the
-        # binomial law's own rounding.
-        log_choose = float(np.max(special.gammaln(count + 1.0) - special.gammaln(j + 1) - special.gammaln(rest + 1)))
+        # binomial law's own rounding.  log C(count, j) is largest at the j in range nearest count / 2.
+        log_choose = max(_log_choose(count, min(max(half, j_min), j_max)) for half in (count // 2, count - count // 2))
         new_alpha = (count * (alpha + total_error) + beta * (log_choose + 2 * count * max(log_total, 0.0))
                      + BINOMIAL_ULPS * U * (math.log(count + 1) + 8)) * PAD
         new_beta = beta + BINOMIAL_ULPS * U
         return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, log_dropped)
+
+
+def _log_add(x: float, y: float) -> float:
+    """log(e^x + e^y) of two floats (-inf when both are), as np.logaddexp forms it."""
+    top, other = (x, y) if x >= y else (y, x)
+    if other == -math.inf:
+        return top
+    return top + math.log1p(math.exp(other - top))
+
+
+def _log_choose(n: int, j: int) -> float:
+    """log C(n, j) from log-gamma (an estimate to a few ulps of log n!, for error bounds)."""
+    return math.lgamma(n + 1.0) - math.lgamma(j + 1.0) - math.lgamma(n - j + 1.0)
 
 
 def above_rounding(x: float) -> float:
@@ -433,10 +460,15 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
     """
     if losses.size == 0:
         return LossAtoms(losses, log_masses, loss_errors, (alpha, beta), log_dropped)
-    order = np.argsort(losses, kind="stable")
-    losses, loss_errors, log_masses = losses[order], loss_errors[order], log_masses[order]
-    reach = np.maximum.accumulate(losses + loss_errors)
-    starts = np.concatenate(([0], np.flatnonzero(losses[1:] - loss_errors[1:] > reach[:-1]) + 1))
+    ends = losses + loss_errors
+    if not bool((losses[1:] - loss_errors[1:] > ends[:-1]).all()):
+        # (else each interval lies wholly above the one before: sorted, nothing to merge)
+        order = np.argsort(losses, kind="stable")
+        losses, loss_errors, log_masses = losses[order], loss_errors[order], log_masses[order]
+        reach = np.maximum.accumulate(losses + loss_errors)
+        starts = np.concatenate(([0], np.flatnonzero(losses[1:] - loss_errors[1:] > reach[:-1]) + 1))
+    else:
+        starts = losses
     if starts.size < losses.size:
         sizes = np.diff(np.append(starts, losses.size))
         first = np.repeat(losses[starts], sizes)
@@ -458,12 +490,13 @@ def _dropped_light(losses: np.ndarray, log_masses: np.ndarray, loss_errors: np.n
                    log_cutoff: float, log_dropped: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(losses, log_masses, loss_errors, log_dropped) without the atoms whose mass, raised by its error bound
     (alpha + beta |log mass|), is below e^``log_cutoff``: their mass so raised joins ``log_dropped``."""
-    if log_cutoff > -math.inf:
+    if log_cutoff > -math.inf and log_masses.size and float(log_masses.min()) < log_cutoff:
+        # (an atom whose computed mass is at least the cutoff stays: its error only raises it)
         upper_log_masses = log_masses + (alpha + beta * np.abs(log_masses)) * PAD
         negligible = upper_log_masses < log_cutoff
-        if np.any(negligible):
+        if negligible.any():
             lost = float(log_sum_exp(upper_log_masses[negligible])) + 1e-9
-            log_dropped = float(np.logaddexp(log_dropped, lost))
+            log_dropped = _log_add(log_dropped, lost)
             keep = ~negligible
             losses, log_masses, loss_errors = losses[keep], log_masses[keep], loss_errors[keep]
     return losses, log_masses, loss_errors, log_dropped
@@ -985,6 +1018,116 @@ def pair_allowance(share: float = 1.0):
 # delta(eps) with its error
 
 
+#: Atoms up to which one eps's terms are formed in Python floats (math, math.fsum) rather than numpy: below
+#: this a numpy call costs more than a loop over the atoms.
+SMALL_TAIL = 24
+
+
+def _log_sum(values: list[float]) -> float:
+    """log sum exp(values) of a list of floats by math.fsum (-inf for none, or all -inf)."""
+    top = max(values, default=-math.inf)
+    if not math.isfinite(top):
+        return top
+    return top + math.log(math.fsum([math.exp(value - top) for value in values]))
+
+
+def _evaluate_point(atoms: LossAtoms, epsilon: float) -> tuple[float, float, float]:
+    """(value, error, slope) of :func:`_evaluate` at one eps, as floats: the same terms and the same error
+    bound, over the atoms above eps - (largest loss error) only (a suffix: the atoms are sorted), formed in
+    Python floats when they are few (SMALL_TAIL; sums by math.fsum, exact to rounding) and by 1-d numpy
+    otherwise."""
+    dropped = max(math.exp(atoms.log_dropped), 5e-324) if atoms.log_dropped > -math.inf else 0.0
+    if atoms.size == 0:
+        return 0.0, dropped, 0.0
+    losses = atoms.losses
+    k = int(losses.searchsorted(epsilon - atoms.largest_error * PAD, side="right"))
+    if k >= atoms.size:
+        return 0.0, dropped, 0.0
+    budget.check("evaluating delta(eps) over the atoms")
+    above = int(losses.searchsorted(epsilon, side="right")) - k  # atoms from here on lie above eps
+    alpha, beta = atoms.log_mass_error
+    if atoms.size - k <= SMALL_TAIL:
+        value, relative, position, slope, size = _point_terms_python(
+            losses[k:].tolist(), atoms.log_masses[k:].tolist(), atoms.loss_errors[k:].tolist(), epsilon, above,
+            alpha, beta)
+    else:
+        value, relative, position, slope, size = _point_terms_numpy(
+            losses[k:], atoms.log_masses[k:], atoms.loss_errors[k:], epsilon, above, alpha, beta,
+            atoms.largest_error)
+    error = (relative * value + position) * PAD
+    if size > 0 and error == 0:  # a contribution below the smallest subnormal still counts
+        error = 5e-324
+    return value, dropped + error, slope
+
+
+def _point_terms_python(losses: list[float], log_masses: list[float], errors: list[float], epsilon: float,
+                        above: int, alpha: float, beta: float) -> tuple[float, float, float, float, int]:
+    """(value, relative error, position error, slope, atoms above eps) of :func:`_evaluate`'s terms at one eps,
+    in Python floats, for atoms sorted by loss of which those from index ``above`` on lie above eps."""
+    gaps = [epsilon - loss for loss in losses]
+    log_factors = [math.log(-math.expm1(gap)) for gap in gaps[above:]]
+    terms = [log_mass + factor for log_mass, factor in zip(log_masses[above:], log_factors)]
+    top = max(terms, default=-math.inf)
+    safe_top = top if math.isfinite(top) else 0.0
+    scaled = [math.exp(term - safe_top) for term in terms]
+    total = math.fsum(scaled)
+    share = 0.0
+    if total > 0:
+        share = math.fsum([weight * (U * (6 + abs(factor) + abs(term) + abs(term - safe_top))
+                                     + alpha + beta * abs(log_mass))
+                           for weight, factor, term, log_mass in zip(scaled, log_factors, terms,
+                                                                     log_masses[above:])]) / total
+    log_value = safe_top + math.log(total) if total > 0 else -math.inf
+    value = math.exp(log_value)
+    size = len(terms)
+    relative = share + U * (2 * math.log2(size + 1) + 32 + 2 * abs(log_value if total > 0 else 0.0)
+                            + 2 * abs(safe_top))
+    near = []
+    for gap, log_mass, error in zip(gaps, log_masses, errors):
+        if gap < error and error > 0:  # (an exact atom moves nothing)
+            log_expm1 = error if error > 40 else math.log(math.expm1(error))
+            near.append(log_mass + alpha + beta * abs(log_mass) + min(min(gap, 0.0) + log_expm1, 0.0))
+    position = math.exp(_log_sum(near))
+    slope = math.exp(_log_sum([log_mass + gap for log_mass, gap in zip(log_masses[above:], gaps[above:])]))
+    return value, relative, position, slope, size
+
+
+def _point_terms_numpy(losses: np.ndarray, log_masses: np.ndarray, errors: np.ndarray, epsilon: float, above: int,
+                       alpha: float, beta: float, largest_error: float) -> tuple[float, float, float, float, int]:
+    """:func:`_point_terms_python` in 1-d numpy (the terms' sums pairwise, as in :func:`_evaluate`)."""
+    gaps = epsilon - losses
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        log_factors = np.log(-np.expm1(gaps[above:]))
+        terms = log_masses[above:] + log_factors
+        top = float(terms.max()) if terms.size else -math.inf
+        safe_top = top if math.isfinite(top) else 0.0
+        shifted = terms - safe_top
+        scaled = np.exp(shifted)
+        total = float(scaled.sum())
+        mass_errors = np.abs(log_masses)
+        mass_errors *= beta
+        mass_errors += alpha
+        rounding = np.abs(log_factors)
+        rounding += np.abs(terms)
+        rounding += np.abs(shifted)
+        rounding += 6.0
+        rounding *= U
+        rounding += mass_errors[above:]
+        share = float(scaled @ rounding) / total if total > 0 else 0.0
+        log_value = safe_top + math.log(total) if total > 0 else -math.inf
+        value = math.exp(log_value)
+        size = int(terms.size)
+        relative = share + U * (2 * math.log2(size + 1) + 32 + 2 * abs(log_value if total > 0 else 0.0)
+                                + 2 * abs(safe_top))
+        log_expm1 = np.log(np.expm1(errors)) if largest_error <= 40 else \
+            np.where(errors > 40, errors, np.log(np.expm1(np.minimum(errors, 40.0))))
+        shift = np.minimum(np.minimum(gaps, 0.0) + log_expm1, 0.0)
+        near = np.where(gaps < errors, log_masses + mass_errors + shift, -np.inf)
+        position = math.exp(float(log_sum_exp(near)))
+        slope = math.exp(float(log_sum_exp(log_masses[above:] + gaps[above:])))
+    return value, relative, position, slope, size
+
+
 def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(value, error, slope) of the finite part sum_i w_i (1 - e^{eps - l_i})_+ at each eps (1-d).
 
@@ -996,6 +1139,9 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
     w min(1, e^{eps - l} expm1(e)), for every atom with l + e > eps.  ``slope`` is
     -d value / d eps = sum_{l > eps} w e^{eps - l}.
     """
+    if epsilons.size == 1:
+        value, error, slope = _evaluate_point(atoms, float(epsilons[0]))
+        return np.array([value]), np.array([error]), np.array([slope])
     out = np.zeros((3, epsilons.size))
     if atoms.log_dropped > -math.inf:
         out[1] = max(math.exp(atoms.log_dropped), 5e-324)
@@ -1140,7 +1286,7 @@ def verified_epsilon_bounds(evaluate: Callable[[float], tuple[float, float, floa
     known once the root is evaluated, is then evaluated in one call.  ``at_root``, when given, is
     ``evaluate(root)`` already formed.
     """
-    tiny = 4 * np.finfo(float).eps
+    tiny = 8 * U  # four units in the last place of 1
 
     def check(x: float) -> tuple[float, float]:
         if value_and_error is not None:
@@ -1256,9 +1402,71 @@ def _tighten(holds: Callable[[float], bool], failed: float, good: float, root: f
 
 def _suffix_log_sums(values: np.ndarray) -> np.ndarray:
     """log sum_{i >= k} exp(values[i]) for k = 0..n (the last entry -inf)."""
-    if values.size == 0:
-        return np.array([-np.inf])
-    return np.append(np.logaddexp.accumulate(values[::-1])[::-1], -np.inf)
+    sums = np.empty(values.size + 1)
+    sums[-1] = -np.inf
+    if values.size:
+        np.logaddexp.accumulate(values[::-1], out=sums[-2::-1])
+    return sums
+
+
+def _tail_value_and_slope(atoms: LossAtoms, x: float) -> tuple[float, float]:
+    """(value, slope) of the finite part at x, without the error bound: sum over the atoms above x of
+    w (1 - e^(x - l)) and of w e^(x - l) (in Python floats for a few atoms, SMALL_TAIL)."""
+    budget.check("searching the atoms for eps(delta)")
+    k = int(atoms.losses.searchsorted(x, side="right"))
+    if k == atoms.size:
+        return 0.0, 0.0
+    if atoms.size - k <= SMALL_TAIL:
+        log_masses = atoms.log_masses[k:].tolist()
+        gaps = [x - loss for loss in atoms.losses[k:].tolist()]
+        log_value = _log_sum([log_mass + math.log(-math.expm1(gap)) for log_mass, gap in zip(log_masses, gaps)])
+        return math.exp(log_value), math.exp(_log_sum([log_mass + gap for log_mass, gap in zip(log_masses, gaps)]))
+    log_masses, gaps = atoms.log_masses[k:], x - atoms.losses[k:]
+    log_value = log_sum_exp(log_masses + np.log(-np.expm1(gaps)))
+    return float(np.exp(log_value)), float(np.exp(log_sum_exp(log_masses + gaps)))
+
+
+def _log_value_from_sums(x: float, log_a: float, log_b: float) -> float:
+    """log(A - B e^x) of atoms with log A = ``log_a`` (their mass) and log B = ``log_b`` (their sum of
+    w e^-l): the log of the value at x when they all lie above x (-inf where it is not positive)."""
+    gap = x + log_b - log_a
+    return log_a + math.log(-math.expm1(gap)) if gap < 0 else -math.inf
+
+
+def _window_crossing(atoms: LossAtoms, k0: int, floor: float, log_target: float
+                     ) -> tuple[float, int, float, float] | None:
+    """:func:`_value_root`'s search among the top SMALL_TAIL atoms above the floor (index k0 on), in Python
+    floats: (the log value at the floor, or at the atom below these when that already exceeds the target;
+    the index j of the interval (l_{j-1}, l_j] where the value clearly crosses; log A and log B over the
+    atoms from j on), or None when the crossing does not lie clearly among them (or its interval is not
+    clear, 1e-9 relative on each side, as in the full search), where the full search takes over.  The
+    window is tried only when its mass exceeds the target (else the value below it cannot)."""
+    start = max(k0, atoms.size - SMALL_TAIL)
+    log_masses = atoms.log_masses[start:].tolist()
+    if start > k0 and not _log_sum(log_masses) > log_target + 1e-9:
+        return None
+    losses = atoms.losses[start:].tolist()
+    size = len(losses)
+    sums_a, sums_b = [-math.inf] * (size + 1), [-math.inf] * (size + 1)
+    for i in range(size - 1, -1, -1):
+        sums_a[i] = _log_add(sums_a[i + 1], log_masses[i])
+        sums_b[i] = _log_add(sums_b[i + 1], log_masses[i] - losses[i])
+    if start > k0:
+        previous = _log_value_from_sums(float(atoms.losses[start - 1]), sums_a[0], sums_b[0])
+        if not previous > log_target + 1e-9:
+            return None
+        at_floor = previous  # (the value at the floor is at least this)
+    else:
+        at_floor = _log_value_from_sums(floor, sums_a[0], sums_b[0])
+        previous = math.inf  # (the floor's value is checked by the caller)
+    for i in range(size):
+        value = _log_value_from_sums(losses[i], sums_a[i + 1], sums_b[i + 1]) if i + 1 < size else -math.inf
+        if not value > log_target:
+            if value < log_target - 1e-9 and previous > log_target + 1e-9:
+                return at_floor, start + i, sums_a[i], sums_b[i]
+            return None
+        previous = value
+    return None if size else (at_floor, start, -math.inf, -math.inf)
 
 
 def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
@@ -1275,43 +1483,42 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
     """
     def value_at(x: float) -> tuple[float, float]:
         """(value, slope) at x, without the error bound."""
-        budget.check("searching the atoms for eps(delta)")
-        k = int(np.searchsorted(atoms.losses, x, side="right"))
-        if k == atoms.size:
-            return 0.0, 0.0
-        log_masses, gaps = atoms.log_masses[k:], x - atoms.losses[k:]
-        log_value = log_sum_exp(log_masses + np.log(-np.expm1(gaps)))
-        return float(np.exp(log_value)), float(np.exp(log_sum_exp(log_masses + gaps)))
+        return _tail_value_and_slope(atoms, x)
 
     losses, log_masses = atoms.losses, atoms.log_masses
-    k0 = int(np.searchsorted(losses, floor, side="right"))
-    x, lw = losses[k0:], log_masses[k0:]
-    suffix_a, suffix_b = _suffix_log_sums(lw), _suffix_log_sums(lw - x)
+    k0 = int(losses.searchsorted(floor, side="right"))
     log_target = math.log(target)
-    gap = floor + float(suffix_b[0]) - float(suffix_a[0]) if x.size else 0.0
-    at_floor = float(suffix_a[0]) + math.log(-math.expm1(gap)) if gap < 0 else -math.inf
-    if not at_floor > log_target + 1e-9 and value_at(floor)[0] <= target:
-        return floor
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # the value at each atom l_i from the atoms above it (A - B e^l_i over the atoms > i)
-        approximate = suffix_a[1:] + np.log(-np.expm1(np.minimum(x + suffix_b[1:] - suffix_a[1:], 0.0)))
-    below = np.flatnonzero(~(approximate > log_target))
-    j = k0 + (int(below[0]) if below.size else x.size - 1)
-    clear = (below.size > 0 and approximate[j - k0] < log_target - 1e-9
-             and (j == k0 or approximate[j - k0 - 1] > log_target + 1e-9))
-    # Unless clear, move j until value(l_j) <= target < value(l_{j-1}) (value(floor) > target is known).
-    for _ in range(0 if clear else MAX_STEPS):
-        budget.check("searching the atoms for eps(delta)")
-        if value_at(float(losses[j]))[0] > target:
-            j += 1
-        elif j > k0 and value_at(float(losses[j - 1]))[0] <= target:
-            j -= 1
-        else:
-            break
+    window = _window_crossing(atoms, k0, floor, log_target)
+    if window is not None:  # the crossing lies clearly among the top atoms: their sums in Python floats
+        at_floor, j, tail_log_a, tail_log_b = window
+        if not at_floor > log_target + 1e-9 and value_at(floor)[0] <= target:
+            return floor
+    else:
+        x, lw = losses[k0:], log_masses[k0:]
+        suffix_a, suffix_b = _suffix_log_sums(lw), _suffix_log_sums(lw - x)
+        at_floor = _log_value_from_sums(floor, float(suffix_a[0]), float(suffix_b[0]))
+        if not at_floor > log_target + 1e-9 and value_at(floor)[0] <= target:
+            return floor
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # the value at each atom l_i from the atoms above it (A - B e^l_i over the atoms > i)
+            approximate = suffix_a[1:] + np.log(-np.expm1(np.minimum(x + suffix_b[1:] - suffix_a[1:], 0.0)))
+        below = np.flatnonzero(~(approximate > log_target))
+        j = k0 + (int(below[0]) if below.size else x.size - 1)
+        clear = (below.size > 0 and approximate[j - k0] < log_target - 1e-9
+                 and (j == k0 or approximate[j - k0 - 1] > log_target + 1e-9))
+        # Unless clear, move j until value(l_j) <= target < value(l_{j-1}) (value(floor) > target is known).
+        for _ in range(0 if clear else MAX_STEPS):
+            budget.check("searching the atoms for eps(delta)")
+            if value_at(float(losses[j]))[0] > target:
+                j += 1
+            elif j > k0 and value_at(float(losses[j - 1]))[0] <= target:
+                j -= 1
+            else:
+                break
+        tail_log_a, tail_log_b = float(suffix_a[j - k0]), float(suffix_b[j - k0])
     low: float = float(losses[j - 1]) if j > k0 else floor
     high: float = float(losses[j])
     atom = high  # at the atom itself the slope computed is the next interval's
-    tail_log_a, tail_log_b = float(suffix_a[j - k0]), float(suffix_b[j - k0])
     with np.errstate(divide="ignore"):
         guess = tail_log_a + math.log(-math.expm1(min(log_target - tail_log_a, 0.0))) - tail_log_b
     point = min(max(guess, low), high) if math.isfinite(guess) else high
@@ -1322,7 +1529,7 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
         else:
             high = point
         step = (value - target) / slope if slope > 0 else math.nan
-        resolution = 4 * np.finfo(float).eps * max(abs(high), 1e-300)
+        resolution = 8 * U * max(abs(high), 1e-300)
         if high - low <= resolution:
             break
         if abs(step) <= resolution:  # converged: the crossing is within a step of the point
@@ -1359,9 +1566,14 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
         values, errors, slopes = pld.evaluate(points)
         return inf_mass + values, errors + inf_mass_error, slopes
 
+    point = getattr(pld, "evaluate_point", None)
+
     def evaluate(x: float) -> tuple[float, float, float]:
-        value, error, slope = evaluate_many(np.array([x]))
-        return float(value[0]), float(error[0]), float(slope[0])
+        if point is not None:
+            value, error, slope = point(x)
+            return inf_mass + value, error + inf_mass_error, slope
+        values, errors, slopes = evaluate_many(np.array([x]))
+        return float(values[0]), float(errors[0]), float(slopes[0])
 
     if target < 0 or (target == 0 and pld.size == 0):
         estimate = math.inf
