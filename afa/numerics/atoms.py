@@ -42,7 +42,6 @@ enumerate in full are :mod:`afa.engines.discrete`'s.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import functools
@@ -167,17 +166,24 @@ class LossAtoms:
             Error bound of the log-masses, alpha + beta |log mass|; by default
             (BASE_ULPS u, BASE_ULPS u).
         """
-        losses = np.asarray(losses, dtype=float).ravel()
-        log_masses = np.asarray(log_masses, dtype=float).ravel()
+        losses = np.array(losses, dtype=float).ravel()  # (copies: the atoms keep their own arrays)
+        log_masses = np.array(log_masses, dtype=float).ravel()
         if losses.shape != log_masses.shape:
             raise ValueError(f"losses and log_masses must have the same length, got {losses.size} and "
                              f"{log_masses.size}")
         keep = log_masses > -np.inf
-        losses, log_masses = losses[keep], log_masses[keep]
+        everything = bool(keep.all())
+        if not everything:
+            losses, log_masses = losses[keep], log_masses[keep]
         if loss_errors is None:
-            loss_errors = BASE_ULPS * U * (2 + np.abs(log_masses) + np.abs(log_masses - losses) + np.abs(losses))
+            loss_errors = np.abs(log_masses - losses)
+            loss_errors += np.abs(log_masses)
+            loss_errors += np.abs(losses)
+            loss_errors += 2
+            loss_errors *= BASE_ULPS * U
         else:
-            loss_errors = np.broadcast_to(np.asarray(loss_errors, dtype=float).ravel(), keep.shape)[keep]
+            loss_errors = np.broadcast_to(np.asarray(loss_errors, dtype=float).ravel(), keep.shape)
+            loss_errors = np.array(loss_errors) if everything else loss_errors[keep]
         if log_mass_error is None:
             log_mass_error = (BASE_ULPS * U, BASE_ULPS * U)
         return _merged(losses, loss_errors, log_masses, *log_mass_error)
@@ -419,6 +425,18 @@ class LossAtoms:
         new_alpha = (count * (alpha + total_error) + beta * (log_choose + 2 * count * max(log_total, 0.0))
                      + BINOMIAL_ULPS * U * (math.log(count + 1) + 8)) * PAD
         new_beta = beta + BINOMIAL_ULPS * U
+        if log_cutoff < 0 and new_beta * PAD < 0.5:
+            # The atoms whose mass, raised by its error, is below the cutoff: for log w <= 0 that is
+            # log w < (cutoff - PAD alpha) / (1 - PAD beta) (rounding only moves an atom across this line by a
+            # relative 1e-15, which the 1e-9 margin below covers); each weighs less than e^cutoff, so their
+            # total counts as (their number) e^cutoff, of the order of the mass Hoeffding's bound dropped.
+            light = log_masses < (log_cutoff - new_alpha * PAD) / (1 - new_beta * PAD)
+            dropped = int(np.count_nonzero(light))
+            if dropped:
+                log_dropped = _log_add(log_dropped, log_cutoff + math.log(dropped) + 1e-9 * (1 + abs(log_cutoff)))
+                keep = ~light
+                losses, loss_errors, log_masses = losses[keep], loss_errors[keep], log_masses[keep]
+            log_cutoff = -math.inf
         return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, log_dropped)
 
 
@@ -461,6 +479,9 @@ def _merged(losses: np.ndarray, loss_errors: np.ndarray, log_masses: np.ndarray,
     if losses.size == 0:
         return LossAtoms(losses, log_masses, loss_errors, (alpha, beta), log_dropped)
     ends = losses + loss_errors
+    if losses.size > 1 and losses[0] > losses[-1] and bool((losses[:-1] - loss_errors[:-1] > ends[1:]).all()):
+        # each interval lies wholly below the one before: reversed, nothing to merge
+        losses, loss_errors, log_masses, ends = losses[::-1], loss_errors[::-1], log_masses[::-1], ends[::-1]
     if not bool((losses[1:] - loss_errors[1:] > ends[:-1]).all()):
         # (else each interval lies wholly above the one before: sorted, nothing to merge)
         order = np.argsort(losses, kind="stable")
@@ -1000,18 +1021,22 @@ def _spend(pairs: float) -> None:
                 "fewer discrete mechanisms exactly, or use method='contour' or 'pld'")
 
 
-@contextlib.contextmanager
-def pair_allowance(share: float = 1.0):
+class pair_allowance:  # noqa: N801 (a context manager used as a function)
     """Within the body, convolutions may form ``share`` times MAX_TOTAL_PAIRS atom pairs in all
     (CompositionTooLargeError beyond); inside an outer allowance, the outer one keeps counting."""
-    if _allowance.get() is not None:
-        yield
-        return
-    token = _allowance.set([float(share * MAX_TOTAL_PAIRS)])
-    try:
-        yield
-    finally:
-        _allowance.reset(token)
+
+    def __init__(self, share: float = 1.0):
+        self.share = share
+        self.token: contextvars.Token | None = None
+
+    def __enter__(self) -> None:
+        if _allowance.get() is None:
+            self.token = _allowance.set([float(self.share * MAX_TOTAL_PAIRS)])
+
+    def __exit__(self, *exception) -> None:
+        if self.token is not None:
+            _allowance.reset(self.token)
+            self.token = None
 
 
 # ---------------------------------------------------------------------------
@@ -1064,32 +1089,36 @@ def _point_terms_python(losses: list[float], log_masses: list[float], errors: li
                         above: int, alpha: float, beta: float) -> tuple[float, float, float, float, int]:
     """(value, relative error, position error, slope, atoms above eps) of :func:`_evaluate`'s terms at one eps,
     in Python floats, for atoms sorted by loss of which those from index ``above`` on lie above eps."""
-    gaps = [epsilon - loss for loss in losses]
-    log_factors = [math.log(-math.expm1(gap)) for gap in gaps[above:]]
-    terms = [log_mass + factor for log_mass, factor in zip(log_masses[above:], log_factors)]
+    exp, log = math.exp, math.log
+    factors, terms, slopes, near = [], [], [], []
+    for i, (loss, log_mass, error) in enumerate(zip(losses, log_masses, errors)):
+        gap = epsilon - loss
+        mass_error = alpha + beta * abs(log_mass)
+        if i >= above:  # (gap < 0)
+            factor = log(-math.expm1(gap))
+            factors.append(factor)
+            terms.append(log_mass + factor)
+            slopes.append(log_mass + gap)
+        if gap < error and error > 0:  # (an exact atom moves nothing)
+            log_expm1 = error if error > 40 else log(math.expm1(error))
+            near.append(log_mass + mass_error + min(min(gap, 0.0) + log_expm1, 0.0))
     top = max(terms, default=-math.inf)
     safe_top = top if math.isfinite(top) else 0.0
-    scaled = [math.exp(term - safe_top) for term in terms]
+    scaled = [exp(term - safe_top) for term in terms]
     total = math.fsum(scaled)
-    share = 0.0
+    size = len(terms)
     if total > 0:
         share = math.fsum([weight * (U * (6 + abs(factor) + abs(term) + abs(term - safe_top))
                                      + alpha + beta * abs(log_mass))
-                           for weight, factor, term, log_mass in zip(scaled, log_factors, terms,
-                                                                     log_masses[above:])]) / total
-    log_value = safe_top + math.log(total) if total > 0 else -math.inf
-    value = math.exp(log_value)
-    size = len(terms)
-    relative = share + U * (2 * math.log2(size + 1) + 32 + 2 * abs(log_value if total > 0 else 0.0)
-                            + 2 * abs(safe_top))
-    near = []
-    for gap, log_mass, error in zip(gaps, log_masses, errors):
-        if gap < error and error > 0:  # (an exact atom moves nothing)
-            log_expm1 = error if error > 40 else math.log(math.expm1(error))
-            near.append(log_mass + alpha + beta * abs(log_mass) + min(min(gap, 0.0) + log_expm1, 0.0))
-    position = math.exp(_log_sum(near))
-    slope = math.exp(_log_sum([log_mass + gap for log_mass, gap in zip(log_masses[above:], gaps[above:])]))
-    return value, relative, position, slope, size
+                           for weight, factor, term, log_mass in zip(scaled, factors, terms, log_masses[above:])]
+                          ) / total
+        log_value = safe_top + log(total)
+        value = exp(log_value)
+        relative = share + U * (2 * math.log2(size + 1) + 32 + 2 * abs(log_value) + 2 * abs(safe_top))
+    else:
+        value = 0.0
+        relative = U * (2 * math.log2(size + 1) + 32 + 2 * abs(safe_top))
+    return value, relative, exp(_log_sum(near)), exp(_log_sum(slopes)), size
 
 
 def _point_terms_numpy(losses: np.ndarray, log_masses: np.ndarray, errors: np.ndarray, epsilon: float, above: int,
@@ -1436,37 +1465,36 @@ def _log_value_from_sums(x: float, log_a: float, log_b: float) -> float:
 def _window_crossing(atoms: LossAtoms, k0: int, floor: float, log_target: float
                      ) -> tuple[float, int, float, float] | None:
     """:func:`_value_root`'s search among the top SMALL_TAIL atoms above the floor (index k0 on), in Python
-    floats: (the log value at the floor, or at the atom below these when that already exceeds the target;
-    the index j of the interval (l_{j-1}, l_j] where the value clearly crosses; log A and log B over the
-    atoms from j on), or None when the crossing does not lie clearly among them (or its interval is not
-    clear, 1e-9 relative on each side, as in the full search), where the full search takes over.  The
-    window is tried only when its mass exceeds the target (else the value below it cannot)."""
+    floats, from the top down: (the log value at the floor, or at the atom below the crossing, which already
+    exceeds the target; the index j of the interval (l_{j-1}, l_j] where the value clearly crosses; log A and
+    log B over the atoms from j on), or None when the crossing does not lie clearly among them (or its
+    interval is not clear, 1e-9 relative on each side, as in the full search), where the full search takes
+    over."""
     start = max(k0, atoms.size - SMALL_TAIL)
-    log_masses = atoms.log_masses[start:].tolist()
-    if start > k0 and not _log_sum(log_masses) > log_target + 1e-9:
-        return None
+    if start < atoms.size and float(atoms.log_masses[start:].max()) + math.log(atoms.size - start) < log_target:
+        return None  # the window's mass is below the target: so is the value below it
     losses = atoms.losses[start:].tolist()
-    size = len(losses)
-    sums_a, sums_b = [-math.inf] * (size + 1), [-math.inf] * (size + 1)
-    for i in range(size - 1, -1, -1):
-        sums_a[i] = _log_add(sums_a[i + 1], log_masses[i])
-        sums_b[i] = _log_add(sums_b[i + 1], log_masses[i] - losses[i])
-    if start > k0:
-        previous = _log_value_from_sums(float(atoms.losses[start - 1]), sums_a[0], sums_b[0])
-        if not previous > log_target + 1e-9:
+    log_masses = atoms.log_masses[start:].tolist()
+    sum_a = sum_b = -math.inf  # log A and log B over the atoms above the one at hand
+    below = -math.inf  # the log value at the atom above the one at hand (from the atoms above that)
+    for i in range(len(losses) - 1, -1, -1):
+        loss = losses[i]
+        value = _log_value_from_sums(loss, sum_a, sum_b) if sum_a > -math.inf else -math.inf
+        if value > log_target:
+            if value > log_target + 1e-9 and below < log_target - 1e-9:
+                return value, start + i + 1, sum_a, sum_b
             return None
-        at_floor = previous  # (the value at the floor is at least this)
-    else:
-        at_floor = _log_value_from_sums(floor, sums_a[0], sums_b[0])
-        previous = math.inf  # (the floor's value is checked by the caller)
-    for i in range(size):
-        value = _log_value_from_sums(losses[i], sums_a[i + 1], sums_b[i + 1]) if i + 1 < size else -math.inf
-        if not value > log_target:
-            if value < log_target - 1e-9 and previous > log_target + 1e-9:
-                return at_floor, start + i, sums_a[i], sums_b[i]
-            return None
-        previous = value
-    return None if size else (at_floor, start, -math.inf, -math.inf)
+        below = value
+        sum_a = _log_add(sum_a, log_masses[i])
+        sum_b = _log_add(sum_b, log_masses[i] - loss)
+    if start > k0:  # (the atom below the window)
+        value = _log_value_from_sums(float(atoms.losses[start - 1]), sum_a, sum_b)
+        if value > log_target + 1e-9 and below < log_target - 1e-9:
+            return value, start, sum_a, sum_b
+        return None
+    # every atom above the floor: the value at the floor (checked by the caller)
+    at_floor = _log_value_from_sums(floor, sum_a, sum_b) if sum_a > -math.inf else -math.inf
+    return (at_floor, start, sum_a, sum_b) if below < log_target - 1e-9 or not losses else None
 
 
 def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
@@ -1519,8 +1547,8 @@ def _value_root(atoms: LossAtoms, target: float, floor: float) -> float:
     low: float = float(losses[j - 1]) if j > k0 else floor
     high: float = float(losses[j])
     atom = high  # at the atom itself the slope computed is the next interval's
-    with np.errstate(divide="ignore"):
-        guess = tail_log_a + math.log(-math.expm1(min(log_target - tail_log_a, 0.0))) - tail_log_b
+    # (log_target < tail_log_a: the value at l_{j-1}, from the atoms from j on, exceeds the target)
+    guess = tail_log_a + math.log(-math.expm1(min(log_target - tail_log_a, 0.0))) - tail_log_b
     point = min(max(guess, low), high) if math.isfinite(guess) else high
     for _ in range(MAX_STEPS):
         value, slope = value_at(point)
@@ -1560,7 +1588,10 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
     if inf_mass_error is None:
         inf_mass_error = default_mass_error(inf_mass)
     target = delta - inf_mass
-    ceiling = max(pld.top, floor) if pld.size else floor
+
+    def ceiling() -> float:
+        """Where delta + its error no longer changes (the top)."""
+        return max(pld.top, floor) if pld.size else floor
 
     def evaluate_many(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         values, errors, slopes = pld.evaluate(points)
@@ -1584,7 +1615,7 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
     if math.isinf(estimate):
         if delta < inf_mass - inf_mass_error:
             return math.inf, math.inf, math.inf
-        return math.inf, verified_epsilon_bounds(evaluate, delta, ceiling, floor, ceiling)[0], math.inf
+        return math.inf, verified_epsilon_bounds(evaluate, delta, ceiling(), floor, ceiling())[0], math.inf
 
     at_estimate = evaluate(estimate)
     from_slope = getattr(pld, "slope_bracket", None)
@@ -1592,7 +1623,7 @@ def epsilon_bounds_for_delta(pld: FiniteLoss, inf_mass: float, delta: float, flo
     if bracket is not None:
         lower, upper = max(bracket[0], floor), bracket[1]
     else:
-        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, floor, ceiling, evaluate_many=evaluate_many,
+        lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, floor, ceiling(), evaluate_many=evaluate_many,
                                                at_root=at_estimate)
     return estimate, min(lower, estimate), max(upper, estimate)
 
