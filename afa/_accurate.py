@@ -258,10 +258,10 @@ def log_sum_exp(values: NDArray, axis: int | None = 0) -> NDArray:
         if values.size == 0:
             return np.float64(-np.inf)
         # one row: its largest value and the scaled sum in Python floats (a few numpy calls)
-        top = float(values.max())
-        top = top if math.isfinite(top) else 0.0
-        total = float(np.exp(values - top).sum())
-        return np.float64(math.log(total) + top if total > 0 else (-math.inf if total == 0 else math.nan))
+        largest = float(values.max())
+        largest = largest if math.isfinite(largest) else 0.0
+        total = float(np.exp(values - largest).sum())
+        return np.float64(math.log(total) + largest if total > 0 else (-math.inf if total == 0 else math.nan))
     if values.shape[axis] == 0:
         return np.full(values.shape[:axis] + values.shape[axis + 1:], -np.inf)[()]
     with np.errstate(divide="ignore", invalid="ignore"):

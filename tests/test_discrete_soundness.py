@@ -728,3 +728,78 @@ def test_an_exact_search_beyond_the_atom_limit_refuses_without_evaluating_above_
     ceiling = composition.chernoff_epsilon(1e-10)
     assert all(probe < ceiling for probe in probes)
     assert f"{ceiling:.6g}" in str(refusal.value) and two_rr_truth(ceiling) <= 1e-10
+
+
+# ---------------------------------------------------------------------------
+# the top of a binomial law (Python floats) and eps(delta) far in its tail
+
+
+def _mp_rr_top_atoms(p, n, top):
+    """The top ``top`` + 1 atoms of RR(p)^n (j = n - top .. n uses of the high loss), in mpmath."""
+    (high, w_high), (low, w_low) = mp_rr(p)
+    return [(j * high + (n - j) * low, mp.binomial(n, j) * w_high ** j * w_low ** (n - j))
+            for j in range(n - top, n + 1)]
+
+
+@pytest.mark.parametrize("p,n", [(0.75, 100), (0.9, 500), (0.6, 17), (0.52, 10 ** 6), (0.999, 3000)])
+def test_binomial_top_atoms_lie_within_their_error_bounds(p, n):
+    """The top atoms of a two-atom power (formed in Python floats above a threshold near its top) lie within
+    their stated loss and log-mass errors of the mpmath binomial law."""
+    base = afa.RandomizedResponse(p).privacy_losses()[0].atoms
+    top = afa_atoms.TOP_BINOMIAL - 4  # (with the threshold's slack, at most TOP_BINOMIAL atoms: Python floats)
+    truth = _mp_rr_top_atoms(p, n, min(top, n))
+    threshold = float(truth[0][0]) - 1e-9 * (1 + abs(float(truth[0][0])))
+    atoms = base.power(n, threshold)
+    assert len(truth) <= atoms.size <= afa_atoms.TOP_BINOMIAL  # (a slack of an atom or two below the threshold)
+    alpha, beta = atoms.log_mass_error
+    top = slice(atoms.size - len(truth), None)
+    for (loss, mass), center, error, log_mass in zip(truth, atoms.losses[top], atoms.loss_errors[top],
+                                                     atoms.log_masses[top]):
+        assert abs(mp.mpf(center) - loss) <= error
+        assert abs(mp.mpf(log_mass) - mp.log(mass)) <= alpha + beta * abs(log_mass)
+
+
+@pytest.mark.parametrize("p,n,delta", [(0.75, 100, 1e-10), (0.75, 100, 1e-30), (0.9, 500, 1e-10),
+                                       (0.9, 500, 1e-100), (0.6, 40, 1e-12), (0.99, 2000, 1e-30)])
+def test_epsilon_far_in_a_binomial_tail_holds_the_mpmath_root(p, n, delta):
+    """eps(delta) of RR(p)^n where the crossing lies among the top atoms (answered from them alone): the
+    bracket holds the root of the mpmath binomial law, and is narrow."""
+    result = afa.Accountant(neighboring="substitution").compose(afa.RandomizedResponse(p), times=n) \
+        .epsilon_result(delta, method="exact")
+    top = _mp_rr_top_atoms(p, n, min(n, 60))
+    truth = mp_epsilon(top, delta, floor=top[0][0])
+    assert mp_delta(top, top[0][0]) > delta  # (the crossing lies among these atoms)
+    assert_within(result, truth)
+    assert result.upper - result.lower < 1e-11 * result.value
+
+
+@pytest.mark.parametrize("p,n,delta", [(0.52, 1000, 1e-5), (0.52, 1000, 1e-10), (0.51, 10 ** 6, 1e-30)])
+def test_epsilon_in_the_bulk_of_a_binomial_holds_the_mpmath_root(p, n, delta):
+    """Where the top atoms do not reach delta (the whole law answers), the bracket holds the mpmath root."""
+    result = afa.Accountant(neighboring="substitution").compose(afa.RandomizedResponse(p), times=n) \
+        .epsilon_result(delta, method="exact")
+    assert_within(result, _mp_rr_tail_epsilon(p, n, delta))
+    assert result.upper - result.lower < 1e-9 * result.value
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_eps_evaluation_matches_the_general_one_and_bounds_the_truth(seed):
+    """delta at one eps (Python floats for few atoms, 1-d numpy for more) agrees with the general
+    (eps x atoms) evaluation to rounding, and its error bound holds the mpmath value."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(2, 60))
+    losses = np.sort(rng.normal(0, 3, size))
+    log_masses = rng.normal(-6, 4, size)
+    atoms = afa_atoms.LossAtoms.from_atoms(losses, log_masses)
+    for eps in list(rng.normal(0, 3, 6)) + [float(atoms.losses[size // 2])]:
+        general = [float(x[0]) for x in atoms.evaluate(np.array([eps, eps]))]
+        truth = mp_delta([(mp.mpf(float(l)), mp.exp(mp.mpf(float(w)))) for l, w in zip(atoms.losses, atoms.log_masses)],
+                         eps)
+        for small in (0, 1000):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(afa_atoms, "SMALL_TAIL", small)
+                value, error, slope = atoms.evaluate_point(eps)
+            assert value == pytest.approx(general[0], rel=1e-13, abs=1e-300)
+            assert error == pytest.approx(general[1], rel=1e-9)
+            assert slope == pytest.approx(general[2], rel=1e-13, abs=1e-300)
+            assert abs(mp.mpf(value) - truth) <= error

@@ -40,6 +40,9 @@ PRUNE = 80.0
 #: The two-group evaluation of an eps(delta) query first drops atoms lighter than delta e^-SPLIT_PRUNE, and keeps
 #: that split when the mass it drops is below delta e^-SPLIT_DROPPED (else it drops only below delta e^-PRUNE).
 SPLIT_PRUNE, SPLIT_DROPPED = 40.0, 25.0
+#: Uses of the lower loss up to which an eps(delta) query of one two-atom term first tries the top of its binomial
+#: law (below TOP_BINOMIAL atoms).
+TOP_USES = 16
 #: The first cutoff of a delta(eps) query answered in two factors (lowered while the dropped mass is not
 #: negligible next to the answer).
 FIRST_DELTA_CUTOFF = -200.0
@@ -235,8 +238,15 @@ class DiscreteComposition:
         if split is not None:
             return epsilon_bounds_for_delta(split, self.inf_mass, delta, 0.0, self.inf_mass_error,
                                             self.chernoff_epsilon(delta))
+        binomial = len(self.terms) == 1 and self.terms[0][0].size == 2
+        if binomial:
+            answer = self._binomial_top_bounds(delta, log_cutoff)
+            if answer is not None:
+                return answer
         try:
-            atoms = self.atoms_above(-math.inf, log_cutoff)
+            # eps >= 0 needs only the atoms above 0: the binomial law of one two-atom term then starts there (other
+            # compositions would trim every intermediate for it)
+            atoms = self.atoms_above(0.0 if binomial else -math.inf, log_cutoff)
         except CompositionTooLargeError:
             atoms = None
         if atoms is not None:
@@ -279,6 +289,33 @@ class DiscreteComposition:
                 raise
             return self._refined_bounds(0.0, above, delta, log_cutoff)
         return epsilon_bounds_for_delta(atoms, self.inf_mass, delta, 0.0, self.inf_mass_error)
+
+    def _binomial_top_bounds(self, delta: float, log_cutoff: float) -> tuple[float, float, float] | None:
+        """eps(delta) bounds of one two-atom term's binomial law from its top TOP_USES + 1 atoms (j >= n -
+        TOP_USES uses of the higher loss, which :meth:`afa.numerics.atoms.LossAtoms.power` forms in Python floats)
+        when the crossing provably lies above the lowest of them (its verified lower bound does), else None.
+        Tried only when Chernoff's bound on the binomial tail, P(J >= a) <= e^(-n KL(a/n || p)) W^n, leaves that
+        tail's mass above delta."""
+        (atoms, count), = self.terms
+        if count <= TOP_USES or self.inf_mass > 0 or not atoms.losses[1] > atoms.losses[0] > -math.inf:
+            return None
+        log_low, log_high = float(atoms.log_masses[0]), float(atoms.log_masses[1])
+        log_total = float(np.logaddexp(log_low, log_high))
+        p, share = math.exp(log_high - log_total), (count - TOP_USES) / count
+        if share > p:
+            divergence = share * math.log(share / p) + (1 - share) * math.log((1 - share) / (1 - p))
+            if count * (log_total - divergence) + 1.0 < math.log(delta):  # (a margin of e for rounding)
+                return None
+        threshold = float(count * atoms.losses[0] + (count - TOP_USES) * (atoms.losses[1] - atoms.losses[0]))
+        threshold -= 1e-9 * (1.0 + abs(threshold))  # (below that atom)
+        if not threshold > 0:
+            return None
+        # delta above the threshold is the top atoms' alone: a lower bound verified above the threshold (a point
+        # where delta less its error exceeds delta, or the slope's bound from one) shows that the crossing lies
+        # there, and then the bracket holds for the whole law (else the floor would stand for the lower bound)
+        answer = epsilon_bounds_for_delta(self.atoms_above(threshold, log_cutoff), self.inf_mass, delta, threshold,
+                                          self.inf_mass_error)
+        return answer if answer[1] > threshold else None
 
     def chernoff_epsilon(self, delta: float) -> float:
         """An eps at or above eps(delta), from the Chernoff bound on the finite part (+inf if none is found).

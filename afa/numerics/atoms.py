@@ -401,14 +401,6 @@ class LossAtoms:
             raise CompositionTooLargeError(
                 f"exact composition of {count} two-atom mechanisms has {size} atoms (limit {max_atoms()})")
         budget.reserve(8.0 * 6 * size, f"the binomial law of {count} two-atom mechanisms")
-        j = np.arange(j_min, j_max + 1, dtype=float)
-        rest = count - j
-        losses = j * high + rest * low
-        # j error_high + rest error_low and the rounding of the products and their sum (j, rest >= 0 exact):
-        # u (|j high| + |rest low| + |loss|)
-        loss_errors = j * (err_high + U * abs(high)) + rest * (err_low + U * abs(low))
-        loss_errors += U * np.abs(losses)
-        loss_errors *= PAD
         # C(n, j) w_hi^j w_lo^(n-j) = W^n Binomial(n, w_hi / W)(j), W = w_hi + w_lo.
         total_error = 4 * U * (1 + abs(log_total))
         if abs(log_total) < 1e-14:
@@ -416,14 +408,28 @@ class LossAtoms:
             total_error += 2 * abs(log_total)
             log_total = 0.0
         log_p, log_q = log_high - log_total, log_low - log_total
-        log_masses = binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
-        log_masses += count * log_total
+        if j_max == count and size <= TOP_BINOMIAL and (size - 1) * math.log(count) < 690:
+            # the top of the law only (an eps(delta) query far in its tail): in Python floats
+            losses, loss_errors, log_masses, own_error = _binomial_top(
+                count, j_min, (low, high), (err_low, err_high), log_p, log_q, log_total)
+        else:
+            j = np.arange(j_min, j_max + 1, dtype=float)
+            rest = count - j
+            losses = j * high + rest * low
+            # j error_high + rest error_low and the rounding of the products and their sum (j, rest >= 0 exact):
+            # u (|j high| + |rest low| + |loss|)
+            loss_errors = j * (err_high + U * abs(high)) + rest * (err_low + U * abs(low))
+            loss_errors += U * np.abs(losses)
+            loss_errors *= PAD
+            log_masses = binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
+            log_masses += count * log_total
+            own_error = BINOMIAL_ULPS * U * (math.log(count + 1) + 8)
         # Errors: each use's log-masses (j of one atom, count - j of the other: alpha + beta |log w| each, and
         # j |log w_hi| + (count - j) |log w_lo| <= |log pmf| + log C(count, j)), the normalisation, and the
         # binomial law's own rounding.  log C(count, j) is largest at the j in range nearest count / 2.
         log_choose = max(_log_choose(count, min(max(half, j_min), j_max)) for half in (count // 2, count - count // 2))
         new_alpha = (count * (alpha + total_error) + beta * (log_choose + 2 * count * max(log_total, 0.0))
-                     + BINOMIAL_ULPS * U * (math.log(count + 1) + 8)) * PAD
+                     + own_error) * PAD
         new_beta = beta + BINOMIAL_ULPS * U
         if log_cutoff < 0 and new_beta * PAD < 0.5:
             # The atoms whose mass, raised by its error, is below the cutoff: for log w <= 0 that is
@@ -438,6 +444,42 @@ class LossAtoms:
                 losses, loss_errors, log_masses = losses[keep], loss_errors[keep], log_masses[keep]
             log_cutoff = -math.inf
         return _merged(losses, loss_errors, log_masses, new_alpha, new_beta, log_cutoff, log_dropped)
+
+
+#: Atoms up to which the top of a binomial law (up to its largest loss) is formed in Python floats.
+TOP_BINOMIAL = 24
+
+
+def _binomial_top(count: int, j_min: int, losses: tuple[float, float], errors: tuple[float, float], log_p: float,
+                  log_q: float, log_total: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(losses, loss errors, log-masses, the log-masses' own rounding bound) of j = j_min..count uses of the
+    high atom: the losses and their errors as :meth:`LossAtoms._binomial_power` forms them, and
+    ((log C(n, i) + j log p) + i log q) + n log W (i = n - j), log C(n, i) in Python floats from the running product
+    prod_{t <= i} (n - t + 1) / t (2i roundings: a relative error of at most 2.0001 i u, no overflow for
+    i log n < 690).
+
+    Rounding: the logarithm of C (at most 2 u log C: one ulp of glibc's log), the products j log p, i log q and
+    n log W and the three additions: at most u (2.0001 i + 7 log C + 4 |log pmf| + 7 |n log W|), with
+    |j log p| + |i log q| = log C + |log pmf|.  The 4 u |log pmf| is within BINOMIAL_ULPS u |log mass| (the
+    beta term) up to 4 u |n log W|; the rest is returned as the bound (for the largest i and log C)."""
+    (low, high), (err_low, err_high) = losses, errors
+    choose, log_chooses = 1.0, [0.0]
+    for i in range(1, count - j_min + 1):
+        choose = choose * (count - i + 1) / i
+        log_chooses.append(math.log(choose))
+    offset = count * log_total
+    j = np.arange(j_min, count + 1, dtype=float)
+    rest = count - j
+    loss_values = j * high + rest * low
+    loss_errors = j * (err_high + U * abs(high)) + rest * (err_low + U * abs(low))
+    loss_errors += U * np.abs(loss_values)
+    loss_errors *= PAD
+    log_masses = np.array(log_chooses[::-1])
+    log_masses += j * log_p
+    log_masses += rest * log_q
+    log_masses += offset
+    own = U * (2.0001 * (count - j_min) + 7 * max(log_chooses) + 7 * abs(offset) + 1)
+    return loss_values, loss_errors, log_masses, own
 
 
 def _log_add(x: float, y: float) -> float:
@@ -1045,7 +1087,9 @@ class pair_allowance:  # noqa: N801 (a context manager used as a function)
 
 #: Atoms up to which one eps's terms are formed in Python floats (math, math.fsum) rather than numpy: below
 #: this a numpy call costs more than a loop over the atoms.
-SMALL_TAIL = 24
+SMALL_TAIL = 12
+#: Top atoms among which eps(delta)'s root is searched first in Python floats (:func:`_window_crossing`).
+WINDOW = 24
 
 
 def _log_sum(values: list[float]) -> float:
@@ -1169,8 +1213,8 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
     -d value / d eps = sum_{l > eps} w e^{eps - l}.
     """
     if epsilons.size == 1:
-        value, error, slope = _evaluate_point(atoms, float(epsilons[0]))
-        return np.array([value]), np.array([error]), np.array([slope])
+        at_point = _evaluate_point(atoms, float(epsilons[0]))
+        return np.array(at_point[:1]), np.array(at_point[1:2]), np.array(at_point[2:])
     out = np.zeros((3, epsilons.size))
     if atoms.log_dropped > -math.inf:
         out[1] = max(math.exp(atoms.log_dropped), 5e-324)
@@ -1446,10 +1490,10 @@ def _tail_value_and_slope(atoms: LossAtoms, x: float) -> tuple[float, float]:
     if k == atoms.size:
         return 0.0, 0.0
     if atoms.size - k <= SMALL_TAIL:
-        log_masses = atoms.log_masses[k:].tolist()
-        gaps = [x - loss for loss in atoms.losses[k:].tolist()]
-        log_value = _log_sum([log_mass + math.log(-math.expm1(gap)) for log_mass, gap in zip(log_masses, gaps)])
-        return math.exp(log_value), math.exp(_log_sum([log_mass + gap for log_mass, gap in zip(log_masses, gaps)]))
+        masses = atoms.log_masses[k:].tolist()
+        distances = [x - loss for loss in atoms.losses[k:].tolist()]
+        log_total = _log_sum([log_mass + math.log(-math.expm1(gap)) for log_mass, gap in zip(masses, distances)])
+        return math.exp(log_total), math.exp(_log_sum([log_mass + gap for log_mass, gap in zip(masses, distances)]))
     log_masses, gaps = atoms.log_masses[k:], x - atoms.losses[k:]
     log_value = log_sum_exp(log_masses + np.log(-np.expm1(gaps)))
     return float(np.exp(log_value)), float(np.exp(log_sum_exp(log_masses + gaps)))
@@ -1464,29 +1508,36 @@ def _log_value_from_sums(x: float, log_a: float, log_b: float) -> float:
 
 def _window_crossing(atoms: LossAtoms, k0: int, floor: float, log_target: float
                      ) -> tuple[float, int, float, float] | None:
-    """:func:`_value_root`'s search among the top SMALL_TAIL atoms above the floor (index k0 on), in Python
+    """:func:`_value_root`'s search among the top WINDOW atoms above the floor (index k0 on), in Python
     floats, from the top down: (the log value at the floor, or at the atom below the crossing, which already
     exceeds the target; the index j of the interval (l_{j-1}, l_j] where the value clearly crosses; log A and
     log B over the atoms from j on), or None when the crossing does not lie clearly among them (or its
     interval is not clear, 1e-9 relative on each side, as in the full search), where the full search takes
     over."""
-    start = max(k0, atoms.size - SMALL_TAIL)
+    start = max(k0, atoms.size - WINDOW)
     if start < atoms.size and float(atoms.log_masses[start:].max()) + math.log(atoms.size - start) < log_target:
         return None  # the window's mass is below the target: so is the value below it
     losses = atoms.losses[start:].tolist()
     log_masses = atoms.log_masses[start:].tolist()
     sum_a = sum_b = -math.inf  # log A and log B over the atoms above the one at hand
     below = -math.inf  # the log value at the atom above the one at hand (from the atoms above that)
+    log, log1p, exp = math.log, math.log1p, math.exp
     for i in range(len(losses) - 1, -1, -1):
         loss = losses[i]
-        value = _log_value_from_sums(loss, sum_a, sum_b) if sum_a > -math.inf else -math.inf
+        gap = loss + sum_b - sum_a if sum_a > -math.inf else 0.0
+        value = sum_a + log(-math.expm1(gap)) if gap < 0 else -math.inf  # (_log_value_from_sums)
         if value > log_target:
             if value > log_target + 1e-9 and below < log_target - 1e-9:
                 return value, start + i + 1, sum_a, sum_b
             return None
         below = value
-        sum_a = _log_add(sum_a, log_masses[i])
-        sum_b = _log_add(sum_b, log_masses[i] - loss)
+        # sum_a, sum_b = logaddexp(sum_a, w), logaddexp(sum_b, w - l)
+        log_mass = log_masses[i]
+        sum_a = (sum_a + log1p(exp(log_mass - sum_a)) if sum_a >= log_mass
+                 else log_mass + log1p(exp(sum_a - log_mass)))
+        log_mass -= loss
+        sum_b = (sum_b + log1p(exp(log_mass - sum_b)) if sum_b >= log_mass
+                 else log_mass + log1p(exp(sum_b - log_mass)))
     if start > k0:  # (the atom below the window)
         value = _log_value_from_sums(float(atoms.losses[start - 1]), sum_a, sum_b)
         if value > log_target + 1e-9 and below < log_target - 1e-9:
