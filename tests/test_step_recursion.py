@@ -503,3 +503,26 @@ def test_fit_series_matches_numpy_chebval():
     values, = step_recursion._series((table,), index, t)
     expected = [np.polynomial.chebyshev.chebval(ti, table[:, i]) for i, ti in zip(index, t, strict=True)]
     np.testing.assert_allclose(values, expected, rtol=0, atol=1e-13)
+
+
+def test_recursion_engine_starts_newton_at_the_gaussian_guess(monkeypatch):
+    """The recursion's engine starts eps(delta)'s Newton's method at the Gaussian guess (sigma = 2, q = 0.001, 10
+    uses, delta = 1e-14: its stages are fitted once, up to the guess's reach) rather than at 0 (fitted at 0, then
+    extended to Newton's next iterate); the two engines' brackets meet."""
+    from afa.engines.base import gaussian_epsilon_guess
+
+    builds = []
+    build = StepRecursion._build
+    monkeypatch.setattr(StepRecursion, "_build", lambda self, *bounds: builds.append(bounds) or build(self, *bounds))
+
+    def bracket():
+        accountant = afa.Accountant().compose(afa.Gaussian(2.0).poisson_subsampled(0.001), times=10)
+        return accountant.planner.engines("exact")[0].epsilon_bracket(1e-14), accountant.planner.composed(0)
+
+    (estimate, lower, upper), composed = bracket()
+    assert len(builds) == 1 and builds[0][1] >= 2 * gaussian_epsilon_guess(composed, 1e-14)
+    builds.clear()
+    monkeypatch.setattr(planner, "gaussian_epsilon_guess", lambda loss, delta: 0.0)
+    (other, other_lower, other_upper), _ = bracket()
+    assert len(builds) == 2 and builds[0][1] < builds[1][1]
+    assert lower <= other_upper and other_lower <= upper

@@ -715,6 +715,10 @@ class ClosedFormEngine(Engine):
         and slopes by differences.
     epsilon_rtol : float, default CLOSED_FORM_EPSILON_RTOL
         The widest eps bracket returned (relative to max(1, |eps|)); a wider one is refused.
+    epsilon_guess : callable, optional
+        delta -> the eps where Newton's method starts (with ``with_slope``; default 0), e.g.
+        :func:`gaussian_epsilon_guess`: a recursion fits its stages up to the eps asked, and one started at 0
+        fits them twice (a second time up to Newton's next iterate).
 
     Examples
     --------
@@ -737,11 +741,13 @@ class ClosedFormEngine(Engine):
                  epsilon_scale: float | None = None,
                  chernoff: Callable[[float, float | None], float] | None = None,
                  with_slope: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
-                 epsilon_rtol: float = CLOSED_FORM_EPSILON_RTOL):
+                 epsilon_rtol: float = CLOSED_FORM_EPSILON_RTOL,
+                 epsilon_guess: Callable[[float], float] | None = None):
         self.delta_and_error = delta_and_error
         self.epsilon_rtol = float(epsilon_rtol)
         self._chernoff = chernoff
         self._with_slope = with_slope
+        self._epsilon_guess = epsilon_guess
         self.inf_mass = loss.inf_mass
         self.epsilon_scale = loss_epsilon_scale(loss) if epsilon_scale is None else float(epsilon_scale)
         #: delta -> (estimate, lower, upper) of the latest KEPT_ANSWERS eps(delta) queries answered
@@ -786,7 +792,8 @@ class ClosedFormEngine(Engine):
                 values, errors, slopes = evaluate_many(np.array([eps]))
                 return float(values[0]), float(errors[0]), float(slopes[0])
 
-            estimate, at_estimate = newton_epsilon(evaluate, delta, 0.0, self.epsilon_scale)
+            start = 0.0 if self._epsilon_guess is None else self._epsilon_guess(delta)
+            estimate, at_estimate = newton_epsilon(evaluate, delta, start, self.epsilon_scale)
             lower, upper = verified_epsilon_bounds(evaluate, delta, estimate, 0.0, math.inf,
                                                    evaluate_many=evaluate_many, at_root=at_estimate)
             return self._checked(estimate, min(lower, estimate), max(upper, estimate), delta)
@@ -1604,15 +1611,20 @@ class ContourEngine(_InversionEngine):
         return epsilon, error, slope
 
     def epsilon_guess(self, delta: float) -> float:
-        """A first guess of eps(delta): that of a Gaussian loss N(m, v) with the composition's mean and variance,
-        i.e. the Gaussian mechanism's eps (Sommer, Meiser & Mohammadi 2019, Thm 5, loss N(v/2, v)) shifted by m - v/2.
-         A lattice
-        loss (discrete mechanisms) can have m far from v/2; starting where delta is near 1 would cost the
-        contour its widest sums (the saddle c -> 0)."""
-        mean, variance = self.loss.cumulants
-        if not variance > 0:
-            return max(mean, 0.0)
-        return max(exact.gaussian_epsilon(delta, math.sqrt(variance)) + mean - variance / 2, 0.0)
+        """A first guess of eps(delta) (:func:`gaussian_epsilon_guess`): a lattice loss (discrete mechanisms) can
+        have its mean far from half its variance; starting where delta is near 1 would cost the contour its widest
+        sums (the saddle c -> 0)."""
+        return gaussian_epsilon_guess(self.loss, delta)
+
+
+def gaussian_epsilon_guess(loss: ComposedLoss, delta: float) -> float:
+    """A first guess of eps(delta): that of a Gaussian loss N(m, v) with the composition's mean and variance, i.e.
+    the Gaussian mechanism's eps (Sommer, Meiser & Mohammadi 2019, Thm 5, loss N(v/2, v)) shifted by m - v/2 (0 at
+    least)."""
+    mean, variance = loss.cumulants
+    if not variance > 0:
+        return max(mean, 0.0)
+    return max(exact.gaussian_epsilon(delta, math.sqrt(variance)) + mean - variance / 2, 0.0)
 
 
 def newton_epsilon(delta_and_slope, target: float, start: float, scale: float,

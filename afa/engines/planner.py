@@ -19,6 +19,7 @@ planner serves each state of it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +44,7 @@ from .base import (
     ExactEngine,
     PLDEngine,
     QuadratureEngine,
+    gaussian_epsilon_guess,
     loss_epsilon_scale,
 )
 from .composition import ComposedLoss
@@ -541,7 +543,8 @@ class Planner:
         return ClosedFormEngine(recursion.delta, composed,
                                 epsilon_scale=loss_epsilon_scale(composed, smallest=RECURSION_SCALE),
                                 chernoff=ContourInversion(composed).chernoff_bound,
-                                with_slope=recursion.delta_and_slope, epsilon_rtol=recursion.epsilon_rtol)
+                                with_slope=recursion.delta_and_slope, epsilon_rtol=recursion.epsilon_rtol,
+                                epsilon_guess=functools.partial(gaussian_epsilon_guess, composed))
 
     def _laplace_top_engine(self, index: int) -> LaplaceTopEngine:
         laplace = self.laplace_top()
