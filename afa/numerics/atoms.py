@@ -414,13 +414,7 @@ class LossAtoms:
                 count, j_min, (low, high), (err_low, err_high), log_p, log_q, log_total)
         else:
             j = np.arange(j_min, j_max + 1, dtype=float)
-            rest = count - j
-            losses = j * high + rest * low
-            # j error_high + rest error_low and the rounding of the products and their sum (j, rest >= 0 exact):
-            # u (|j high| + |rest low| + |loss|)
-            loss_errors = j * (err_high + U * abs(high)) + rest * (err_low + U * abs(low))
-            loss_errors += U * np.abs(losses)
-            loss_errors *= PAD
+            losses, loss_errors = _binomial_losses(j, count, (low, high), (err_low, err_high))
             log_masses = binomial_log_pmf(j, count, math.exp(log_p), math.exp(log_q), log_p, log_q)
             log_masses += count * log_total
             own_error = BINOMIAL_ULPS * U * (math.log(count + 1) + 8)
@@ -453,7 +447,8 @@ TOP_BINOMIAL = 24
 def _binomial_top(count: int, j_min: int, losses: tuple[float, float], errors: tuple[float, float], log_p: float,
                   log_q: float, log_total: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(losses, loss errors, log-masses, the log-masses' own rounding bound) of j = j_min..count uses of the
-    high atom: the losses and their errors as :meth:`LossAtoms._binomial_power` forms them, and
+    high atom: the losses and their errors by :func:`_binomial_losses` (as :meth:`LossAtoms._binomial_power` forms
+    them), and
     ((log C(n, i) + j log p) + i log q) + n log W (i = n - j), log C(n, i) in Python floats from the running product
     prod_{t <= i} (n - t + 1) / t (2i roundings: a relative error of at most 2.0001 i u, no overflow for
     i log n < 690).
@@ -462,24 +457,33 @@ def _binomial_top(count: int, j_min: int, losses: tuple[float, float], errors: t
     n log W and the three additions: at most u (2.0001 i + 7 log C + 4 |log pmf| + 7 |n log W|), with
     |j log p| + |i log q| = log C + |log pmf|.  The 4 u |log pmf| is within BINOMIAL_ULPS u |log mass| (the
     beta term) up to 4 u |n log W|; the rest is returned as the bound (for the largest i and log C)."""
-    (low, high), (err_low, err_high) = losses, errors
     choose, log_chooses = 1.0, [0.0]
     for i in range(1, count - j_min + 1):
         choose = choose * (count - i + 1) / i
         log_chooses.append(math.log(choose))
     offset = count * log_total
     j = np.arange(j_min, count + 1, dtype=float)
-    rest = count - j
-    loss_values = j * high + rest * low
-    loss_errors = j * (err_high + U * abs(high)) + rest * (err_low + U * abs(low))
-    loss_errors += U * np.abs(loss_values)
-    loss_errors *= PAD
+    loss_values, loss_errors = _binomial_losses(j, count, losses, errors)
     log_masses = np.array(log_chooses[::-1])
     log_masses += j * log_p
-    log_masses += rest * log_q
+    log_masses += (count - j) * log_q
     log_masses += offset
     own = U * (2.0001 * (count - j_min) + 7 * max(log_chooses) + 7 * abs(offset) + 1)
     return loss_values, loss_errors, log_masses, own
+
+
+def _binomial_losses(j: np.ndarray, count: int, losses: tuple[float, float], errors: tuple[float, float]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The losses j high + (count - j) low of ``j`` uses of the high atom (``losses`` = (low, high)) and bounds on
+    their errors: j error_high + (count - j) error_low and the rounding of the products and their sum (j and
+    count - j are exact), u (|j high| + |(count - j) low| + |loss|), times PAD."""
+    (low, high), (err_low, err_high) = losses, errors
+    rest = count - j
+    values = j * high + rest * low
+    value_errors = j * (err_high + U * abs(high)) + rest * (err_low + U * abs(low))
+    value_errors += U * np.abs(values)
+    value_errors *= PAD
+    return values, value_errors
 
 
 def _log_add(x: float, y: float) -> float:
