@@ -17,7 +17,6 @@ Run: PYTHONPATH=. benchmarks/.venv/bin/python benchmarks/bench_calibration.py [-
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -97,16 +96,14 @@ def _cell(row: dict, reference: float | None = None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--before", default=None, help="a directory holding the afa to compare against")
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    sys.path.insert(0, str(HERE))
+    from timing import VersionWorker, comparison_parser, machine_note
+
+    parser = comparison_parser(__doc__)
     arguments = parser.parse_args()
     if arguments.worker:
         worker()
         return
-    sys.path.insert(0, str(HERE))
-    from timing import VersionWorker, machine_note
 
     print(machine_note(("dp-accounting",)))
     after = VersionWorker(__file__, str(HERE.parent))

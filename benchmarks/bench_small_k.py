@@ -28,7 +28,6 @@ Run: PYTHONPATH=. python benchmarks/bench_small_k.py [--max-count 300] [--before
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -111,17 +110,15 @@ def _ms(seconds: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    sys.path.insert(0, str(HERE))
+    from timing import VersionWorker, comparison_parser, machine_note
+
+    parser = comparison_parser(__doc__)
     parser.add_argument("--max-count", type=int, default=None, help="only rows with k at most this")
-    parser.add_argument("--before", default=None, help="a directory holding the afa to compare against")
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     arguments = parser.parse_args()
     if arguments.worker:
         worker()
         return
-    sys.path.insert(0, str(HERE))
-    from timing import VersionWorker, machine_note
 
     print(machine_note(()))
     cases = [case for case in dict.fromkeys(CASES) if arguments.max_count is None or case[2] <= arguments.max_count]

@@ -4,6 +4,7 @@ and the machine/version description every table starts with."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.metadata
 import json
@@ -192,3 +193,13 @@ class VersionWorker:
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait()
+
+
+def comparison_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a script that compares this checkout's afa with another's (:class:`VersionWorker`):
+    ``--before PATH``, ``--markdown`` and the hidden ``--worker``; described by ``doc``'s first line."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--before", default=None, help="a directory holding the afa to compare against")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    return parser
