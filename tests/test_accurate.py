@@ -10,18 +10,19 @@ import pytest
 from afa._accurate import STIRLERR_SMALL, STIRLERR_TABLE, UNIT_ROUNDOFF, binomial_log_pmf, log_sum_exp, stirlerr
 from afa.numerics.atoms import BINOMIAL_ULPS
 
-mp.mp.dps = 40
+DIGITS = 40
 
 
 def _worst_units(n, p, js):
     """The largest |computed - exact| / (u (|log pmf| + log(n + 1) + 8)) over ``js``."""
     js = np.asarray(sorted(set(int(j) for j in js if 0 <= j <= n)), dtype=float)
     got = binomial_log_pmf(js, n, p, 1 - p, math.log(p), math.log1p(-p))
-    P = mp.mpf(p)
     worst = 0.0
-    for j, value in zip(js.astype(int).tolist(), got):
-        exact = mp.log(mp.binomial(n, j)) + j * mp.log(P) + (n - j) * mp.log(1 - P)
-        worst = max(worst, float(abs(value - exact)) / (UNIT_ROUNDOFF * (abs(float(exact)) + math.log(n + 1) + 8)))
+    with mp.workdps(DIGITS):
+        P = mp.mpf(p)
+        for j, value in zip(js.astype(int).tolist(), got):
+            exact = mp.log(mp.binomial(n, j)) + j * mp.log(P) + (n - j) * mp.log(1 - P)
+            worst = max(worst, float(abs(value - exact)) / (UNIT_ROUNDOFF * (abs(float(exact)) + math.log(n + 1) + 8)))
     return worst
 
 
@@ -56,8 +57,9 @@ def test_stirlerr_table_matches_the_series_and_mpmath():
     """The table (below 4096) and the series (beyond) agree with mpmath to 1e-16 absolute (a few ulps of the
     log-pmf's smallest terms; the truncated series is 2e-14 relative at k = 16)."""
     k = np.array([1.0, 15.0, 16.0, 17.0, 100.0, 4095.0, 4096.0, 1e6])
-    exact = [float(mp.log(mp.factorial(int(x))) - (mp.log(mp.sqrt(2 * mp.pi * x)) + x * mp.log(x) - x))
-             for x in k]
+    with mp.workdps(DIGITS):
+        exact = [float(mp.log(mp.factorial(int(x))) - (mp.log(mp.sqrt(2 * mp.pi * x)) + x * mp.log(x) - x))
+                 for x in k]
     np.testing.assert_allclose(stirlerr(k), exact, rtol=0, atol=2e-16)
     assert STIRLERR_TABLE[:16].tolist() == STIRLERR_SMALL.tolist()
     big = np.arange(16.0, 4096.0)
@@ -70,5 +72,6 @@ def test_log_sum_exp_of_one_row():
     assert log_sum_exp(np.array([np.inf, 1.0])) == np.inf
     assert math.isnan(log_sum_exp(np.array([np.nan, 1.0])))
     values = np.array([-1000.0, -1001.0, -1003.5])
-    assert float(log_sum_exp(values)) == pytest.approx(float(mp.log(mp.fsum(mp.exp(mp.mpf(x)) for x in values))),
-                                                       rel=1e-15)
+    with mp.workdps(DIGITS):
+        exact = float(mp.log(mp.fsum(mp.exp(mp.mpf(x)) for x in values)))
+    assert float(log_sum_exp(values)) == pytest.approx(exact, rel=1e-15)
