@@ -1525,23 +1525,15 @@ def _window_crossing(atoms: LossAtoms, k0: int, floor: float, log_target: float
     log_masses = atoms.log_masses[start:].tolist()
     sum_a = sum_b = -math.inf  # log A and log B over the atoms above the one at hand
     below = -math.inf  # the log value at the atom above the one at hand (from the atoms above that)
-    log, log1p, exp = math.log, math.log1p, math.exp
     for i in range(len(losses) - 1, -1, -1):
         loss = losses[i]
-        gap = loss + sum_b - sum_a if sum_a > -math.inf else 0.0
-        value = sum_a + log(-math.expm1(gap)) if gap < 0 else -math.inf  # (_log_value_from_sums)
+        value = _log_value_from_sums(loss, sum_a, sum_b) if sum_a > -math.inf else -math.inf
         if value > log_target:
             if value > log_target + 1e-9 and below < log_target - 1e-9:
                 return value, start + i + 1, sum_a, sum_b
             return None
         below = value
-        # sum_a, sum_b = logaddexp(sum_a, w), logaddexp(sum_b, w - l)
-        log_mass = log_masses[i]
-        sum_a = (sum_a + log1p(exp(log_mass - sum_a)) if sum_a >= log_mass
-                 else log_mass + log1p(exp(sum_a - log_mass)))
-        log_mass -= loss
-        sum_b = (sum_b + log1p(exp(log_mass - sum_b)) if sum_b >= log_mass
-                 else log_mass + log1p(exp(sum_b - log_mass)))
+        sum_a, sum_b = _log_add(sum_a, log_masses[i]), _log_add(sum_b, log_masses[i] - loss)
     if start > k0:  # (the atom below the window)
         value = _log_value_from_sums(float(atoms.losses[start - 1]), sum_a, sum_b)
         if value > log_target + 1e-9 and below < log_target - 1e-9:
