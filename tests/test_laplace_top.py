@@ -64,6 +64,9 @@ def test_auto_answers_near_the_top_exactly(delta):
     assert answer.upper - answer.lower <= 1e-12 * answer.value
     # the 60-digit reference crosses delta inside the bracket
     assert laplace_delta_mpmath(answer.lower, 100, 1.0) > delta > laplace_delta_mpmath(answer.upper, 100, 1.0)
+    # and at the estimate (Halley's last step, taken without evaluating there) delta is the one asked, to the few
+    # ulps of eps it moves by
+    assert laplace_delta_mpmath(answer.value, 100, 1.0) == pytest.approx(delta, rel=1e-11)
     contour = accountant.epsilon_result(delta, method="contour")
     assert contour.value == pytest.approx(answer.value, rel=1e-12)
 

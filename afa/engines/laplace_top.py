@@ -56,6 +56,10 @@ LOG_2 = math.log(2)
 MAX_TERMS, PEAK_LIMIT = 1 << 16, 2_000.0
 #: Halley's steps of an eps(delta) query (a few suffice; bisection takes over where a step leaves the bracket).
 MAX_NEWTON = 100
+#: Terms tabulated at first (a few dozen serve most queries; the tables are formed again when a series needs more).
+FIRST_TABLE = 64
+#: A Halley step at most this long (in log w) ends the search: the next one would be below rounding.
+FINAL_STEP = 1e-5
 
 
 def _ratio_end(k: int, w: float) -> int:
@@ -103,9 +107,9 @@ class LaplaceTopEngine(Engine):
         self.a, self.count = float(a), int(count)
         self.top = self.count * self.a
         self.bottom = (self.count - 2) * self.a  # eps >= bottom: w <= a
-        self._j = np.empty(0)  # the tables of the terms formed so far (:meth:`_extend`)
-        self._log_c_over_factorial = np.empty(0)
-        self._log_binomial_over_factorial = np.empty(0)
+        #: The tables of the terms formed so far (:meth:`_extend`): the indices j and one row per series.
+        self._j = np.empty(0)
+        self._tables = np.empty((2, 0))
 
     @staticmethod
     def serves(a: float, count: int) -> bool:
@@ -125,76 +129,61 @@ class LaplaceTopEngine(Engine):
         """
         return max(a, math.sqrt(count * a)) <= PEAK_LIMIT
 
-    def _series(self, w: float) -> tuple[float, float, float]:
-        """(log delta, relative error bound, log -delta'(eps)) at w = (k a - eps) / 2 in (0, a]."""
-        log_delta, error, _, _ = self._terms(w)
-        return log_delta, error, self._log_slope(w)
-
-    def _terms(self, w: float) -> tuple[float, float, float, float]:
-        """(log delta, relative error bound, d log delta / d log w, d^2 log delta / d (log w)^2) at w in (0, a]: the
-        derivatives from the same terms (the mean and the variance of their index under their weights, less w),
-        for Halley's steps."""
+    def _parts(self, w: float) -> tuple[float, float, float, float, float]:
+        """(log delta, relative error bound, d log delta / d log w, d^2 log delta / d (log w)^2, log -delta'(eps))
+        at w in (0, a], both series from one pass over the tables (a row each).  The derivatives in log w are the
+        mean and the variance of the series' index under its terms, less w (for Halley's steps); -delta'(eps) =
+        2^-k e^-w sum_{p < k} C(k-1, p) w^p / p!.  Both series are cut alike: past the ratio bound, where the last
+        term is e^-TAIL_DROP below the largest."""
         k, log_w = self.count, math.log(w)
         size = max(_ratio_end(k, w), 16)  # (only doubled: every size tried is past the ratio bound)
         while True:
             self._extend(size)
-            log_terms = self._log_c_over_factorial[:size] + self._j[:size] * log_w
-            top = float(log_terms.max())
-            if log_terms[size - 1] < top - TAIL_DROP:
+            j = self._j[:size]
+            terms = self._tables[:, :size] + j * log_w
+            tops = terms.max(axis=1)
+            top, slope_top = float(tops[0]), float(tops[1])
+            if terms[0, -1] < top - TAIL_DROP and (terms[1, -1] < slope_top - TAIL_DROP or size >= MAX_TERMS):
                 break
             if size >= MAX_TERMS:
                 raise AccuracyError(f"the Laplace top series at w = {w:.6g} needs more than {MAX_TERMS} terms")
             size *= 2
-        weights = np.exp(log_terms - top)
-        total = float(weights.sum())
+        weights = np.exp(terms - tops[:, None])
+        total, slope_total = weights.sum(axis=1).tolist()
         log_sum = top + math.log(total)
-        tail = math.exp(float(log_terms[size - 1]) - log_sum)  # the terms left out sum to at most the last one
-        log_delta = (1 - k) * LOG_2 - w + log_sum
+        tail = math.exp(float(terms[0, -1]) - log_sum)  # the terms left out sum to at most the last one
         # each term's log is formed from parts of at most log c_j <= (k - 1) log 2, log j! and j |log w|, each to
         # a few ulps
         magnitude = (k - 1) * LOG_2 + math.lgamma(size + 1) + size * abs(log_w)
         error = ROUNDING_ULPS * UNIT_ROUNDOFF * (magnitude + w + k + math.log(size)) + tail
-        j = self._j[:size]
-        mean = float(j @ weights) / total
-        return log_delta, error, mean - w, float((j - mean) ** 2 @ weights) / total - w
-
-    def _log_slope(self, w: float) -> float:
-        """log -delta'(eps) = log(2^-k e^-w sum_{p < k} C(k-1, p) w^p / p!) at w in (0, a]."""
-        k, log_w = self.count, math.log(w)
-        size = max(_ratio_end(k, w), 16)
-        while True:  # (the same cut as the series': past the ratio bound, e^-TAIL_DROP below the largest)
-            self._extend(size)
-            p = min(k, size)
-            slope_terms = self._log_binomial_over_factorial[:p] + self._j[:p] * log_w
-            top = float(slope_terms.max())
-            if p == k or slope_terms[p - 1] < top - TAIL_DROP or size >= MAX_TERMS:
-                break
-            size *= 2
-        return -k * LOG_2 - w - log_w + top + math.log(float(np.exp(slope_terms - top).sum()))
+        mean = float(weights[0] @ j) / total
+        variance = float(np.square(j - mean) @ weights[0]) / total
+        return ((1 - k) * LOG_2 - w + log_sum, error, mean - w, variance - w,
+                -k * LOG_2 - w - log_w + slope_top + math.log(slope_total))
 
     def _extend(self, size: int) -> None:
-        """The tables for the terms j = 1 .. size: j, log c_j - log j!, and log C(k-1, j-1) - log (j-1)! for
-        j <= k (c_j = 2^(k-1) from j = k on)."""
+        """The tables for the terms j = 1 .. size (at least FIRST_TABLE): j, and one row per series: log c_j - log j!,
+        and log C(k-1, j-1) - log (j-1)! (-inf for j > k; c_j = 2^(k-1) from j = k on)."""
         if size <= self._j.size:
             return
-        k = self.count
+        k, size = self.count, max(size, FIRST_TABLE)
         j = np.arange(1, size + 1, dtype=float)
         inside = j[j <= k]
         log_binomials = math.lgamma(k) - gammaln(inside) - gammaln(k - inside + 1)  # log C(k-1, j-1)
         log_c = np.logaddexp.accumulate(log_binomials)
-        log_c = np.concatenate([log_c, np.full(size - inside.size, (k - 1) * LOG_2)])
-        log_factorials = gammaln(j + 1)
+        outside = np.full(size - inside.size, (k - 1) * LOG_2)
         self._j = j
-        self._log_c_over_factorial = log_c - log_factorials
-        self._log_binomial_over_factorial = log_binomials - gammaln(inside)
+        self._tables = np.stack([np.concatenate([log_c, outside]) - gammaln(j + 1),
+                                 np.concatenate([log_binomials - gammaln(inside), np.full(outside.size, -np.inf)])])
 
     def _evaluate(self, epsilon: float) -> tuple[float, float, float]:
-        """(delta, error bound, -delta'(eps)) at eps in [bottom, top]; 0 at and above the top."""
+        """(delta, error bound, -delta'(eps)) at eps in [bottom, inf): 0 at and above the top, and a positive delta
+        below the double range bounded by the smallest subnormal."""
         if epsilon >= self.top:
             return 0.0, 0.0, 0.0
-        log_delta, error, log_slope = self._series(0.5 * (self.top - epsilon))
+        log_delta, error, _, _, log_slope = self._parts(0.5 * (self.top - epsilon))
         value = math.exp(log_delta)
-        if value == 0.0:  # positive but below the double range: bounded by the smallest subnormal
+        if value == 0.0:
             return 0.0, SMALLEST_SUBNORMAL, math.exp(log_slope)
         return value, error * value, math.exp(log_slope)
 
@@ -225,13 +214,14 @@ class LaplaceTopEngine(Engine):
         -------
         bool
         """
-        log_value, error, _, _ = self._at_range_end
+        log_value, error = self._at_range_end[:2]
         return math.exp(log_value) * (1 - error) > delta
 
     @functools.cached_property
-    def _at_range_end(self) -> tuple[float, float, float, float]:
-        """:meth:`_terms` at w = a (eps = (k-2) a), where every eps(delta) search starts."""
-        return self._terms(self.a)
+    def _at_range_end(self) -> tuple[float, ...]:
+        """:meth:`_parts` at w = a (eps = (k-2) a), where every eps(delta) search starts."""
+        return self._parts(self.a)
+
 
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta): Halley's method on log delta against log w from the range's
@@ -241,8 +231,9 @@ class LaplaceTopEngine(Engine):
         low, high, w = 0.0, self.a, self.a  # in w: delta(low) <= delta < delta(high)
         if not self.reaches(delta):
             raise self._refuse(f"eps({delta:.3g})")
+        following = w  # the step beyond the last w evaluated, when the search ends on a short one
         for iteration in range(MAX_NEWTON):
-            log_value, error, rate, curvature = self._at_range_end if iteration == 0 else self._terms(w)
+            log_value, error, rate, curvature, log_slope = self._at_range_end if iteration == 0 else self._parts(w)
             gap = log_value - log_target
             if gap > 0:
                 high = w
@@ -254,12 +245,25 @@ class LaplaceTopEngine(Engine):
             if abs(step) <= 4 * UNIT_ROUNDOFF or high - low <= 4 * UNIT_ROUNDOFF * high:
                 break
             proposal = w * math.exp(-step) if abs(step) < 700 else 0.0
-            w = proposal if low < proposal < high else 0.5 * (low + high)
-        estimate = self.top - 2 * w
-        at_root = None  # (the estimate's own w, unless rounding moved it: e.g. onto the top, where delta is 0)
-        if 0.5 * (self.top - estimate) == w:
+            if not low < proposal < high:
+                proposal = 0.5 * (low + high)
+            elif abs(step) <= FINAL_STEP:
+                following = proposal  # (Halley's steps converge cubically: the next one would be below rounding)
+                break
+            # w as eps = top - 2 w gives it back, so that the bounds' search starts from the last w evaluated (a
+            # w below half an ulp of the top as it is: its eps is the top)
+            snapped = 0.5 * (self.top - (self.top - 2 * proposal))
+            if snapped == w:  # eps's rounding reached
+                following = proposal
+                break
+            w = following = snapped if snapped > 0 else proposal
+        # The bounds are searched from the last w evaluated; the estimate is the step beyond it, if one was left.
+        root = self.top - 2 * w
+        estimate = self.top - 2 * following
+        at_root = None  # (the root's own w, unless rounding moved it: e.g. onto the top, where delta is 0)
+        if 0.5 * (self.top - root) == w:
             value = math.exp(log_value)
-            at_root = (value, error * value, math.exp(self._log_slope(w)))
-        lower, upper = verified_epsilon_bounds(self._evaluate, delta, estimate, self.bottom, self.top,
+            at_root = (value, error * value, math.exp(log_slope))
+        lower, upper = verified_epsilon_bounds(self._evaluate, delta, root, self.bottom, self.top,
                                                at_root=at_root)
         return estimate, min(lower, estimate), max(upper, estimate)
