@@ -222,7 +222,6 @@ class LaplaceTopEngine(Engine):
         """:meth:`_parts` at w = a (eps = (k-2) a), where every eps(delta) search starts."""
         return self._parts(self.a)
 
-
     def epsilon_bracket(self, delta: float) -> tuple[float, float, float]:
         """(estimate, lower, upper) of eps(delta): Halley's method on log delta against log w from the range's
         end w = a, kept in the bracket found so far, the bounds then verified against delta -/+ its error;
