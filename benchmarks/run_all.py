@@ -40,7 +40,7 @@ import contenders as lib
 import numpy as np
 import references
 from contenders import Term
-from timing import clear_afa_caches, machine_facts, package_versions, run_isolated
+from timing import FILL_SECONDS, MAX_REPEATS, clear_afa_caches, machine_facts, package_versions, run_isolated
 
 import afa
 
@@ -897,8 +897,9 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
             "templates of a warm-up are shared).  Calls are killed after "
             f"{CELL_TIMEOUT:.0f} s; the suite's own budget was {runner.deadline - runner.started:.0f} s"
             + (f" and {runner.budget_skips} cells were skipped when it ran out." if runner.budget_skips else "."),
-            f"- **Time**: median of {REPEATS} calls after a first one; † = the first call alone (it took longer than "
-            f"{SINGLE_SHOT} s).  (×r) = that peer's time / afa's default-method time on the same row, measured in "
+            f"- **Time**: median of {REPEATS} calls after a first one (of more for fast calls, as many as take about "
+            f"{FILL_SECONDS} s, at most {MAX_REPEATS}: every contender alike); † = the first call alone (it took "
+            f"longer than {SINGLE_SHOT} s).  (×r) = that peer's time / afa's default-method time on the same row, measured in "
             "the same run: r > 1 means afa was faster.  The machine is shared: compare ratios, not absolute times.",
             "- **Error**: (ε − ε_ref) / ε_ref, signed.  ε_ref and its source are given per table; an interval after "
             "ε_ref is a certified bracket it lies in.  A method name in parentheses is the engine afa's 'auto' "

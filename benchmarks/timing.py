@@ -34,9 +34,16 @@ def median_seconds(function, repeats: int = 7) -> float:
     return statistics.median(samples)
 
 
+#: Fast calls are repeated until their repeats take about FILL_SECONDS (as timeit's autorange), up to MAX_REPEATS:
+#: the first calls in a fresh forked child run slower while the pages they touch are copied (a sub-millisecond
+#: call can take 1.5x its steady time for some ten calls), and a median of three would fall among them.
+FILL_SECONDS, MAX_REPEATS = 0.1, 25
+
+
 def timed(function, repeats: int, single_shot_seconds: float):
-    """(result or the exception it raised, seconds, timed calls): the median of ``repeats`` calls after a
-    first one, or that first call alone if it took longer than ``single_shot_seconds`` or raised."""
+    """(result or the exception it raised, seconds, timed calls): the median of at least ``repeats`` calls after
+    a first one (more for fast calls: as many as fill FILL_SECONDS, at most MAX_REPEATS), or that first call alone
+    if it took longer than ``single_shot_seconds`` or raised."""
     start = time.perf_counter()
     try:
         result = function()
@@ -45,7 +52,8 @@ def timed(function, repeats: int, single_shot_seconds: float):
     first = time.perf_counter() - start
     if first > single_shot_seconds:
         return result, first, 1
-    return result, median_seconds(function, repeats=repeats), repeats
+    calls = max(repeats, min(MAX_REPEATS, int(FILL_SECONDS / max(first, 1e-9))))
+    return result, median_seconds(function, repeats=calls), calls
 
 
 @dataclass
