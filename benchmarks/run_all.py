@@ -899,8 +899,8 @@ def report(sections: list[Section], flags: Flags, started: datetime.datetime, wa
             + (f" and {runner.budget_skips} cells were skipped when it ran out." if runner.budget_skips else "."),
             f"- **Time**: median of {REPEATS} calls after a first one (of more for fast calls, as many as take about "
             f"{FILL_SECONDS} s, at most {MAX_REPEATS}: every contender alike); † = the first call alone (it took "
-            f"longer than {SINGLE_SHOT} s).  (×r) = that peer's time / afa's default-method time on the same row, measured in "
-            "the same run: r > 1 means afa was faster.  The machine is shared: compare ratios, not absolute times.",
+            f"longer than {SINGLE_SHOT} s).  (×r) = that peer's time / afa's default-method time on the same row, "
+            "measured in the same run: r > 1 means afa was faster.  The machine is shared: compare ratios, not absolute times.",
             "- **Error**: (ε − ε_ref) / ε_ref, signed.  ε_ref and its source are given per table; an interval after "
             "ε_ref is a certified bracket it lies in.  A method name in parentheses is the engine afa's 'auto' "
             "chose.  ✗ = the answer's own claim is incompatible with the reference: an upper bound below it, or "
