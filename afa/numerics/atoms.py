@@ -585,8 +585,7 @@ def _convolve(first: LossAtoms, second: LossAtoms, threshold: float, log_cutoff:
         if first.size == 0 or second.size == 0:
             return LossAtoms(np.empty(0), np.empty(0), log_dropped=log_dropped)
         # Pairs with l1 + l2 > threshold - (largest errors): for each atom of `first`, a suffix of `second`.
-        slack = (float(first.loss_errors.max()) + float(second.loss_errors.max())
-                 + 4 * U * (abs(threshold) + 1)) * PAD
+        slack = (first.largest_error + second.largest_error + 4 * U * (abs(threshold) + 1)) * PAD
         starts = np.searchsorted(second.losses, threshold - slack - first.losses, side="right")
         counts = second.size - starts
         pairs = int(counts.sum())
@@ -706,6 +705,20 @@ def _refined_step(atoms: LossAtoms, step: float) -> float:
     return float(atoms.losses[-1] - atoms.losses[0]) / span if span >= 1 else step
 
 
+def _lattice_grid(first: LossAtoms, second: LossAtoms, step: float, size: int, deviations: tuple[float, float]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The losses l1_0 + l2_0 + step K (K = 0 .. size - 1) of a lattice convolution of ``first`` and ``second``
+    (each starting at its smallest loss), and bounds on their errors: both factors' largest loss errors, the
+    ``deviations`` of their atoms from the lattice, and the rounding of forming the origin and each loss, times
+    PAD."""
+    origin = float(first.losses[0]) + float(second.losses[0])
+    shifts = step * np.arange(size, dtype=float)
+    losses = origin + shifts
+    largest = (first.largest_error + second.largest_error + deviations[0] + deviations[1]
+               + U * (abs(float(first.losses[0])) + abs(float(second.losses[0])) + abs(origin)))
+    return losses, (largest + 2 * U * (np.abs(shifts) + np.abs(losses))) * PAD
+
+
 def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: float, log_cutoff: float,
                       log_dropped: float) -> LossAtoms:
     """first * second for factors on one lattice l = l0 + step k: the masses convolved densely.
@@ -759,12 +772,7 @@ def _lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, threshold: f
                 _spend(n1 * n2 / LATTICE_SPEEDUP)
                 out = np.logaddexp(out, np.log(np.convolve(values1, values2)) + (offset1 + offset2))
                 pairs_of_bands += 1
-    origin = float(first.losses[0]) + float(second.losses[0])
-    shifts = step * np.arange(size, dtype=float)
-    losses = origin + shifts
-    largest = (float(first.loss_errors.max()) + float(second.loss_errors.max()) + deviation1 + deviation2
-               + U * (abs(float(first.losses[0])) + abs(float(second.losses[0])) + abs(origin)))
-    loss_errors = (largest + 2 * U * (np.abs(shifts) + np.abs(losses))) * PAD
+    losses, loss_errors = _lattice_grid(first, second, step, size, (deviation1, deviation2))
     keep = out > -np.inf
     if threshold > -math.inf:
         keep &= losses + loss_errors > threshold
@@ -854,7 +862,7 @@ def _lattice_power(atoms: LossAtoms, count: int, threshold: float, log_cutoff: f
     l0 = float(atoms.losses[0])
     # Position of index K of the uses-fold power: uses l0 + step K, within uses (largest error + deviation) and
     # the rounding of forming it (2 u (|uses l0| + |step K| + |loss|)).
-    position_error = float(atoms.loss_errors.max()) + deviation
+    position_error = atoms.largest_error + deviation
 
     def cut(uses: int) -> float:
         return _rest_threshold(threshold, (count - uses) * one_top)
@@ -1025,12 +1033,7 @@ def _linear_lattice_convolve(first: LossAtoms, second: LossAtoms, lattice, thres
     with np.errstate(divide="ignore"):
         log_values = np.where(keep, np.log(np.where(keep, values, 1.0)), -np.inf)
     out = log_values + scale + offset
-    origin = float(first.losses[0]) + float(second.losses[0])
-    shifts = step * np.arange(values.size, dtype=float)
-    losses = origin + shifts
-    largest = (float(first.loss_errors.max()) + float(second.loss_errors.max()) + deviation1 + deviation2
-               + U * (abs(float(first.losses[0])) + abs(float(second.losses[0])) + abs(origin)))
-    loss_errors = (largest + 2 * U * (np.abs(shifts) + np.abs(losses))) * PAD
+    losses, loss_errors = _lattice_grid(first, second, step, values.size, (deviation1, deviation2))
     if threshold > -math.inf:
         keep &= losses + loss_errors > threshold
     losses, loss_errors, log_masses = losses[keep], loss_errors[keep], out[keep]
@@ -1226,7 +1229,7 @@ def _evaluate(atoms: LossAtoms, epsilons: np.ndarray) -> tuple[np.ndarray, np.nd
         return out[0], out[1], out[2]
     losses, log_masses, errors = atoms.losses, atoms.log_masses, atoms.loss_errors
     alpha, beta = atoms.log_mass_error
-    largest_error = float(errors.max()) * PAD
+    largest_error = atoms.largest_error * PAD
     order = np.argsort(epsilons)
     sorted_eps = epsilons[order]
     first = np.searchsorted(losses, sorted_eps - largest_error, side="right")
