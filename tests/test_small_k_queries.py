@@ -188,12 +188,12 @@ def test_newton_iterates_on_a_kept_line_reuse_its_nodes(monkeypatch):
     evaluate = contour.batched_log_phi
     monkeypatch.setattr(contour, "batched_log_phi", lambda s, terms: calls.append(s.size) or evaluate(s, terms))
     loss = accountant(1.0, 0.01, 100).planner.composed(0)
-    inversion = contour.contour_inversion(loss)
+    inversion = contour.ContourInversion(loss)
     inversion.delta_and_slope(0.70)  # Newton's first iterates for eps(1e-5) are about here
     calls.clear()
     value, error, _ = inversion.delta_and_slope(0.718)
     assert calls == []
-    fresh, fresh_error, _ = contour.contour_inversion(loss).delta_and_slope(0.718)
+    fresh, fresh_error, _ = contour.ContourInversion(loss).delta_and_slope(0.718)
     assert abs(value - fresh) <= error + fresh_error
 
 
@@ -208,13 +208,13 @@ def test_kept_line_takes_a_cached_halving_rather_than_a_new_line(monkeypatch):
     evaluate = contour.batched_log_phi
     monkeypatch.setattr(contour, "batched_log_phi", lambda s, terms: calls.append(s.size) or evaluate(s, terms))
     loss = accountant(1.0, 0.01, 50).planner.composed(0)
-    inversion = contour.contour_inversion(loss)
+    inversion = contour.ContourInversion(loss)
     inversion.delta_and_slope(0.313)
     assert inversion._kept_line(0.546) is not None
     calls.clear()
     value, error, _ = inversion.delta_and_slope(0.546)
     assert calls == []
-    fresh, fresh_error, _ = contour.contour_inversion(loss).delta_and_slope(0.546)
+    fresh, fresh_error, _ = contour.ContourInversion(loss).delta_and_slope(0.546)
     assert abs(value - fresh) <= error + fresh_error
     inversion.verify(0.546)
 

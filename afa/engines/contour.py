@@ -124,6 +124,10 @@ PREFETCH_BEYOND = 4
 #: The early refusal of a sum whose envelope has not decayed far out (_SaddlePointContour._trapezoid) is checked
 #: once its first level has spent this share of the node budget if that is at most this many nodes, else at once.
 FAR_CHECK_SHARE, FAR_CHECK_NODES = 0.125, 1024
+#: ...unless the numeric MGF terms would sum more output nodes than this for that one far node (an MGF without a
+#: shifted output line, such as a tapered one, :class:`afa.mechanisms.noise_pair.OutputTaper`, lays out a rule
+#: proportional to the height: millions of output nodes for one node there).
+FAR_PROBE_WORK = 1 << 18
 #: Vertical lines whose numeric log M values are kept (ContourInversion._node_log_integrand).
 CACHED_LINES = 4
 #: Work of a lattice of nodes summed at once by the non-uniform FFT, per output node of its rule (the
@@ -262,6 +266,10 @@ class _SaddlePointContour:
 
     def _log_integrand(self, s: np.ndarray, epsilon: float) -> np.ndarray:
         raise NotImplementedError
+
+    def _probe_work(self, s: np.ndarray) -> float:
+        """The work (output nodes summed) of evaluating the numeric MGF terms at the nodes ``s`` (0 without any)."""
+        return 0.0
 
     def _bend(self, epsilon: float) -> tuple[float, float]:
         """(bend, Y) of the contour for ``epsilon``; bend 0 is the vertical line."""
@@ -615,7 +623,7 @@ class _SaddlePointContour:
             if far_check[0] and spent > far_after:
                 far_check[0] = False
                 far = np.array([c + 1j * self.max_nodes * step / 2 ** min(halvings, 2)])
-                if relative_nodes(far)[1][0] > math.log(1e-18):
+                if self._probe_work(far) <= FAR_PROBE_WORK and relative_nodes(far)[1][0] > math.log(1e-18):
                     raise self._no_decay(epsilon)
 
         def node_sum(h: float, first: int, stride: int) -> np.ndarray:
@@ -1002,6 +1010,10 @@ class ContourInversion(_SaddlePointContour):
             values[~found] = cache.lookup(heights[~found])[0]
         return values.reshape(s.shape)
 
+    def _probe_work(self, s: np.ndarray) -> float:
+        return float(sum(np.sum(term.evaluation_cost(-1j * s)) for term, _ in self._parts[3]
+                         if term.evaluation_cost is not None))
+
     def _spend_numeric(self, term, s: np.ndarray) -> None:
         """Count the work of one numeric term at the nodes ``s`` of one line (:meth:`_spend`): its output nodes
         at each node, or once times NUFFT_WORK for a lattice summed at once."""
@@ -1310,10 +1322,15 @@ def _merge_groups(shifts, counts, log_weights):
     return shifts[starts], counts[starts], np.where(np.isfinite(tops), merged, tops)
 
 
-def contour_inversion(loss: ComposedLoss, numeric_nodes: int | None = None) -> _SaddlePointContour:
+def contour_inversion(loss: ComposedLoss, numeric_nodes: int | None = None):
     """The lattice contour where atoms carry non-negligible mass, else the vertical one; ``numeric_nodes``
     (default: the active :class:`afa.ContourOptions`' ``numeric_nodes``) caps one contour sum's nodes when
-    the composition has numeric MGF terms (subsampled mechanisms)."""
+    the composition has numeric MGF terms (subsampled mechanisms); many uses of a subsampled Gaussian with a small
+    sampling rate split its loss law into pile and tail (:mod:`afa.engines.pile_split`)."""
+    from .pile_split import PileSplitContour, split_pair  # (it builds on this module's inversions)
+
     if loss.log_atomic_mass > math.log(RTOL) - 30:
         return LatticeContourInversion(loss, numeric_nodes)
+    if split_pair(loss) is not None:
+        return PileSplitContour(loss, numeric_nodes)
     return ContourInversion(loss, numeric_nodes)

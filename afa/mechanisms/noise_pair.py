@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import log_ndtr
 
 from .. import budget
 from .._accurate import weighted_cumulants
@@ -177,6 +178,45 @@ class NoiseMixturePair:
         return log_a - log_b, (mean_a - mean_b) / self.scale ** 2
 
 
+@dataclass(frozen=True)
+class OutputTaper:
+    """A smooth cut of the output line at ``cut``: the weight Phi(-(o - cut) / width) keeps the outputs
+    below it (``keep="below"``), Phi((o - cut) / width) those above (``keep="above"``); the two add up to one.
+
+    Weighting a pair's MGF integrand by it splits the law of its loss into two sub-probability measures
+    whose sum is the law (:mod:`afa.engines.pile_split`); a Gaussian-smooth weight keeps both parts' MGFs
+    entire and their output integrands smooth.
+    """
+
+    cut: float
+    width: float
+    keep: str
+
+    #: Panels are at most PANEL widths wide on the side of the cut where the weight falls, out to REACH widths
+    #: past it on the other (where it is 1 to within e^-REACH^2/2).
+    PANEL, REACH = 2.0, 12.0
+
+    def __post_init__(self):
+        if self.keep not in ("below", "above"):
+            raise ValueError(f"keep must be 'below' or 'above', got {self.keep!r}")
+        if not (math.isfinite(self.cut) and math.isfinite(self.width) and self.width > 0):
+            raise ValueError(f"cut must be finite and width positive and finite, got {self.cut}, {self.width}")
+
+    def log_weight(self, o: np.ndarray) -> np.ndarray:
+        """log of the weight at the outputs ``o`` (accurate far into its Gaussian tail)."""
+        z = (np.asarray(o, dtype=float) - self.cut) / self.width
+        return log_ndtr(-z if self.keep == "below" else z)
+
+    def edges(self, low: float, high: float) -> np.ndarray:
+        """Panel edges PANEL widths apart over the part of [``low``, ``high``] where the weight is not 1."""
+        start, stop = ((self.cut - self.REACH * self.width, high) if self.keep == "below"
+                       else (low, self.cut + self.REACH * self.width))
+        start, stop = max(start, low), min(stop, high)
+        if not stop > start:
+            return np.empty(0)
+        return np.linspace(start, stop, int(math.ceil((stop - start) / (self.PANEL * self.width))) + 1)
+
+
 class PairMGF:
     """log M(s) = log int A(o)^{1+s} B(o)^{-s} do for complex s, by composite Gauss-Legendre over o.
 
@@ -189,6 +229,10 @@ class PairMGF:
     The sum is formed relative to its largest term's magnitude (shared by all nodes of one real part); the result's
     relative error is a few ulps times sum|terms| / |sum terms| (cancellation
     only where |M(c + iu)| << M(c), which the inversions weigh accordingly).
+
+    With a ``taper`` (:class:`OutputTaper`) the integrand carries its weight: the MGF of the part of the loss's
+    law it keeps, a sub-probability measure.  Its panels then also resolve the weight, and the shifted output
+    lines are not used (the weight is not bounded off the real output line).
     """
 
     #: Nodes per panel of the default Gauss-Legendre rule over the output.
@@ -211,8 +255,9 @@ class PairMGF:
     #: |Im s| from which a shifted output line is considered (:meth:`_shifted`), and the fewest nodes one has.
     SHIFT_FROM, SHIFT_MIN_NODES = 8.0, 200
 
-    def __init__(self, pair: NoiseMixturePair, order: int | None = None):
+    def __init__(self, pair: NoiseMixturePair, order: int | None = None, taper: OutputTaper | None = None):
         self.pair = pair
+        self.taper = taper
         self.nodes, self.weights = gauss_legendre(self.ORDER if order is None else order)
         #: Re s -> frequency -> :meth:`_rule` of the latest RULE_LINES lines
         self._rules: dict[float, dict] = {}
@@ -227,7 +272,10 @@ class PairMGF:
         """L(o) and the real log-integrand log mu + log(A/mu) + c L = log(A^{1+c} B^{-c}) at the outputs ``o``."""
         log_a, log_b = self.pair.log_ratios(o)
         loss = log_a - log_b
-        return loss, self.pair.log_mu(o) + log_a + c * loss
+        log_integrand = self.pair.log_mu(o) + log_a + c * loss
+        if self.taper is not None:
+            log_integrand += self.taper.log_weight(o)
+        return loss, log_integrand
 
     def output_range(self, c: float) -> tuple[float, float] | None:
         """[low, high] outside which the integrand at real part ``c`` is below e^-DROP of its peak.
@@ -278,6 +326,9 @@ class PairMGF:
         low, high, grid, variation = window
         kinks = (np.array([c for c in self.pair.shifts if low < c < high]) if self.pair.noise == "laplace"
                  else None)
+        if self.taper is not None:
+            cuts = self.taper.edges(low, high)
+            kinks = cuts if kinks is None else np.concatenate((kinks, cuts))
         pieces = 1
         if frequency * self.pair.loss_slope * (high - low) > self.PHASE:  # else one panel's phase suffices
             if variation is None:
@@ -315,7 +366,7 @@ class PairMGF:
     def _shifted_sums(self, c: float, flat: np.ndarray, members: np.ndarray, out: np.ndarray) -> np.ndarray:
         """out[m] = log M(flat[m]) for the ``members`` (all of real part ``c``) whose octave of |Im s| has a
         shifted-line rule (:meth:`_shifted`; M(c - iu) is the conjugate of M(c + iu)); returns the others."""
-        if self.pair.noise != "gaussian":
+        if self.pair.noise != "gaussian" or self.taper is not None:
             return members
         heights = np.abs(flat[members].imag)
         octaves = _powers_of_two(heights)
@@ -339,7 +390,7 @@ class PairMGF:
         (``octave`` / 2, ``octave``], where it is the better rule: at most half the real-line rule's nodes there,
         and a sum of |terms| (the scale of its rounding) at most shifted_output.MAGNITUDE_FACTOR times the real
         line's, M(c); else None.  The rules of the latest RULE_LINES real parts are kept."""
-        if self.pair.noise != "gaussian" or octave < self.SHIFT_FROM:
+        if self.pair.noise != "gaussian" or octave < self.SHIFT_FROM or self.taper is not None:
             return None
         rules = _line_entry(self._shifted_rules, c, self.RULE_LINES)
         if octave not in rules:
