@@ -4,7 +4,8 @@
   accountant runs (exact, closed form, contour, quadrature, certified, PLD);
 * :mod:`afa.engines.planner` -- which engines answer a composition, in what order (``method="auto"``);
 * :mod:`afa.engines.composition` -- a direction's composed loss (terms and counts), the engines' input;
-* the numerical methods behind them: :mod:`~afa.engines.contour` (saddle-point contour),
+* the numerical methods behind them: :mod:`~afa.engines.contour` (saddle-point contour) and
+  :mod:`~afa.engines.pile_split` (its pile/tail split of many uses of a small-q subsampled Gaussian),
   :mod:`~afa.engines.quadrature` (real-line Levy inversion), :mod:`~afa.engines.discrete` and
   :mod:`~afa.engines.two_factor` (exact composition of finite-output mechanisms),
   :mod:`~afa.engines.quadratic` (data-dependent Gaussians), :mod:`~afa.engines.step_recursion` (a few uses of
@@ -18,6 +19,6 @@ The engines read mechanisms only through their dominating pairs, privacy losses 
 
 from .._lazy import lazy_submodules
 
-_MODULES = ("base", "certified", "composition", "contour", "discrete", "laplace_top", "mixed_pld", "planner", "pld",
-            "quadratic", "quadrature", "step_recursion", "two_factor")
+_MODULES = ("base", "certified", "composition", "contour", "discrete", "laplace_top", "mixed_pld", "pile_split",
+            "planner", "pld", "quadratic", "quadrature", "step_recursion", "two_factor")
 __getattr__, __dir__ = lazy_submodules(__name__, _MODULES)

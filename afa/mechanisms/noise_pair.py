@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_ndtr
 
 from .. import budget
 from .._accurate import weighted_cumulants
+from .._lazy import special
 from ..results import AccuracyError
 from . import shifted_output
 from .output_rules import composite_rule, panel_edges
@@ -205,7 +205,7 @@ class OutputTaper:
     def log_weight(self, o: np.ndarray) -> np.ndarray:
         """log of the weight at the outputs ``o`` (accurate far into its Gaussian tail)."""
         z = (np.asarray(o, dtype=float) - self.cut) / self.width
-        return log_ndtr(-z if self.keep == "below" else z)
+        return special.log_ndtr(-z if self.keep == "below" else z)
 
     def edges(self, low: float, high: float) -> np.ndarray:
         """Panel edges PANEL widths apart over the part of [``low``, ``high``] where the weight is not 1."""
