@@ -59,8 +59,13 @@ def _tapered_mgf_mpmath(pair: NoiseMixturePair, taper: OutputTaper, s: complex) 
         weight = mp.ncdf(-z) if taper.keep == "below" else mp.ncdf(z)
         return density * weight * mp.exp(s * loss)
 
+    # breakpoints: the cut and the peaks, and wherever the phase Im(s) L has turned by 2 radians
+    grid = np.linspace(-40 * sigma, 40 * sigma + 10, 400_001)
+    loss = np.logaddexp(math.log1p(-q), math.log(q) + (2 * grid - 1) / (2 * sigma ** 2))
+    turned = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(loss))))) * abs(complex(s).imag)
+    phase_points = np.interp(np.arange(2.0, turned[-1], 2.0), turned, grid) if turned[-1] > 2 else np.empty(0)
     points = sorted({-40 * sigma, -5.0, 0.0, 1.0, taper.cut - 8 * taper.width, taper.cut, taper.cut + 8 * taper.width,
-                     taper.cut + 20 * taper.width, 12.0, 40 * sigma + 10})
+                     taper.cut + 20 * taper.width, 12.0, 40 * sigma + 10} | set(phase_points.tolist()))
     return mp.quad(integrand, [-mp.inf] + points + [mp.inf], maxdegree=10)
 
 
