@@ -12,12 +12,14 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
+from scipy import special
 
 import afa
 from afa.engines.composition import ComposedLoss
 from afa.engines.contour import ContourInversion, contour_inversion
 from afa.engines.pile_split import CUT_LOSS, PileSplitContour, cut_output, rest_log_mgf, split_pair
 from afa.mechanisms.noise_pair import NoiseMixturePair, OutputTaper, PairMGF
+from afa.mechanisms.privacy_loss import NUMERIC_RTOL
 
 
 def remove_loss(sigma: float, q: float):
@@ -59,26 +61,34 @@ def _tapered_mgf_mpmath(pair: NoiseMixturePair, taper: OutputTaper, s: complex) 
         weight = mp.ncdf(-z) if taper.keep == "below" else mp.ncdf(z)
         return density * weight * mp.exp(s * loss)
 
-    # breakpoints: the cut and the peaks, and wherever the phase Im(s) L has turned by 2 radians
-    grid = np.linspace(-40 * sigma, 40 * sigma + 10, 400_001)
+    # breakpoints every half noise scale and wherever the phase Im(s) L has turned by 2 radians, over the outputs
+    # where the real integrand is within e^-120 of its peak (numpy, in double)
+    grid = np.linspace(-40 * sigma, 40 * sigma + 10, 200_001)
     loss = np.logaddexp(math.log1p(-q), math.log(q) + (2 * grid - 1) / (2 * sigma ** 2))
-    turned = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(loss))))) * abs(complex(s).imag)
-    phase_points = np.interp(np.arange(2.0, turned[-1], 2.0), turned, grid) if turned[-1] > 2 else np.empty(0)
-    points = sorted({-40 * sigma, -5.0, 0.0, 1.0, taper.cut - 8 * taper.width, taper.cut, taper.cut + 8 * taper.width,
-                     taper.cut + 20 * taper.width, 12.0, 40 * sigma + 10} | set(phase_points.tolist()))
+    z = (grid - taper.cut) / taper.width
+    log_weight = special.log_ndtr(-z if taper.keep == "below" else z)
+    log_real = (np.logaddexp(math.log1p(-q) - grid ** 2 / (2 * sigma ** 2), math.log(q) - (grid - 1) ** 2 / (2 * sigma ** 2))
+                + log_weight + complex(s).real * loss)
+    inside = grid[log_real > log_real.max() - 120]
+    low, high = float(inside[0]), float(inside[-1])
+    within = (grid >= low) & (grid <= high)
+    turned = np.concatenate(([0.0], np.cumsum(np.abs(np.diff(loss[within]))))) * abs(complex(s).imag)
+    phase_points = np.interp(np.arange(2.0, turned[-1], 2.0), turned, grid[within]) if turned[-1] > 2 else []
+    points = sorted(set(np.arange(low, high, sigma / 2).tolist()) | {high} | set(np.asarray(phase_points).tolist()))
     return mp.quad(integrand, [-mp.inf] + points + [mp.inf], maxdegree=10)
 
 
-@pytest.mark.parametrize("keep", ["below", "above"])
-@pytest.mark.parametrize("s", [0.0, 2.0, 6.3 + 30j, 40.0 + 5j])
+@pytest.mark.parametrize("keep, s", [(keep, s) for keep in ("below", "above") for s in (0.0, 2.0, 6.3 + 30j, 12.0 + 5j)]
+                         + [("below", 40.0 + 5j), ("below", 40.0 + 300j)])
 def test_tapered_mgf_matches_an_mpmath_integral(keep, s):
-    """The tapered output rule's MGF equals the 40-digit integral to NUMERIC_RTOL-like accuracy of M(c)."""
+    """The tapered output rule's MGF equals the 40-digit integral to NUMERIC_RTOL (2e-15) of its value on the real
+    line (the pile's lines reach Re s = 40 and beyond, the rest's stay below 12 at sigma = 0.8)."""
     pair = pair_of(0.8, 0.001)
     taper = OutputTaper(2.8, 0.12, keep)
     log_value = PairMGF(pair, taper=taper).log_mgf(np.array([s], dtype=complex))[0]
     reference = _tapered_mgf_mpmath(pair, taper, s)
     on_real_line = abs(_tapered_mgf_mpmath(pair, taper, complex(s).real))
-    assert abs(mp.exp(mp.mpc(log_value)) / reference - 1) <= 1e-13 * on_real_line / abs(reference)
+    assert abs(mp.exp(mp.mpc(log_value)) - reference) <= NUMERIC_RTOL * on_real_line
 
 
 def test_pile_and_tail_add_up_to_the_whole_law_on_complex_lines():
