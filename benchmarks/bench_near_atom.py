@@ -26,7 +26,10 @@ ROWS = [(2.0, 0.001, 10, 1e-5), (0.8, 0.001, 10, 1e-5), (1.0, 0.001, 10, 1e-5), 
         # beyond 200 uses at a tiny delta (the recursion by doubling)
         (2.0, 0.001, 300, 1e-10), (2.0, 0.001, 1000, 1e-12), (1.0, 0.001, 500, 1e-12), (2.0, 0.001, 3000, 1e-15),
         # beyond the doubling's fast reach (k log(1/(1 - q)) > 1.05): the PLD's bracket, then the far doubling
-        (2.0, 0.001, 1100, 1e-30), (2.0, 0.001, 3000, 1e-30), (2.0, 0.001, 10_000, 1e-15)]
+        (2.0, 0.001, 1100, 1e-30), (2.0, 0.001, 3000, 1e-30), (2.0, 0.001, 10_000, 1e-15),
+        # the whole law's contour refuses or runs long: the wide contour's pile/tail split (afa.engines.pile_split)
+        (0.8, 0.001, 50, 1e-10), (1.0, 0.001, 100, 1e-10), (0.8, 0.001, 100, 1e-30), (1.0, 0.001, 1000, 1e-30),
+        (2.0, 0.01, 100, 1e-30), (2.0, 0.001, 10_000, 1e-30)]
 
 
 def main() -> None:
