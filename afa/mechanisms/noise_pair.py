@@ -254,6 +254,8 @@ class PairMGF:
     MAX_REACH = 20_000
     #: |Im s| from which a shifted output line is considered (:meth:`_shifted`), and the fewest nodes one has.
     SHIFT_FROM, SHIFT_MIN_NODES = 8.0, 200
+    #: Rule sizes kept (:meth:`_rule_size`; a few lines times the octaves of |Im s| up to 2^20).
+    KEPT_SIZES = 256
 
     def __init__(self, pair: NoiseMixturePair, order: int | None = None, taper: OutputTaper | None = None):
         self.pair = pair
@@ -267,6 +269,8 @@ class PairMGF:
         self._shifted_rules: dict[float, dict[float, shifted_output.ShiftedRule | None]] = {}
         #: Re s -> {"line": the coarse line its octaves' shifted rules are laid out on} (the same latest lines)
         self._coarse_lines: dict[float, dict[str, shifted_output.CoarseLine | None]] = {}
+        #: (window's ends, frequency) -> :meth:`_rule_size`, at most KEPT_SIZES of them
+        self._sizes: dict[tuple[float, float, float], int] = {}
 
     def _loss_and_log_integrand(self, o: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
         """L(o) and the real log-integrand log mu + log(A/mu) + c L = log(A^{1+c} B^{-c}) at the outputs ``o``."""
@@ -313,8 +317,14 @@ class PairMGF:
         return composite_rule(self._edges(window, frequency), self.nodes, self.weights)
 
     def _rule_size(self, window: list, frequency: float) -> int:
-        """The number of nodes of :meth:`_panels` (without laying them out)."""
-        return (self._edges(window, frequency).size - 1) * self.nodes.size
+        """The number of nodes of :meth:`_panels` (without laying them out), kept per window and frequency (the
+        contour's work accounting asks for it at every chunk of nodes)."""
+        key = (window[0], window[1], frequency)
+        if key not in self._sizes:
+            if len(self._sizes) >= self.KEPT_SIZES:
+                self._sizes.clear()
+            self._sizes[key] = (self._edges(window, frequency).size - 1) * self.nodes.size
+        return self._sizes[key]
 
     def _edges(self, window: list, frequency: float) -> np.ndarray:
         """Panel edges on the ``window`` of :meth:`_window`: at the kinks, at most 2 noise scales apart, and with
