@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import cast
 
 import numpy as np
 
@@ -137,12 +138,13 @@ class PileSplitContour:
         WHOLE_NODES), sharing what they evaluated and whether the whole law's contour is still tried first."""
         wide = copy.copy(self)
         wide.numeric_nodes = numeric_nodes
-        wide.whole = self.whole.widened(min(numeric_nodes, WHOLE_NODES))
+        wide.whole = cast(ContourInversion, self.whole.widened(min(numeric_nodes, WHOLE_NODES)))
         wide.whole_first = self.whole_first or (self.whole_out_of_nodes
                                                 and wide.whole.max_nodes > self.whole.max_nodes)
         if self._split is not None:
             pile, rest, rest_mass = self._split
-            wide._split = (pile.widened(numeric_nodes), rest.widened(numeric_nodes), rest_mass)
+            wide._split = (cast(ContourInversion, pile.widened(numeric_nodes)),
+                           cast(ContourInversion, rest.widened(numeric_nodes)), rest_mass)
         return wide
 
     def chernoff_bound(self, epsilon: float, target: float | None = None) -> float:
