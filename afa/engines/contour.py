@@ -81,6 +81,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import gammaln
@@ -93,6 +94,9 @@ from ..mechanisms.privacy_loss import batched_log_phi, log_phi_and_continuous_pa
 from ..numerics.atoms import CompositionTooLargeError, clearly_beyond, estimated_atoms
 from ..results import AccuracyError, UnsupportedCompositionError
 from .composition import ComposedLoss
+
+if TYPE_CHECKING:
+    from .pile_split import PileSplitContour
 
 #: Relative accuracy the trapezoid sum is refined to (by halving its step)...
 RTOL = 1e-13
@@ -1322,7 +1326,8 @@ def _merge_groups(shifts, counts, log_weights):
     return shifts[starts], counts[starts], np.where(np.isfinite(tops), merged, tops)
 
 
-def contour_inversion(loss: ComposedLoss, numeric_nodes: int | None = None):
+def contour_inversion(loss: ComposedLoss,
+                      numeric_nodes: int | None = None) -> _SaddlePointContour | PileSplitContour:
     """The lattice contour where atoms carry non-negligible mass, else the vertical one; ``numeric_nodes``
     (default: the active :class:`afa.ContourOptions`' ``numeric_nodes``) caps one contour sum's nodes when
     the composition has numeric MGF terms (subsampled mechanisms); many uses of a subsampled Gaussian with a small
