@@ -311,10 +311,10 @@ def test_doubling_agrees_with_the_contour_at_hundreds_of_uses():
     pytest.param(2.0, 1000, 1e-12, marks=pytest.mark.slow),
     pytest.param(1.0, 500, 1e-12, marks=pytest.mark.slow)])
 def test_hundreds_of_uses_at_tiny_delta_answer_by_doubling_inside_the_certified_bracket(sigma, count, delta):
-    """q = 0.001 beyond the recursion's 200 uses at tiny delta: the whole law's contour sums cancel beyond their
-    nodes' accuracy, and 'auto' answered with the PLD's certified bracket, 2.5e-4 to 4.2e-4 wide (relative).
-    Doubling (method='exact') answers to 1e-7 or better, inside that bracket (an independent, certified
-    algorithm), and so does 'auto''s answer, wherever it comes from (the wide contour's pile/tail split)."""
+    """q = 0.001 beyond the recursion's 200 uses at tiny delta, where the whole law's contour sums cancel beyond
+    their nodes' accuracy and the PLD's certified bracket is 2.5e-4 to 4.2e-4 wide (relative): doubling
+    (method='exact') answers to 1e-7 or better, inside that bracket (an independent, certified algorithm), and
+    'auto''s answer (the wide contour's pile/tail split) agrees with it to 1e-7."""
     accountant = afa.Accountant().compose(afa.Gaussian(sigma).poisson_subsampled(0.001), times=count)
     doubling = accountant.epsilon_result(delta, method="exact")
     assert doubling.upper - doubling.lower <= 1e-7 * doubling.value
