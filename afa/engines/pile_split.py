@@ -38,6 +38,7 @@ from typing import cast
 import numpy as np
 
 from .. import options as settings
+from .._accurate import complex_log1p
 from ..budget import BudgetExceededError
 from ..mechanisms.noise_pair import NoiseMixturePair, OutputTaper, PairMGF
 from ..mechanisms.privacy_loss import NUMERIC_RTOL, PrivacyLoss
@@ -235,18 +236,11 @@ def rest_log_mgf(log_pile: np.ndarray, log_tail: np.ndarray, uses: int) -> np.nd
     cancellation of the difference."""
     ratio = log_tail - log_pile
     small = ratio.real < 0
-    log1p_ratio = np.where(small, _log1p(np.exp(np.where(small, ratio, 0))),
-                           ratio + _log1p(np.exp(-np.where(small, 0, ratio))))
+    log1p_ratio = np.where(small, complex_log1p(np.exp(np.where(small, ratio, 0))),
+                           ratio + complex_log1p(np.exp(-np.where(small, 0, ratio))))
     y = uses * log1p_ratio
     large = y.real > 1
     with np.errstate(divide="ignore"):
-        log_expm1 = np.where(large, y + _log1p(-np.exp(-np.where(large, y, 0))),
+        log_expm1 = np.where(large, y + complex_log1p(-np.exp(-np.where(large, y, 0))),
                              np.log(np.expm1(np.where(large, 0, y))))
     return uses * log_pile + log_expm1
-
-
-def _log1p(z: np.ndarray) -> np.ndarray:
-    """log(1 + z) for complex z, accurate for small |z| (numpy's complex log1p is not: it forms |1 + z|)."""
-    z = np.asarray(z, dtype=complex)
-    modulus = z.real * (2 + z.real) + z.imag * z.imag  # |1 + z|^2 - 1
-    return 0.5 * np.log1p(modulus) + 1j * np.arctan2(z.imag, 1 + z.real)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import budget
+from .._accurate import complex_log1p
 from .output_rules import composite_rule, panel_edges
 
 if TYPE_CHECKING:
@@ -106,23 +107,16 @@ def continued_log_integrand(pair: NoiseMixturePair, z: np.ndarray, c: float) -> 
         if len(terms) == 2:  # (subsampling's mixtures) the same sum without stacking
             first = terms[0].real >= terms[1].real
             top = np.where(first, terms[0], terms[1])
-            sides.append(top + _log1p(np.exp(np.where(first, terms[1], terms[0]) - top)))
+            sides.append(top + complex_log1p(np.exp(np.where(first, terms[1], terms[0]) - top)))
             continue
         stacked = np.array(terms)
         first = np.argmax(stacked.real, axis=0)
         top = np.take_along_axis(stacked, first[None], axis=0)[0]
         rest = np.exp(stacked - top)
         np.put_along_axis(rest, first[None], 0.0, axis=0)
-        sides.append(top + _log1p(np.sum(rest, axis=0)))
+        sides.append(top + complex_log1p(np.sum(rest, axis=0)))
     loss = sides[0] - sides[1]
     return log_mu + (1 + c) * sides[0] - c * sides[1], loss
-
-
-def _log1p(z: np.ndarray) -> np.ndarray:
-    """The principal log(1 + z) for complex ``z`` != -1, to a few ulps of |log(1 + z)| (numpy's complex log1p
-    forms 1 + z first and so errs by an ulp of 1): log|1 + z| = log1p(2x + x^2 + y^2) / 2."""
-    x, y = z.real, z.imag
-    return 0.5 * np.log1p(x * (2 + x) + y * y) + 1j * np.arctan2(y, 1 + x)
 
 
 @dataclass(frozen=True)
